@@ -1,0 +1,240 @@
+//! The FUSE floor: a minimal fuser file system serving a tree shape from memory, with the
+//! same caching choices as wip (long TTLs, readdirplus, kept page and directory caches).
+//! `scripts/bench.sh` walks it beside a wip mount so wip's own overhead is visible.
+//!
+//! Usage: `fuse-floor MOUNT SHAPE`, SHAPE lines being `TYPE<TAB>SIZE<TAB>PATH` as printed by
+//! `find DIR -mindepth 1 -printf '%y\t%s\t%P\n'` (types d, f, l). Runs until unmounted.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEntry, ReplyOpen, Request, Session,
+};
+
+const TTL: Duration = Duration::from_secs(3600);
+
+struct Node {
+    kind: FileType,
+    size: u64,
+    children: Vec<(String, u64)>,
+    index: HashMap<String, u64>,
+}
+
+struct Floor {
+    nodes: Vec<Node>,
+    start: SystemTime,
+}
+
+impl Floor {
+    fn load(shape: &str) -> Floor {
+        let root = Node {
+            kind: FileType::Directory,
+            size: 0,
+            children: Vec::new(),
+            index: HashMap::new(),
+        };
+        // Inode n is nodes[n - 1]; the root is inode 1.
+        let mut floor = Floor {
+            nodes: vec![root],
+            start: SystemTime::now(),
+        };
+        let mut by_path: HashMap<String, u64> = HashMap::new();
+        by_path.insert(String::new(), 1);
+        for line in shape.lines() {
+            let mut parts = line.splitn(3, '\t');
+            let (Some(t), Some(size), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let kind = match t {
+                "d" => FileType::Directory,
+                "l" => FileType::Symlink,
+                _ => FileType::RegularFile,
+            };
+            let (parent, name) = match path.rsplit_once('/') {
+                Some((p, n)) => (p.to_string(), n.to_string()),
+                None => (String::new(), path.to_string()),
+            };
+            let Some(&parent_ino) = by_path.get(&parent) else {
+                continue;
+            };
+            floor.nodes.push(Node {
+                kind,
+                size: size.parse().unwrap_or(0),
+                children: Vec::new(),
+                index: HashMap::new(),
+            });
+            let ino = floor.nodes.len() as u64;
+            let p = &mut floor.nodes[parent_ino as usize - 1];
+            p.children.push((name.clone(), ino));
+            p.index.insert(name, ino);
+            by_path.insert(path.to_string(), ino);
+        }
+        floor
+    }
+
+    fn node(&self, ino: u64) -> Option<&Node> {
+        self.nodes.get((ino as usize).checked_sub(1)?)
+    }
+
+    fn attr(&self, ino: u64) -> Option<FileAttr> {
+        let n = self.node(ino)?;
+        Some(FileAttr {
+            ino: INodeNo(ino),
+            size: n.size,
+            blocks: n.size.div_ceil(512),
+            atime: self.start,
+            mtime: self.start,
+            ctime: self.start,
+            crtime: self.start,
+            kind: n.kind,
+            perm: if n.kind == FileType::Directory {
+                0o555
+            } else {
+                0o444
+            },
+            nlink: if n.kind == FileType::Directory { 2 } else { 1 },
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        })
+    }
+}
+
+impl Filesystem for Floor {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let wanted = config.capabilities()
+            & (InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_PARALLEL_DIROPS);
+        let _ = config.add_capabilities(wanted);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let found = self
+            .node(parent.0)
+            .and_then(|p| p.index.get(name.to_str()?))
+            .and_then(|ino| self.attr(*ino));
+        match found {
+            Some(a) => reply.entry(&TTL, &a, Generation(0)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.attr(ino.0) {
+            Some(a) => reply.attr(&TTL, &a),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, _ino: INodeNo, reply: ReplyData) {
+        reply.data(b"../x");
+    }
+
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let len = self.node(ino.0).map(|n| n.size).unwrap_or(0);
+        let n = len.saturating_sub(offset).min(size as u64) as usize;
+        reply.data(&vec![b'x'; n]);
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(
+            FileHandle(0),
+            FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+        );
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(n) = self.node(ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
+        for (i, (name, child)) in n.children.iter().enumerate().skip(offset as usize) {
+            let kind = self
+                .node(*child)
+                .map(|c| c.kind)
+                .unwrap_or(FileType::RegularFile);
+            if reply.add(INodeNo(*child), (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let Some(n) = self.node(ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
+        for (i, (name, child)) in n.children.iter().enumerate().skip(offset as usize) {
+            let Some(a) = self.attr(*child) else { continue };
+            if reply.add(
+                INodeNo(*child),
+                (i + 1) as u64,
+                name,
+                &TTL,
+                &a,
+                Generation(0),
+            ) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(mount), Some(shape)) = (args.get(1), args.get(2)) else {
+        eprintln!("usage: fuse-floor MOUNT SHAPE");
+        std::process::exit(2);
+    };
+    let shape = match std::fs::read_to_string(shape) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fuse-floor: cannot read {shape}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![MountOption::FSName("fuse-floor".into())];
+    config.n_threads = Some(8);
+    let result = Session::new(Floor::load(&shape), mount, &config).and_then(|s| s.run());
+    if let Err(e) = result {
+        eprintln!("fuse-floor: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,105 @@
+//! Call-latency measurements for `scripts/bench.sh`: the same op called in-process (host
+//! alone, and through the world runtime with validation and journal) and through a mount.
+//!
+//!   wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N
+//!   wip-bench mount-call CALL_FILE ARGS N
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use wip::daemon::{build_world, MountOptions};
+use wip::world::host::Caller;
+use wip::world::node::{NodeId, Target};
+
+fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn report(label: &str, samples: Vec<f64>) {
+    let n = samples.len();
+    let (p50, p99) = percentiles(samples);
+    println!("{label} n={n} p50_us={p50:.1} p99_us={p99:.1}");
+}
+
+fn host_call(args: &[String]) -> Result<()> {
+    let mut state = None;
+    let mut manifest = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--state" => state = it.next().map(PathBuf::from),
+            "--manifest" => manifest = it.next().map(PathBuf::from),
+            _ => rest.push(a.clone()),
+        }
+    }
+    let [entry, op, op_args, n] = rest.as_slice() else {
+        bail!("usage: wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N");
+    };
+    let n: usize = n.parse()?;
+    let world = build_world(&MountOptions {
+        mount_point: PathBuf::from("/nonexistent-bench-mount"),
+        manifest,
+        state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
+    })?;
+    let NodeId::Entry(e) = world.resolve_path(entry)? else {
+        bail!("{entry} is not a host entry");
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(op_args).context("ARGS must be JSON here")?;
+    let caller = Caller::from_pid(std::process::id(), 0);
+    let host = &world.hosts()[e.host].host;
+    let mut direct = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        host.call(&e.path, op, &value, &caller)?;
+        direct.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("in-process host.call", direct);
+    let target = Target::Entry(e);
+    let mut runtime = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = world.call(&target, op, op_args.as_bytes(), &caller);
+        runtime.push(t.elapsed().as_secs_f64() * 1e6);
+        r.outcome?;
+    }
+    report("in-process world.call", runtime);
+    Ok(())
+}
+
+fn mount_call(args: &[String]) -> Result<()> {
+    let [path, op_args, n] = args else {
+        bail!("usage: wip-bench mount-call CALL_FILE ARGS N");
+    };
+    let n: usize = n.parse()?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        // What `echo ARGS > call` does: open with O_TRUNC, one write, close.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .with_context(|| format!("open {path}"))?;
+        f.write_all(op_args.as_bytes())?;
+        drop(f);
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("through the mount", samples);
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("host-call") => host_call(&args[1..]),
+        Some("mount-call") => mount_call(&args[1..]),
+        _ => bail!("usage: wip-bench host-call … | mount-call …"),
+    }
+}

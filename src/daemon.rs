@@ -1,0 +1,390 @@
+//! Starting and stopping a mount: build the world from a manifest, mount it, serve in the
+//! foreground or hand over to a background process, unmount, and `wip call`.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::hosts::{self, HostContext};
+use crate::manifest::{Manifest, DEFAULT_MANIFEST};
+use crate::world::{Mounted, World};
+
+/// How long `wip mount` waits for the background daemon to be ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// FUSE worker threads: calls may block (a slow backend) without stalling reads.
+const THREADS: usize = 8;
+
+/// Where state lives unless `--state` says otherwise.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("wip");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    PathBuf::from(home).join(".local/state/wip")
+}
+
+pub struct MountOptions {
+    pub mount_point: PathBuf,
+    pub manifest: Option<PathBuf>,
+    pub state_dir: PathBuf,
+}
+
+/// Read the manifest (or the embedded default) and its text with secrets redacted.
+fn load_manifest(path: Option<&Path>) -> Result<(Manifest, String)> {
+    let (manifest, text) = match path {
+        Some(p) => {
+            let m = Manifest::load(p)?;
+            (m, std::fs::read_to_string(p).unwrap_or_default())
+        }
+        None => (Manifest::default_world(), DEFAULT_MANIFEST.to_string()),
+    };
+    Ok((manifest, redact(&text)))
+}
+
+/// Blank out values of keys that look secret (`token`, `secret`, `password`, `key`).
+pub fn redact(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let Some((k, _)) = line.split_once('=') else {
+                return line.to_string();
+            };
+            let key = k.trim().to_ascii_lowercase();
+            if ["token", "secret", "password", "api_key", "apikey"]
+                .iter()
+                .any(|s| key.contains(s))
+            {
+                format!("{} = \"<redacted>\"", k.trim_end())
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Build the world a manifest describes (hosts open their backends here).
+pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
+    let (manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
+    std::fs::create_dir_all(&opts.state_dir)
+        .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
+    let ctx = HostContext {
+        state_dir: opts.state_dir.clone(),
+        launch_dir: std::env::current_dir().context("cannot read the current directory")?,
+        mount_point: opts.mount_point.clone(),
+        identity: manifest.identity.clone(),
+    };
+    let mut mounted = Vec::new();
+    for spec in &manifest.hosts {
+        let host = hosts::build(spec, &ctx)?;
+        mounted.push(Mounted {
+            path: spec.path.split('/').map(str::to_string).collect(),
+            kind: spec.kind.clone(),
+            host,
+        });
+    }
+    let world = World::new(
+        manifest.world.clone(),
+        manifest.identity.clone(),
+        mounted,
+        &opts.state_dir,
+        opts.mount_point.clone(),
+        config_text,
+    )?;
+    if world.interrupted_at_start > 0 {
+        tracing::warn!(
+            calls = world.interrupted_at_start,
+            "calls cut off by the last stop are marked interrupted in the journal"
+        );
+    }
+    Ok(Arc::new(world))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Mounting as a normal user goes through `fusermount3`; say how to get it.
+fn check_can_mount() -> Result<()> {
+    if is_root() || which("fusermount3").is_some() || which("fusermount").is_some() {
+        return Ok(());
+    }
+    bail!(
+        "mounting as a normal user needs fusermount3, which is not installed; \
+         install Debian's fuse3 package (sudo apt-get install fuse3) or run wip as root"
+    )
+}
+
+/// Whether `dir` is a mount point now (per /proc/self/mountinfo), and its fs type.
+pub fn mounted_fs_type(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = dir.to_string_lossy().replace(' ', "\\040");
+    info.lines().rev().find_map(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        let sep = fields.iter().position(|f| *f == "-")?;
+        (fields.get(4) == Some(&want.as_str()))
+            .then(|| fields.get(sep + 1).map(|s| s.to_string()))?
+    })
+}
+
+fn prepare_mount_point(dir: &Path) -> Result<PathBuf> {
+    if let Some(fs) = mounted_fs_type(dir) {
+        if fs.starts_with("fuse") {
+            bail!(
+                "{} is already a mount point ({fs}); run `wip umount {}` first",
+                dir.display(),
+                dir.display()
+            );
+        }
+    }
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create mount point {}", dir.display()))?;
+    }
+    let canonical = std::fs::canonicalize(dir)
+        .with_context(|| format!("cannot use mount point {}", dir.display()))?;
+    if !canonical.is_dir() {
+        bail!("mount point {} is not a directory", canonical.display());
+    }
+    Ok(canonical)
+}
+
+/// Mount and serve until unmounted (or SIGTERM/SIGINT, which unmount cleanly).
+pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
+    check_can_mount()?;
+    opts.mount_point = prepare_mount_point(&opts.mount_point)?;
+    // Block the stop signals in every thread; one thread waits for them and unmounts.
+    let signals = stop_signals();
+    // SAFETY: the set is initialised by stop_signals; blocking signals has no other effect.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
+    }
+    let world = build_world(&opts)?;
+    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
+        anyhow!(
+            "cannot mount {}: {e}{}",
+            opts.mount_point.display(),
+            if is_root() {
+                ""
+            } else {
+                " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
+            }
+        )
+    })?;
+    tracing::info!(mount_point = %opts.mount_point.display(), "mounted");
+    let mut unmounter = session.unmount_callable();
+    let mount_point = opts.mount_point.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: sigwait on a set of blocked signals.
+            unsafe { libc::sigwait(&signals, &mut sig) };
+            tracing::info!(signal = sig, mount_point = %mount_point.display(), "unmounting");
+            if let Err(e) = unmounter.unmount() {
+                tracing::warn!("unmount: {e}; trying a lazy unmount");
+                let _ = lazy_unmount(&mount_point);
+            }
+        })?;
+    session
+        .run()
+        .context("the FUSE session ended with an error")?;
+    tracing::info!("unmounted");
+    Ok(())
+}
+
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Start a daemon serving the mount in the background; return once it is mounted.
+pub fn mount_background(opts: MountOptions) -> Result<()> {
+    check_can_mount()?;
+    let mount_point = prepare_mount_point(&opts.mount_point)?;
+    std::fs::create_dir_all(&opts.state_dir)
+        .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
+    // Fail fast on a bad manifest, in the caller's terminal.
+    load_manifest(opts.manifest.as_deref())?;
+    let log_path = opts.state_dir.join("wip.log");
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open log {}", log_path.display()))?;
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let exe = std::env::current_exe().context("cannot find the wip executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount")
+        .arg(&mount_point)
+        .arg("-f")
+        .arg("--state")
+        .arg(&opts.state_dir);
+    if let Some(m) = &opts.manifest {
+        cmd.arg("--manifest")
+            .arg(std::fs::canonicalize(m).unwrap_or_else(|_| m.clone()));
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the daemon")?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {
+            println!(
+                "mounted {} (daemon pid {}, log {})",
+                mount_point.display(),
+                child.id(),
+                log_path.display()
+            );
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let mut text = String::new();
+            if let Ok(mut f) = std::fs::File::open(&log_path) {
+                let _ = f.seek(std::io::SeekFrom::Start(log_start));
+                let _ = f.read_to_string(&mut text);
+            }
+            bail!(
+                "the daemon exited ({status}) before mounting:\n{}",
+                text.trim_end()
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!(
+                "the daemon did not mount {} within {}s; see {}",
+                mount_point.display(),
+                READY_TIMEOUT.as_secs(),
+                log_path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lazy_unmount(dir: &Path) -> Result<()> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a valid C string; umount2 only reads it.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().into())
+    }
+}
+
+/// Unmount `dir`, also when its daemon died (a "Transport endpoint is not connected" mount).
+pub fn umount(dir: &Path) -> Result<()> {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    match mounted_fs_type(&dir) {
+        Some(t) if t.starts_with("fuse") => {}
+        Some(t) => bail!("{} is a {t} mount, not a wip mount", dir.display()),
+        None => bail!("{} is not mounted", dir.display()),
+    }
+    if is_root() {
+        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+        // SAFETY: a valid C string; umount2 only reads it.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EBUSY) {
+            lazy_unmount(&dir)?;
+            eprintln!(
+                "{} was busy: detached it; it goes away when the last user leaves",
+                dir.display()
+            );
+            return Ok(());
+        }
+        bail!("cannot unmount {}: {err}", dir.display());
+    }
+    let tool = which("fusermount3")
+        .or_else(|| which("fusermount"))
+        .ok_or_else(|| {
+            anyhow!("unmounting as a normal user needs fusermount3 (Debian package fuse3)")
+        })?;
+    let status = Command::new(&tool).arg("-u").arg(&dir).status()?;
+    if !status.success() {
+        let lazy = Command::new(&tool).arg("-uz").arg(&dir).status()?;
+        if !lazy.success() {
+            bail!("{} -u {} failed", tool.display(), dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// What `wip call` ends with.
+pub struct CallOutput {
+    pub result: String,
+    pub error: Option<std::io::Error>,
+}
+
+/// Run an op race-free: open `call` read-write, write, make sure it ran (flush through a
+/// duplicate descriptor), then read the result back from the same descriptor.
+pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
+    let call_path = if path.is_dir() {
+        if path.join("call").exists() {
+            path.join("call")
+        } else {
+            bail!("{} is not an op (no call file in it)", path.display());
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(0)
+        .open(&call_path)
+        .with_context(|| format!("cannot open {}", call_path.display()))?;
+    let payload: Vec<u8> = if args.is_empty() {
+        b"\n".to_vec()
+    } else {
+        args.to_vec()
+    };
+    let mut error = file.write_all(&payload).err();
+    if error.is_none() {
+        // Closing a duplicate sends FLUSH: a payload that arrived in chunks runs now.
+        // SAFETY: dup of a valid descriptor, closed right away.
+        let dup = unsafe { libc::dup(file.as_raw_fd()) };
+        if dup >= 0 && unsafe { libc::close(dup) } != 0 {
+            error = Some(std::io::Error::last_os_error());
+        }
+    }
+    let mut result = String::new();
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.read_to_string(&mut result)
+        .with_context(|| format!("cannot read the result from {}", call_path.display()))?;
+    Ok(CallOutput { result, error })
+}

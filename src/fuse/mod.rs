@@ -1,0 +1,634 @@
+//! The fuser adapter: inodes, attributes, open files, write buffering for `call`, and
+//! kernel cache invalidation. It knows the world model (`NodeId`, `World`), never a backend.
+//!
+//! Caching: stable nodes get long TTLs, kept page and directory caches, and explicit
+//! invalidation when a call reports a change; volatile files (`guard`, `result`, `call`)
+//! use direct I/O and TTL 0 so every reader sees the present (and their own session's)
+//! content. Calls run in `write` as soon as the bytes are a complete args document, else at
+//! `flush` (see DESIGN.md, "Known pitfalls").
+
+pub mod inodes;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, Notifier, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request,
+    Session, SessionACL, WriteFlags,
+};
+
+use crate::world::args;
+use crate::world::error::WorldError;
+use crate::world::host::Caller;
+use crate::world::node::{Caching, NodeAttr, NodeId, NodeKind, OpFile, Target};
+use crate::world::World;
+use inodes::{Inodes, ROOT_INO};
+
+/// A stable node cached at least this long also keeps its page and directory caches
+/// across opens (it is only ever changed through us, and we invalidate).
+const KEEP_CACHE_MIN_TTL: Duration = Duration::from_secs(60);
+/// `st_blksize` of `call`: bash's builtins buffer by it, so a large payload arrives in
+/// few writes rather than hundreds of 512-byte ones.
+const CALL_BLKSIZE: u32 = 1 << 20;
+const MAX_WRITE: u32 = 1 << 20;
+/// Writes that fill whole pages may be the first of several chunks; text runs at flush then.
+const CHUNK: usize = 4096;
+
+/// Shared by the file system and the world's change sink.
+#[derive(Clone, Default)]
+pub struct Invalidator {
+    inodes: Arc<Mutex<Inodes>>,
+    notifier: Arc<OnceLock<Notifier>>,
+}
+
+impl Invalidator {
+    /// Tell the kernel to drop what it cached of these nodes (attributes, pages, listings).
+    pub fn invalidate(&self, nodes: &[NodeId]) {
+        let Some(notifier) = self.notifier.get() else {
+            return;
+        };
+        let inos: Vec<u64> = match self.inodes.lock() {
+            Ok(t) => nodes.iter().filter_map(|n| t.known(n)).collect(),
+            Err(_) => return,
+        };
+        for ino in inos {
+            // ENOENT means the kernel already forgot it: nothing to drop.
+            if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
+                tracing::trace!(ino, "inval_inode: {e}");
+            }
+        }
+    }
+
+    pub fn set_notifier(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+}
+
+enum Handle {
+    Call(CallHandle),
+    File {
+        node: NodeId,
+        session: u32,
+        snapshot: Option<Vec<u8>>,
+    },
+    Dir(Vec<(String, NodeId)>),
+}
+
+struct CallHandle {
+    target: Target,
+    op: String,
+    buf: Vec<u8>,
+    /// Bytes arrived since the last run.
+    pending: bool,
+    last_run: Option<i64>,
+}
+
+pub struct WorldFs {
+    world: Arc<World>,
+    inv: Invalidator,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    uid: u32,
+    gid: u32,
+    start: SystemTime,
+}
+
+fn errno(e: &WorldError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+impl WorldFs {
+    pub fn new(world: Arc<World>) -> WorldFs {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        WorldFs {
+            world,
+            inv: Invalidator::default(),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            uid,
+            gid,
+            start: SystemTime::now(),
+        }
+    }
+
+    pub fn invalidator(&self) -> Invalidator {
+        self.inv.clone()
+    }
+
+    fn inodes(&self) -> MutexGuard<'_, Inodes> {
+        // A panic while holding the lock leaves a consistent table (no partial updates).
+        self.inv.inodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn handles(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn node(&self, ino: INodeNo) -> Result<NodeId, Errno> {
+        self.inodes().node(ino.0).ok_or(Errno::ENOENT)
+    }
+
+    fn session_of(req: &Request) -> u32 {
+        Caller::from_pid(req.pid(), req.uid()).session
+    }
+
+    fn file_attr(&self, ino: u64, a: &NodeAttr) -> FileAttr {
+        let (kind, perm, nlink) = match a.kind {
+            NodeKind::Dir => (FileType::Directory, 0o555, 2),
+            NodeKind::File if a.writable => (FileType::RegularFile, 0o666, 1),
+            NodeKind::File => (FileType::RegularFile, 0o444, 1),
+            NodeKind::Symlink => (FileType::Symlink, 0o777, 1),
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: self.start,
+            mtime: self.start,
+            ctime: self.start,
+            crtime: self.start,
+            kind,
+            perm,
+            nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: if a.writable { CALL_BLKSIZE } else { 4096 },
+            flags: 0,
+        }
+    }
+
+    fn ttl(a: &NodeAttr) -> Duration {
+        match a.caching {
+            Caching::Stable(ttl) => ttl,
+            Caching::Volatile => Duration::ZERO,
+        }
+    }
+
+    fn keeps_cache(a: &NodeAttr) -> bool {
+        matches!(a.caching, Caching::Stable(ttl) if ttl >= KEEP_CACHE_MIN_TTL)
+    }
+
+    fn new_fh(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles().insert(fh, h);
+        fh
+    }
+
+    /// Run the buffered call of handle `fh`; returns the errno of a failed call.
+    fn run_call(&self, fh: u64, req: &Request) -> Result<(), Errno> {
+        let (target, op, bytes) = {
+            let mut handles = self.handles();
+            let Some(Handle::Call(c)) = handles.get_mut(&fh) else {
+                return Ok(());
+            };
+            if !c.pending {
+                return Ok(());
+            }
+            c.pending = false;
+            (c.target.clone(), c.op.clone(), std::mem::take(&mut c.buf))
+        };
+        let caller = Caller::from_pid(req.pid(), req.uid());
+        let report = self.world.call(&target, &op, &bytes, &caller);
+        if let Some(Handle::Call(c)) = self.handles().get_mut(&fh) {
+            c.last_run = Some(report.run);
+        }
+        self.inv.invalidate(&report.changed);
+        match &report.outcome {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::debug!(op, "call failed: {e}");
+                Err(errno(e))
+            }
+        }
+    }
+
+    /// Whether the bytes buffered so far are a whole args document to run now.
+    fn complete_now(buf: &[u8], offset: u64, data: &[u8]) -> bool {
+        if args::looks_like_json(buf) {
+            return args::is_complete_json(buf);
+        }
+        // One `echo` line is one write: a first write ending in a newline that does not fill
+        // whole pages is the whole document. Anything else waits for flush.
+        offset == 0 && data.ends_with(b"\n") && data.len() % CHUNK != 0
+    }
+}
+
+impl Filesystem for WorldFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_CACHE_SYMLINKS;
+        let supported = config.capabilities() & wanted;
+        if let Err(missing) = config.add_capabilities(supported) {
+            tracing::debug!("capabilities not granted: {missing:?}");
+        }
+        if let Err(nearest) = config.set_max_write(MAX_WRITE) {
+            let _ = config.set_max_write(nearest);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let result = (|| {
+            let parent = self.node(parent)?;
+            let name = name.to_str().ok_or(Errno::ENOENT)?;
+            let node = self.world.lookup(&parent, name).map_err(|e| errno(&e))?;
+            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            let ino = self.inodes().remember(&node);
+            Ok::<_, Errno>((ino, attr))
+        })();
+        match result {
+            Ok((ino, attr)) => reply.entry(
+                &Self::ttl(&attr),
+                &self.file_attr(ino, &attr),
+                Generation(0),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inodes().forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let result = self.node(ino).and_then(|node| {
+            let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
+                Self::session_of(req)
+            } else {
+                0
+            };
+            self.world.attr(&node, session).map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(attr) => reply.attr(&Self::ttl(&attr), &self.file_attr(ino.0, &attr)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let result = self.node(ino).and_then(|node| {
+            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            match size {
+                // `> call` truncates first: a no-op, the call starts with the next write.
+                Some(0) if attr.writable => {
+                    if let Some(fh) = fh {
+                        if let Some(Handle::Call(c)) = self.handles().get_mut(&fh.0) {
+                            c.buf.clear();
+                        }
+                    }
+                    Ok(attr)
+                }
+                Some(_) => Err(Errno::EACCES),
+                None => Ok(attr),
+            }
+        });
+        let _ = req;
+        match result {
+            Ok(attr) => reply.attr(&Self::ttl(&attr), &self.file_attr(ino.0, &attr)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self
+            .node(ino)
+            .and_then(|n| self.world.readlink(&n).map_err(|e| errno(&e)))
+        {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let result = (|| {
+            let node = self.node(ino)?;
+            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
+            if let NodeId::OpFile(target, op, OpFile::Call) = &node {
+                let fh = self.new_fh(Handle::Call(CallHandle {
+                    target: target.clone(),
+                    op: op.clone(),
+                    buf: Vec::new(),
+                    pending: false,
+                    last_run: None,
+                }));
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
+            }
+            if writing {
+                return Err(Errno::EACCES);
+            }
+            let session = Self::session_of(req);
+            let fh = self.new_fh(Handle::File {
+                node,
+                session,
+                snapshot: None,
+            });
+            let flags = if attr.caching == Caching::Volatile {
+                FopenFlags::FOPEN_DIRECT_IO
+            } else if Self::keeps_cache(&attr) {
+                FopenFlags::FOPEN_KEEP_CACHE
+            } else {
+                FopenFlags::empty()
+            };
+            Ok((fh, flags))
+        })();
+        match result {
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        // Take what is needed out of the handle table before asking the world (which may be
+        // slow), so other descriptors are not held up.
+        enum Want {
+            Run(Option<i64>),
+            Snapshot(Vec<u8>),
+            Fill(NodeId, u32),
+        }
+        let want = match self.handles().get(&fh.0) {
+            Some(Handle::Call(c)) => Want::Run(c.last_run),
+            Some(Handle::File {
+                snapshot: Some(s), ..
+            }) => Want::Snapshot(s.clone()),
+            Some(Handle::File { node, session, .. }) => Want::Fill(node.clone(), *session),
+            _ => return reply.error(Errno::EBADF),
+        };
+        let bytes = match want {
+            Want::Run(None) => Vec::new(),
+            Want::Run(Some(id)) => match self.world.run_result(id) {
+                Ok(t) => t.into_bytes(),
+                Err(e) => return reply.error(errno(&e)),
+            },
+            Want::Snapshot(s) => s,
+            Want::Fill(node, session) => match self.world.read(&node, session) {
+                Ok(b) => {
+                    // One snapshot per open: a reader sees one consistent version.
+                    if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh.0) {
+                        *snapshot = Some(b.clone());
+                    }
+                    b
+                }
+                Err(e) => return reply.error(errno(&e)),
+            },
+        };
+        let start = (offset as usize).min(bytes.len());
+        let end = start.saturating_add(size as usize).min(bytes.len());
+        reply.data(&bytes[start..end]);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let run_now = {
+            let mut handles = self.handles();
+            let Some(Handle::Call(c)) = handles.get_mut(&fh.0) else {
+                return reply.error(Errno::EBADF);
+            };
+            c.buf.extend_from_slice(data);
+            c.pending = true;
+            Self::complete_now(&c.buf, offset, data)
+        };
+        if run_now {
+            if let Err(e) = self.run_call(fh.0, req) {
+                return reply.error(e);
+            }
+        }
+        reply.written(data.len() as u32);
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // An empty flush (bash's dup2 before the write) finds nothing pending and runs nothing.
+        match self.run_call(fh.0, req) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Bytes never flushed still run: nothing written is lost (the error reaches `result`).
+        let _ = self.run_call(fh.0, req);
+        self.handles().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let result = (|| {
+            let node = self.node(ino)?;
+            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            let entries = self.world.list(&node).map_err(|e| errno(&e))?;
+            let flags = if Self::keeps_cache(&attr) {
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
+            } else {
+                FopenFlags::empty()
+            };
+            Ok::<_, Errno>((self.new_fh(Handle::Dir(entries)), flags))
+        })();
+        match result {
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries = match self.handles().get(&fh.0) {
+            Some(Handle::Dir(e)) => e.clone(),
+            _ => return reply.error(Errno::EBADF),
+        };
+        let mut all: Vec<(String, u64, FileType)> = vec![
+            (".".into(), ino.0, FileType::Directory),
+            ("..".into(), ROOT_INO, FileType::Directory),
+        ];
+        for (name, node) in entries.into_iter() {
+            let kind = match self.world.attr(&node, 0).map(|a| a.kind) {
+                Ok(NodeKind::Dir) => FileType::Directory,
+                Ok(NodeKind::Symlink) => FileType::Symlink,
+                _ => FileType::RegularFile,
+            };
+            // d_ino is informative only; a known inode or a stable stand-in (never 0).
+            let d_ino = self.inodes().known(&node).unwrap_or(u64::MAX);
+            all.push((name, d_ino, kind));
+        }
+        for (i, (name, d_ino, kind)) in all.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(d_ino), (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let entries = match self.handles().get(&fh.0) {
+            Some(Handle::Dir(e)) => e.clone(),
+            _ => return reply.error(Errno::EBADF),
+        };
+        let dir_attr = match self
+            .node(ino)
+            .and_then(|n| self.world.attr(&n, 0).map_err(|e| errno(&e)))
+        {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        let mut index = offset as usize;
+        // `.` and `..` carry no lookup reference (the kernel does not count them).
+        while index < 2 {
+            let attr = self.file_attr(ino.0, &dir_attr);
+            let name = if index == 0 { "." } else { ".." };
+            if reply.add(
+                INodeNo(ino.0),
+                (index + 1) as u64,
+                name,
+                &Duration::ZERO,
+                &attr,
+                Generation(0),
+            ) {
+                return reply.ok();
+            }
+            index += 1;
+        }
+        for (name, node) in entries.into_iter().skip(index - 2) {
+            let attr = match self.world.attr(&node, 0) {
+                Ok(a) => a,
+                Err(_) => {
+                    index += 1;
+                    continue;
+                }
+            };
+            let child = self.inodes().remember(&node);
+            let full = reply.add(
+                INodeNo(child),
+                (index + 1) as u64,
+                &name,
+                &Self::ttl(&attr),
+                &self.file_attr(child, &attr),
+                Generation(0),
+            );
+            if full {
+                // The kernel did not take this one: give its reference back.
+                self.inodes().forget(child, 1);
+                break;
+            }
+            index += 1;
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.handles().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        reply.ok();
+    }
+}
+
+/// Mount `world` at `mountpoint`; returns once the kernel finished the handshake.
+pub fn mount(
+    world: Arc<World>,
+    mountpoint: &Path,
+    threads: usize,
+) -> std::io::Result<Session<WorldFs>> {
+    let fs = WorldFs::new(Arc::clone(&world));
+    let inv = fs.invalidator();
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("wip".into()),
+        MountOption::Subtype("wip".into()),
+        MountOption::NoAtime,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    config.acl = SessionACL::Owner;
+    config.n_threads = Some(threads.max(1));
+    let session = Session::new(fs, mountpoint, &config)?;
+    inv.set_notifier(session.notifier());
+    let sink = inv.clone();
+    world.set_change_sink(Arc::new(move |nodes: &[NodeId]| sink.invalidate(nodes)));
+    Ok(session)
+}

@@ -1,0 +1,326 @@
+//! One-line descriptions of files and directories, and the small formatters they share
+//! with `stat` and `list`.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::world::host::{Child, EntryInfo, HostResult};
+
+use super::resolve::{Located, Node};
+use super::FilesHost;
+
+/// Files up to this size get a line count in their description.
+const COUNT_LINES_UP_TO: u64 = 1024 * 1024;
+/// How much of a file decides text or binary (as git does: a NUL byte means binary).
+const SNIFF_BYTES: usize = 8 * 1024;
+
+pub(super) fn human_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `2026-11-30 12:04 UTC` (UTC: the daemon has no time zone database, and UTC is unambiguous).
+pub(super) fn format_time(t: SystemTime) -> String {
+    let secs: i64 = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `rw-r--r-- (0644)`
+pub(super) fn mode_string(meta: &fs::Metadata) -> String {
+    let mode = meta.permissions().mode() & 0o7777;
+    let mut s = String::with_capacity(9);
+    for shift in [6u32, 3, 0] {
+        let bits = (mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+    }
+    format!("{s} ({mode:04o})")
+}
+
+/// What kind of thing a file type is, in words.
+pub(super) fn kind_name(ft: &fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "directory"
+    } else if ft.is_file() {
+        "file"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
+pub(super) fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0)
+}
+
+/// Lines as `wc -l` would count them, plus a last line without its newline.
+pub(super) fn count_lines(bytes: &[u8]) -> usize {
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    newlines + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// What a look into a regular file says: text or binary, and its line count when small.
+struct Sniff {
+    binary: bool,
+    lines: Option<usize>,
+}
+
+fn sniff(path: &Path, size: u64) -> std::io::Result<Sniff> {
+    let file = fs::File::open(path)?;
+    let want = if size <= COUNT_LINES_UP_TO {
+        COUNT_LINES_UP_TO
+    } else {
+        SNIFF_BYTES as u64
+    };
+    let mut bytes = Vec::new();
+    // Bounded: the file may have grown since its size was read.
+    file.take(want).read_to_end(&mut bytes)?;
+    let binary = is_binary(&bytes);
+    let lines = (!binary && size <= COUNT_LINES_UP_TO).then(|| count_lines(&bytes));
+    Ok(Sniff { binary, lines })
+}
+
+/// Counts of a directory's visible children.
+#[derive(Default)]
+pub(super) struct Counts {
+    pub total: usize,
+    pub dirs: usize,
+    pub files: usize,
+    pub links: usize,
+    pub other: usize,
+}
+
+impl Counts {
+    pub(super) fn of(names: &[(String, fs::FileType)]) -> Counts {
+        let mut c = Counts {
+            total: names.len(),
+            ..Counts::default()
+        };
+        for (_, ft) in names {
+            if ft.is_dir() {
+                c.dirs += 1;
+            } else if ft.is_file() {
+                c.files += 1;
+            } else if ft.is_symlink() {
+                c.links += 1;
+            } else {
+                c.other += 1;
+            }
+        }
+        c
+    }
+
+    /// `12 entries (3 directories, 9 files)`
+    pub(super) fn words(&self) -> String {
+        if self.total == 0 {
+            return "empty".to_string();
+        }
+        let mut parts = vec![
+            plural(self.dirs, "directory", "directories"),
+            plural(self.files, "file", "files"),
+        ];
+        if self.links > 0 {
+            parts.push(plural(self.links, "symlink", "symlinks"));
+        }
+        if self.other > 0 {
+            parts.push(plural(self.other, "other", "others"));
+        }
+        format!(
+            "{} ({})",
+            plural(self.total, "entry", "entries"),
+            parts.join(", ")
+        )
+    }
+}
+
+impl FilesHost {
+    /// What an entry shows of itself.
+    pub(super) fn info(&self, loc: &Located) -> EntryInfo {
+        match &loc.node {
+            Node::Dir { real, link } => {
+                let mut description = match link {
+                    Some(t) => format!("symlink → {} · ", t.display()),
+                    None => String::new(),
+                };
+                if loc.segs.is_empty() {
+                    let mode = if self.read_only {
+                        "read-only"
+                    } else {
+                        "read-write"
+                    };
+                    description.push_str(&format!("Files of {} ({mode}) · ", self.root.display()));
+                } else {
+                    description.push_str("directory · ");
+                }
+                description.push_str(&self.dir_summary(real));
+                // A link back to an ancestor would make `find` and `grep -r` loop forever:
+                // such an entry stays reachable by path but out of listings.
+                let cycle = link.is_some()
+                    && loc
+                        .segs
+                        .split_last()
+                        .and_then(|(_, parent)| self.parent_real(parent))
+                        .is_some_and(|p| p.starts_with(real));
+                if cycle {
+                    description
+                        .push_str(" · loops back to an ancestor: not listed, reachable by name");
+                }
+                EntryInfo {
+                    description,
+                    reference: file_ref(real),
+                    indexable: !cycle,
+                }
+            }
+            Node::File { real, link } => {
+                let prefix = match link {
+                    Some(t) => format!("symlink → {} · ", t.display()),
+                    None => String::new(),
+                };
+                EntryInfo::new(
+                    format!("{prefix}{}", self.file_summary(real)),
+                    file_ref(real),
+                )
+            }
+            Node::Broken { at, target, why } => EntryInfo::new(
+                format!(
+                    "symlink → {} · {why}: not followed, every op is refused",
+                    target.display()
+                ),
+                file_ref(at),
+            ),
+        }
+    }
+
+    /// The physical directory of a host path (the parent of a child being described).
+    fn parent_real(&self, segs: &[String]) -> Option<std::path::PathBuf> {
+        match self.locate(segs).ok()??.node {
+            Node::Dir { real, .. } => Some(real),
+            _ => None,
+        }
+    }
+
+    /// `12 entries (3 directories, 9 files)`, with the paging rule when it is long.
+    pub(super) fn dir_summary(&self, real: &Path) -> String {
+        match self.read_dir_sorted(real) {
+            Ok(names) => {
+                let mut s = Counts::of(&names).words();
+                if names.len() > self.page_size {
+                    s.push_str(&format!(
+                        "; listings show the first {} by name, the rest are reachable by name",
+                        self.page_size
+                    ));
+                }
+                s
+            }
+            Err(e) => format!("unreadable: {e}"),
+        }
+    }
+
+    /// `file · 1.2 KiB · 34 lines · text · modified 2026-11-30 12:04 UTC`
+    pub(super) fn file_summary(&self, real: &Path) -> String {
+        let meta = match fs::metadata(real) {
+            Ok(m) => m,
+            Err(e) => return format!("file · unreadable: {e}"),
+        };
+        let modified = meta
+            .modified()
+            .map(|t| format!(" · modified {}", format_time(t)))
+            .unwrap_or_default();
+        let ft = meta.file_type();
+        if !ft.is_file() {
+            // Never open a FIFO or device to describe it: the open could block.
+            return format!("{}{modified}", kind_name(&ft));
+        }
+        let size = meta.len();
+        let mut parts = vec!["file".to_string(), human_size(size)];
+        match sniff(real, size) {
+            Ok(Sniff { binary: true, .. }) => parts.push("binary".into()),
+            Ok(Sniff { lines, .. }) => {
+                if let Some(n) = lines {
+                    parts.push(plural(n, "line", "lines"));
+                }
+                parts.push("text".into());
+            }
+            Err(e) => parts.push(format!("unreadable: {e}")),
+        }
+        format!("{}{modified}", parts.join(" · "))
+    }
+
+    /// The children of a physical directory, first page by name.
+    pub(super) fn children_of(&self, real: &Path, segs: &[String]) -> HostResult<Vec<Child>> {
+        let names = self
+            .read_dir_sorted(real)
+            .map_err(|e| self.io_error(&self.display(segs), e))?;
+        let mut out = Vec::new();
+        for (name, _) in names.into_iter().take(self.page_size) {
+            let mut child_segs = segs.to_vec();
+            child_segs.push(name.clone());
+            let info = match self.node_at(real, &name) {
+                Ok(Some(node)) => self.info(&Located {
+                    segs: child_segs,
+                    node,
+                }),
+                // Vanished since the listing, or the mount point: not shown.
+                Ok(None) => continue,
+                Err(e) => EntryInfo::new(format!("unreadable: {e}"), file_ref(&real.join(&name))),
+            };
+            out.push(Child { name, info });
+        }
+        Ok(out)
+    }
+}
+
+/// `file:///abs/path`: the identity of a file is its physical path.
+pub(super) fn file_ref(path: &Path) -> String {
+    format!("file://{}", path.display())
+}

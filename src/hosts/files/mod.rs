@@ -1,0 +1,266 @@
+//! The files host: a local directory as a world.
+//!
+//! Every directory and file under the root is an entry. Files offer `read` (numbered lines),
+//! `write` (atomic), `edit` (exact, unique replacement) and `stat`; directories offer `list`,
+//! `stat` and the same `read`/`write`/`edit` on a `path` relative to them. The `inside_root`
+//! policy guard keeps every target inside the root by resolving symlinks on disk, one
+//! component at a time, never by looking at the text alone.
+//!
+//! Names that are not valid UTF-8 are skipped (one warning per host): the tree's names are
+//! UTF-8, and a lossy mapping would not lead back to the file.
+//!
+//! The mount point is never exposed, even when it lies inside the root: the resolver refuses
+//! to step onto it before touching the disk, so nothing here ever calls back into our own
+//! FUSE mount.
+
+mod describe;
+mod ops;
+mod resolve;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::hosts::HostContext;
+use crate::world::host::{
+    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+
+use resolve::Node;
+
+/// The `[[host]]` table of a files host (minus `kind` and `path`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSettings {
+    /// The directory to project; default the launch directory. Relative paths are relative
+    /// to the launch directory.
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+    /// Refuse `write` and `edit` (a policy: EACCES).
+    #[serde(default)]
+    pub read_only: bool,
+    /// How many children a listing shows; the rest stay reachable by name.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+}
+
+fn default_page_size() -> usize {
+    1000
+}
+
+impl Default for FilesSettings {
+    fn default() -> Self {
+        FilesSettings {
+            root: None,
+            read_only: false,
+            page_size: default_page_size(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error("files root {path} cannot be opened: {source}")]
+    Root {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("files root {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("files root {root} lies inside the mount point {mount}: the mount would hide it")]
+    RootInsideMount { root: PathBuf, mount: PathBuf },
+    #[error("page_size must be at least 1")]
+    PageSize,
+}
+
+/// A local directory mounted as a host.
+pub struct FilesHost {
+    /// Where the host is mounted in the world, for the paths shown in results.
+    mount_path: String,
+    /// Canonical root.
+    root: PathBuf,
+    /// Absolute mount point of the world, hidden wherever it appears under the root.
+    mount_point: Option<PathBuf>,
+    read_only: bool,
+    page_size: usize,
+    warned_non_utf8: AtomicBool,
+    temp_counter: AtomicU64,
+}
+
+impl FilesHost {
+    pub fn open(
+        mount_path: &str,
+        settings: FilesSettings,
+        ctx: &HostContext,
+    ) -> Result<FilesHost, FilesError> {
+        if settings.page_size == 0 {
+            return Err(FilesError::PageSize);
+        }
+        let wanted = match &settings.root {
+            Some(r) if r.is_absolute() => r.clone(),
+            Some(r) => ctx.launch_dir.join(r),
+            None => ctx.launch_dir.clone(),
+        };
+        let root = std::fs::canonicalize(&wanted).map_err(|source| FilesError::Root {
+            path: wanted.clone(),
+            source,
+        })?;
+        let is_dir = std::fs::metadata(&root)
+            .map_err(|source| FilesError::Root {
+                path: root.clone(),
+                source,
+            })?
+            .is_dir();
+        if !is_dir {
+            return Err(FilesError::NotADirectory(root));
+        }
+        let mount_point = absolute_mount_point(&ctx.mount_point, &ctx.launch_dir);
+        if let Some(mount) = &mount_point {
+            if root.starts_with(mount) {
+                return Err(FilesError::RootInsideMount {
+                    root,
+                    mount: mount.clone(),
+                });
+            }
+        }
+        Ok(FilesHost {
+            mount_path: mount_path.trim_matches('/').to_string(),
+            root,
+            mount_point,
+            read_only: settings.read_only,
+            page_size: settings.page_size,
+            warned_non_utf8: AtomicBool::new(false),
+            temp_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The world path of a host path, for messages: `files/src/main.rs`.
+    fn display(&self, segs: &[String]) -> String {
+        let mut out = self.mount_path.clone();
+        for s in segs {
+            if !out.is_empty() {
+                out.push('/');
+            }
+            out.push_str(s);
+        }
+        if out.is_empty() {
+            out.push('.');
+        }
+        out
+    }
+
+    /// The world path of a physical path under the root, or the disk path otherwise.
+    fn display_physical(&self, path: &Path) -> String {
+        match self.host_path(path) {
+            Some(segs) => self.display(&segs),
+            None => path.display().to_string(),
+        }
+    }
+
+    /// Host path of a physical path inside the root (None outside or for non-UTF-8 names).
+    fn host_path(&self, path: &Path) -> Option<Vec<String>> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        rel.components()
+            .map(|c| match c {
+                std::path::Component::Normal(n) => n.to_str().map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn warn_non_utf8(&self, dir: &Path, name: &std::ffi::OsStr) {
+        if !self.warned_non_utf8.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "files host {}: skipping names that are not UTF-8 (first: {:?} in {})",
+                self.mount_path,
+                name,
+                dir.display()
+            );
+        }
+    }
+
+    fn located(&self, path: &[String]) -> HostResult<resolve::Located> {
+        self.locate(path)?
+            .ok_or_else(|| HostError::NotFound(format!("{}: no such entry", self.display(path))))
+    }
+}
+
+/// The mount point as an absolute path, resolved through its parent only: the mount point
+/// itself may already be our FUSE mount, and touching it from inside the daemon could
+/// deadlock.
+fn absolute_mount_point(mount_point: &Path, launch_dir: &Path) -> Option<PathBuf> {
+    if mount_point.as_os_str().is_empty() {
+        return None;
+    }
+    let abs = resolve::lexical_normalize(&launch_dir.join(mount_point));
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => match std::fs::canonicalize(parent) {
+            Ok(p) => Some(p.join(name)),
+            Err(_) => Some(abs),
+        },
+        _ => Some(abs),
+    }
+}
+
+impl Host for FilesHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(self.locate(path)?.map(|loc| self.info(&loc)))
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        let loc = self.located(path)?;
+        match &loc.node {
+            Node::Dir { real, .. } => self.children_of(real, &loc.segs),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let loc = self.located(path)?;
+        Ok(self.op_specs(&loc.node))
+    }
+
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        let loc = self.located(path)?;
+        Ok(self.plan(&loc, op, args)?.guard)
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let loc = self.located(path)?;
+        self.run(&loc, op, args)
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        let Some(rest) = reference.strip_prefix("file://") else {
+            return Vec::new();
+        };
+        let Some(segs) = self.host_path(Path::new(rest)) else {
+            return Vec::new();
+        };
+        match self.locate(&segs) {
+            Ok(Some(_)) => vec![segs],
+            _ => Vec::new(),
+        }
+    }
+
+    fn cache_ttl(&self) -> Duration {
+        // The directory changes behind our back (editors, builds, git).
+        Duration::from_secs(1)
+    }
+}

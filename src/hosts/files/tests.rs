@@ -1,0 +1,603 @@
+//! Unit tests of the files host on temporary directories.
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::{FilesHost, FilesSettings};
+use crate::hosts::HostContext;
+use crate::manifest::Identity;
+use crate::world::host::{CallOutcome, Caller, Host, HostError, HostResult};
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    host: FilesHost,
+}
+
+fn ctx(launch: &Path, mount: &Path) -> HostContext {
+    HostContext {
+        state_dir: launch.join(".state"),
+        launch_dir: launch.to_path_buf(),
+        mount_point: mount.to_path_buf(),
+        identity: Identity::default(),
+    }
+}
+
+/// A root with a few files, next to an `outside` directory that must never be touched.
+fn world_with(settings: FilesSettings, mount_inside: bool) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("root");
+    let outside = base.join("outside");
+    fs::create_dir_all(root.join("src/deep")).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+    fs::write(root.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    fs::write(root.join("bin.dat"), [0u8, 1, 2, 3]).unwrap();
+    let mount = if mount_inside {
+        fs::create_dir(root.join("mnt")).unwrap();
+        root.join("mnt")
+    } else {
+        base.join("mnt")
+    };
+    let settings = FilesSettings {
+        root: Some(PathBuf::from("root")),
+        ..settings
+    };
+    let host = FilesHost::open("files", settings, &ctx(&base, &mount)).unwrap();
+    World {
+        _dir: dir,
+        root,
+        outside,
+        host,
+    }
+}
+
+fn world() -> World {
+    world_with(FilesSettings::default(), false)
+}
+
+fn p(s: &str) -> Vec<String> {
+    if s.is_empty() {
+        Vec::new()
+    } else {
+        s.split('/').map(str::to_string).collect()
+    }
+}
+
+fn call(w: &World, path: &str, op: &str, args: Value) -> HostResult<CallOutcome> {
+    w.host.call(&p(path), op, &args, &Caller::default())
+}
+
+fn desc(w: &World, path: &str) -> String {
+    w.host.entry(&p(path)).unwrap().unwrap().description
+}
+
+fn names(w: &World, path: &str) -> Vec<String> {
+    w.host
+        .children(&p(path))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect()
+}
+
+/// The call is refused by a failing policy condition with this name.
+fn assert_policy(r: HostResult<CallOutcome>, name: &str) {
+    match r {
+        Err(HostError::Blocked(g)) => {
+            let f = g.first_failure().unwrap();
+            assert!(f.policy, "{f:?}");
+            assert_eq!(f.name, name, "{f:?}");
+        }
+        other => panic!("expected a policy refusal by {name}, got {other:?}"),
+    }
+}
+
+#[test]
+fn settings_parse_strictly() {
+    let s: FilesSettings = toml::from_str("read_only = true").unwrap();
+    assert!(s.read_only && s.root.is_none() && s.page_size == 1000);
+    assert!(toml::from_str::<FilesSettings>("nope = 1").is_err());
+}
+
+#[test]
+fn missing_root_is_an_error_with_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = FilesSettings {
+        root: Some("does-not-exist".into()),
+        ..FilesSettings::default()
+    };
+    let err = FilesHost::open("files", settings, &ctx(dir.path(), &dir.path().join("m")))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("does-not-exist"), "{err}");
+}
+
+#[test]
+fn listing_and_descriptions() {
+    let w = world();
+    assert_eq!(names(&w, ""), ["a.txt", "bin.dat", "src"]);
+    let root = desc(&w, "");
+    assert!(root.starts_with(&format!("Files of {} (read-write)", w.root.display())));
+    assert!(root.contains("3 entries (1 directory, 2 files)"), "{root}");
+    let a = desc(&w, "a.txt");
+    assert!(
+        a.starts_with("file · 14 B · 3 lines · text · modified "),
+        "{a}"
+    );
+    assert!(desc(&w, "bin.dat").contains("binary"));
+    assert_eq!(
+        desc(&w, "src"),
+        "directory · 2 entries (1 directory, 1 file)"
+    );
+    let e = w.host.entry(&p("a.txt")).unwrap().unwrap();
+    assert_eq!(
+        e.reference,
+        format!("file://{}", w.root.join("a.txt").display())
+    );
+    assert_eq!(w.host.resolve(&e.reference), vec![p("a.txt")]);
+    assert!(w.host.resolve("file:///etc/passwd").is_empty());
+    assert!(w.host.entry(&p("nope")).unwrap().is_none());
+    assert!(w.host.entry(&p("a.txt/x")).unwrap().is_none());
+    assert!(w.host.children(&p("a.txt")).unwrap().is_empty());
+    assert_eq!(w.host.cache_ttl(), std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn page_size_bounds_listings() {
+    let w = world_with(
+        FilesSettings {
+            page_size: 2,
+            ..FilesSettings::default()
+        },
+        false,
+    );
+    assert_eq!(names(&w, ""), ["a.txt", "bin.dat"]);
+    assert!(desc(&w, "").contains("first 2 by name"));
+    assert!(w.host.entry(&p("src")).unwrap().is_some());
+    let out = call(&w, "", "list", json!({})).unwrap().result;
+    assert!(out.contains("1 more entry not shown"), "{out}");
+}
+
+#[test]
+fn reserved_names_are_returned_raw() {
+    let w = world();
+    fs::write(w.root.join("ops"), "x").unwrap();
+    fs::create_dir(w.root.join("description")).unwrap();
+    let n = names(&w, "");
+    assert!(n.contains(&"ops".to_string()) && n.contains(&"description".to_string()));
+    assert!(w.host.entry(&p("ops")).unwrap().is_some());
+}
+
+#[test]
+fn ops_have_strict_schemas() {
+    let w = world();
+    for path in ["", "a.txt", "src"] {
+        for op in w.host.ops(&p(path)).unwrap() {
+            assert_eq!(op.schema["type"], "object");
+            assert_eq!(op.schema["additionalProperties"], false);
+            assert!(!op.description.contains('\n'));
+        }
+    }
+    let file_ops: Vec<String> = w
+        .host
+        .ops(&p("a.txt"))
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(file_ops, ["read", "write", "edit", "stat"]);
+    assert!(matches!(
+        call(&w, "a.txt", "list", json!({})),
+        Err(HostError::NotFound(_))
+    ));
+    assert!(matches!(
+        call(&w, "a.txt", "read", json!({"bogus": 1})),
+        Err(HostError::InvalidArgs(_))
+    ));
+    assert!(matches!(
+        call(&w, "", "read", json!({"path": 3})),
+        Err(HostError::InvalidArgs(_))
+    ));
+    assert!(matches!(
+        call(&w, "", "write", json!({"content": "x"})),
+        Err(HostError::InvalidArgs(_))
+    ));
+}
+
+#[test]
+fn read_numbers_lines_with_offset_and_limit() {
+    let w = world();
+    let text: String = (1..=2500).map(|i| format!("line {i}\n")).collect();
+    fs::write(w.root.join("long.txt"), text).unwrap();
+    let out = call(&w, "a.txt", "read", json!({})).unwrap().result;
+    assert_eq!(out, "     1\tone\n     2\ttwo\n     3\tthree\n");
+    let out = call(&w, "long.txt", "read", json!({})).unwrap().result;
+    assert!(out.starts_with("     1\tline 1\n"));
+    assert!(out.contains("  2000\tline 2000\n"));
+    assert!(!out.contains("line 2001"));
+    assert!(
+        out.ends_with("… 500 more lines: read with offset=2001\n"),
+        "{out}"
+    );
+    let out = call(&w, "long.txt", "read", json!({"offset": 2499, "limit": 5}))
+        .unwrap()
+        .result;
+    assert_eq!(out, "  2499\tline 2499\n  2500\tline 2500\n");
+    let out = call(
+        &w,
+        "",
+        "read",
+        json!({"path": "a.txt", "offset": 2, "limit": 1}),
+    )
+    .unwrap()
+    .result;
+    assert_eq!(out, "     2\ttwo\n… 1 more line: read with offset=3\n");
+    assert!(matches!(
+        call(&w, "a.txt", "read", json!({"offset": 10})),
+        Err(HostError::InvalidArgs(_))
+    ));
+    assert!(call(&w, "bin.dat", "read", json!({}))
+        .unwrap()
+        .result
+        .contains("binary"));
+    let r = call(&w, "a.txt", "read", json!({})).unwrap();
+    assert!(r.changed.is_empty() && r.discovered.is_empty());
+}
+
+#[test]
+fn read_of_missing_path_is_blocked_by_exists() {
+    let w = world();
+    match call(&w, "", "read", json!({"path": "nope.txt"})) {
+        Err(HostError::Blocked(g)) => {
+            let f = g.first_failure().unwrap();
+            assert_eq!(f.name, "exists");
+            assert!(!f.policy);
+            assert!(
+                f.detail.contains("files/nope.txt does not exist"),
+                "{}",
+                f.detail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn write_creates_and_overwrites_keeping_permissions() {
+    let w = world();
+    fs::set_permissions(w.root.join("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    let r = call(&w, "a.txt", "write", json!({"content": "new\n"})).unwrap();
+    assert_eq!(fs::read_to_string(w.root.join("a.txt")).unwrap(), "new\n");
+    let mode = fs::metadata(w.root.join("a.txt"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o640);
+    assert_eq!(r.changed, vec![p("a.txt")]);
+    assert_eq!(r.discovered, vec![p("a.txt")]);
+
+    let r = call(
+        &w,
+        "src",
+        "write",
+        json!({"path": "new.rs", "content": "x"}),
+    )
+    .unwrap();
+    assert_eq!(fs::read_to_string(w.root.join("src/new.rs")).unwrap(), "x");
+    assert!(
+        r.result.starts_with("created files/src/new.rs"),
+        "{}",
+        r.result
+    );
+    assert_eq!(r.changed, vec![p("src/new.rs"), p("src")]);
+    assert_eq!(r.discovered, vec![p("src/new.rs")]);
+
+    assert!(matches!(
+        call(
+            &w,
+            "",
+            "write",
+            json!({"path": "x/y/z.txt", "content": "z"})
+        ),
+        Err(HostError::InvalidArgs(_))
+    ));
+    let r = call(
+        &w,
+        "",
+        "write",
+        json!({"path": "x/y/z.txt", "content": "z", "create_dirs": true}),
+    )
+    .unwrap();
+    assert_eq!(fs::read_to_string(w.root.join("x/y/z.txt")).unwrap(), "z");
+    assert!(r.changed.contains(&p("")), "{:?}", r.changed);
+    // No temporary files left behind.
+    assert!(names(&w, "").iter().all(|n| !n.starts_with(".wip-write")));
+    assert!(matches!(
+        call(&w, "", "write", json!({"path": "src", "content": "z"})),
+        Err(HostError::InvalidArgs(_))
+    ));
+}
+
+#[test]
+fn edit_unique_non_unique_missing_and_replace_all() {
+    let w = world();
+    fs::write(w.root.join("e.txt"), "foo bar foo\nbaz\n").unwrap();
+    let r = call(
+        &w,
+        "e.txt",
+        "edit",
+        json!({"old_string": "baz", "new_string": "qux"}),
+    )
+    .unwrap();
+    assert!(r.result.contains("replaced 1 occurrence"), "{}", r.result);
+    assert_eq!(r.changed, vec![p("e.txt")]);
+    assert_eq!(
+        fs::read_to_string(w.root.join("e.txt")).unwrap(),
+        "foo bar foo\nqux\n"
+    );
+
+    match call(&w, "e.txt", "edit", json!({"old_string": "foo", "new_string": "x"})) {
+        Err(HostError::InvalidArgs(m)) => assert_eq!(
+            m,
+            "old_string occurs 2 times in files/e.txt; add context to make it unique or set replace_all"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match call(
+        &w,
+        "",
+        "edit",
+        json!({"path": "e.txt", "old_string": "nope", "new_string": "x"}),
+    ) {
+        Err(HostError::InvalidArgs(m)) => assert_eq!(m, "old_string not found in files/e.txt"),
+        other => panic!("{other:?}"),
+    }
+    let r = call(
+        &w,
+        "",
+        "edit",
+        json!({"path": "e.txt", "old_string": "foo", "new_string": "x", "replace_all": true}),
+    )
+    .unwrap();
+    assert!(r.result.contains("replaced 2 occurrences"), "{}", r.result);
+    assert_eq!(
+        fs::read_to_string(w.root.join("e.txt")).unwrap(),
+        "x bar x\nqux\n"
+    );
+}
+
+#[test]
+fn escapes_are_refused_by_policy() {
+    let w = world();
+    symlink("/etc", w.root.join("etc_link")).unwrap();
+    symlink(&w.outside, w.root.join("out_dir")).unwrap();
+    symlink(w.outside.join("secret.txt"), w.root.join("secret_link")).unwrap();
+    symlink("nowhere", w.root.join("dangling")).unwrap();
+    for rel in [
+        "../x",
+        "/etc/passwd",
+        "a/../../x",
+        "src/../../outside/secret.txt",
+    ] {
+        assert_policy(
+            call(&w, "", "write", json!({"path": rel, "content": "pwn"})),
+            "inside_root",
+        );
+        assert_policy(call(&w, "", "read", json!({"path": rel})), "inside_root");
+    }
+    assert_policy(
+        call(
+            &w,
+            "src",
+            "write",
+            json!({"path": "../../x", "content": "p"}),
+        ),
+        "inside_root",
+    );
+    for rel in [
+        "etc_link/passwd",
+        "out_dir/secret.txt",
+        "out_dir/new.txt",
+        "secret_link",
+    ] {
+        assert_policy(
+            call(&w, "", "write", json!({"path": rel, "content": "pwn"})),
+            "inside_root",
+        );
+        assert_policy(call(&w, "", "read", json!({"path": rel})), "inside_root");
+    }
+    // Links leading out are listed, described, and refuse every op.
+    let n = names(&w, "");
+    assert!(n.contains(&"etc_link".to_string()) && n.contains(&"dangling".to_string()));
+    assert!(
+        desc(&w, "etc_link").contains("outside the root"),
+        "{}",
+        desc(&w, "etc_link")
+    );
+    assert!(desc(&w, "dangling").contains("dangles"));
+    assert!(w.host.children(&p("out_dir")).unwrap().is_empty());
+    assert!(w.host.entry(&p("out_dir/secret.txt")).unwrap().is_none());
+    for op in ["read", "stat"] {
+        assert_policy(call(&w, "secret_link", op, json!({})), "inside_root");
+        assert_policy(call(&w, "out_dir", op, json!({})), "inside_root");
+    }
+    assert_policy(
+        call(&w, "secret_link", "write", json!({"content": "pwn"})),
+        "inside_root",
+    );
+    assert_policy(
+        call(
+            &w,
+            "secret_link",
+            "edit",
+            json!({"old_string": "secret", "new_string": "x"}),
+        ),
+        "inside_root",
+    );
+    let g = w.host.guard(&p("secret_link"), "read", None).unwrap();
+    assert!(!g.allowed() && g.render().contains(&w.root.display().to_string()));
+    // Nothing was written outside.
+    assert_eq!(
+        fs::read_to_string(w.outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(fs::read_dir(&w.outside).unwrap().count(), 1);
+    assert!(!w.root.parent().unwrap().join("x").exists());
+}
+
+#[test]
+fn links_inside_the_root_behave_as_their_target() {
+    let w = world();
+    symlink("src/main.rs", w.root.join("main_link")).unwrap();
+    symlink("src", w.root.join("src_link")).unwrap();
+    symlink("..", w.root.join("src/up")).unwrap();
+    assert!(desc(&w, "main_link").starts_with("symlink → src/main.rs · file ·"));
+    assert!(desc(&w, "src_link").starts_with("symlink → src · directory ·"));
+    assert_eq!(names(&w, "src_link"), ["deep", "main.rs", "up"]);
+    // A link back to an ancestor stays out of listings (find would loop) but is reachable.
+    let up = w.host.entry(&p("src/up")).unwrap().unwrap();
+    assert!(!up.indexable);
+    call(
+        &w,
+        "main_link",
+        "write",
+        json!({"content": "fn main() { }\n"}),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(w.root.join("src/main.rs")).unwrap(),
+        "fn main() { }\n"
+    );
+    assert!(fs::symlink_metadata(w.root.join("main_link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let r = call(&w, "", "read", json!({"path": "src_link/main.rs"})).unwrap();
+    assert!(r.result.contains("fn main"));
+}
+
+#[test]
+fn read_only_refuses_write_and_edit() {
+    let w = world_with(
+        FilesSettings {
+            read_only: true,
+            ..FilesSettings::default()
+        },
+        false,
+    );
+    assert!(desc(&w, "").contains("(read-only)"));
+    assert_policy(
+        call(&w, "a.txt", "write", json!({"content": "x"})),
+        "writable",
+    );
+    assert_policy(
+        call(
+            &w,
+            "a.txt",
+            "edit",
+            json!({"old_string": "one", "new_string": "x"}),
+        ),
+        "writable",
+    );
+    assert_policy(
+        call(&w, "", "write", json!({"path": "n.txt", "content": "x"})),
+        "writable",
+    );
+    let g = w.host.guard(&p(""), "write", None).unwrap();
+    assert!(
+        g.render().contains("manifest read_only = true"),
+        "{}",
+        g.render()
+    );
+    assert_eq!(
+        fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    assert!(!w.root.join("n.txt").exists());
+    assert!(call(&w, "a.txt", "read", json!({})).is_ok());
+}
+
+#[test]
+fn mount_point_inside_the_root_is_hidden() {
+    let w = world_with(FilesSettings::default(), true);
+    assert!(w.root.join("mnt").is_dir());
+    assert!(!names(&w, "").contains(&"mnt".to_string()));
+    assert!(w.host.entry(&p("mnt")).unwrap().is_none());
+    assert!(desc(&w, "").contains("3 entries"));
+    symlink("mnt", w.root.join("to_mnt")).unwrap();
+    assert!(w.host.entry(&p("to_mnt")).unwrap().is_none());
+    assert_policy(
+        call(&w, "", "write", json!({"path": "mnt/x", "content": "x"})),
+        "inside_root",
+    );
+    assert_policy(
+        call(&w, "", "write", json!({"path": "to_mnt/x", "content": "x"})),
+        "inside_root",
+    );
+    assert!(!w.root.join("mnt/x").exists());
+    let out = call(&w, "", "list", json!({})).unwrap().result;
+    assert!(!out.contains("mnt"), "{out}");
+}
+
+#[test]
+fn root_inside_the_mount_point_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("r")).unwrap();
+    let settings = FilesSettings {
+        root: Some("r".into()),
+        ..FilesSettings::default()
+    };
+    assert!(FilesHost::open("files", settings, &ctx(dir.path(), dir.path())).is_err());
+}
+
+#[test]
+fn guards_show_conditions_without_args() {
+    let w = world();
+    let g = w.host.guard(&p("a.txt"), "edit", None).unwrap();
+    let names: Vec<&str> = g.conditions.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["inside_root", "writable", "exists"]);
+    assert!(g.allowed());
+    let g = w.host.guard(&p(""), "read", None).unwrap();
+    assert!(g.allowed() && g.conditions.len() == 1);
+    let g = w
+        .host
+        .guard(&p(""), "read", Some(&json!({"path": "../etc"})))
+        .unwrap();
+    assert!(!g.allowed());
+}
+
+#[test]
+fn stat_reports_size_type_permissions_and_lines() {
+    let w = world();
+    let out = call(&w, "a.txt", "stat", json!({})).unwrap().result;
+    assert!(out.contains("type: file"), "{out}");
+    assert!(out.contains("size: 14 bytes"), "{out}");
+    assert!(out.contains("permissions: rw-"), "{out}");
+    assert!(out.contains("lines: 3"), "{out}");
+    assert!(out.contains("modified: "), "{out}");
+    let out = call(&w, "src", "stat", json!({})).unwrap().result;
+    assert!(
+        out.contains("type: directory") && out.contains("entries: 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn time_formatting() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let t = UNIX_EPOCH + Duration::from_secs(1_796_040_240); // 2026-11-30 12:04 UTC
+    assert_eq!(super::describe::format_time(t), "2026-11-30 12:04 UTC");
+    assert_eq!(
+        super::describe::format_time(UNIX_EPOCH),
+        "1970-01-01 00:00 UTC"
+    );
+    assert_eq!(super::describe::human_size(1229), "1.2 KiB");
+}

@@ -1,0 +1,59 @@
+//! Hosts: one folder per kind. Each knows its backend and nothing of FUSE.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::manifest::{HostSpec, Identity, ManifestError};
+use crate::world::host::Host;
+
+pub mod files;
+pub mod tracker;
+
+/// What every host may know about the mount it is part of.
+#[derive(Clone, Debug)]
+pub struct HostContext {
+    /// The state directory (SQLite databases of the runtime and of hosts).
+    pub state_dir: PathBuf,
+    /// The directory `wip mount` was run from.
+    pub launch_dir: PathBuf,
+    /// The mount point, which a host must never expose inside itself.
+    pub mount_point: PathBuf,
+    /// Who the mount acts as.
+    pub identity: Identity,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("host {path:?} ({kind}): {message}")]
+    Host {
+        kind: String,
+        path: String,
+        message: String,
+    },
+    #[error("unknown host kind {0:?} (known: tracker, files)")]
+    UnknownKind(String),
+}
+
+/// Build the host a `[[host]]` table describes.
+pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildError> {
+    let fail = |message: String| BuildError::Host {
+        kind: spec.kind.clone(),
+        path: spec.path.clone(),
+        message,
+    };
+    match spec.kind.as_str() {
+        "tracker" => {
+            let host = tracker::TrackerHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "files" => {
+            let host = files::FilesHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        other => Err(BuildError::UnknownKind(other.to_string())),
+    }
+}

@@ -1,0 +1,444 @@
+//! The tracker host: an embedded issue tracker on SQLite (issues, pull requests, comments,
+//! checks, reviews, labels, users), seeded with a small demo project on first run.
+//!
+//! Tree, host-relative: `issues/N/comments/K`, `pulls/N/{comments,checks,reviews}/…`,
+//! `labels/NAME`, `users/NAME`. Issues and pull requests share one number sequence. Every call
+//! re-checks its guard inside one `BEGIN IMMEDIATE` transaction, so a guard holds atomically
+//! with the change it allows, across threads and across processes sharing the database.
+
+mod db;
+mod ops;
+mod seed;
+#[cfg(test)]
+mod tests;
+mod view;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::hosts::HostContext;
+use crate::manifest::Identity;
+use crate::world::host::{
+    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+
+/// The `[[host]]` table of a tracker, minus `kind` and `path`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrackerSettings {
+    /// What a new database is filled with: `demo` (the demo project) or `none` (empty).
+    #[serde(default = "default_seed")]
+    pub seed: String,
+    /// The SQLite file; default `<state_dir>/tracker-<mount path, / as _>.db`. `:memory:`
+    /// keeps everything in memory (tests).
+    #[serde(default)]
+    pub database: Option<PathBuf>,
+    /// Synthetic issues (with 0–3 comments each) added when seeding, for benchmarks.
+    #[serde(default)]
+    pub extra_issues: u64,
+    /// Bound on every listing (issues, comments, relation results).
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+}
+
+fn default_seed() -> String {
+    "demo".to_string()
+}
+
+fn default_page_size() -> usize {
+    500
+}
+
+impl Default for TrackerSettings {
+    fn default() -> Self {
+        TrackerSettings {
+            seed: default_seed(),
+            database: None,
+            extra_issues: 0,
+            page_size: default_page_size(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrackerError {
+    #[error("unknown seed {0:?} (known: demo, none)")]
+    UnknownSeed(String),
+    #[error("page_size must be at least 1")]
+    PageSize,
+    #[error("cannot create state directory {path}: {source}")]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("tracker database {path}: {source}")]
+    Database {
+        path: String,
+        source: rusqlite::Error,
+    },
+}
+
+/// The tracker host. One connection behind a mutex: SQLite serialises writers anyway, and
+/// the mutex keeps each call's transaction to itself.
+pub struct TrackerHost {
+    conn: Mutex<Connection>,
+    /// Where the host is mounted in the world (`tracker`), for paths in guard details.
+    mount: String,
+    /// The project's name, first segment of every ref.
+    project: String,
+    /// Who the mount acts as; the role decides permissions.
+    me: Identity,
+    page_size: usize,
+}
+
+/// Which of the two kinds of numbered item an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Issue,
+    Pull,
+}
+
+impl Kind {
+    fn dir(self) -> &'static str {
+        match self {
+            Kind::Issue => "issues",
+            Kind::Pull => "pulls",
+        }
+    }
+
+    fn db(self) -> &'static str {
+        match self {
+            Kind::Issue => "issue",
+            Kind::Pull => "pull",
+        }
+    }
+
+    fn from_db(s: &str) -> Option<Kind> {
+        match s {
+            "issue" => Some(Kind::Issue),
+            "pull" => Some(Kind::Pull),
+            _ => None,
+        }
+    }
+}
+
+/// An entry of the tree, parsed from a host-relative path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    Root,
+    Issues,
+    Pulls,
+    Labels,
+    Users,
+    Item(Kind, i64),
+    Comments(Kind, i64),
+    Comment(Kind, i64, i64),
+    Checks(i64),
+    Check(i64, String),
+    Reviews(i64),
+    Review(i64, i64),
+    Label(String),
+    User(String),
+}
+
+/// A positive number in canonical form, so every object has exactly one path.
+fn parse_number(s: &str) -> Option<i64> {
+    if s.is_empty() || s.len() > 18 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+impl Node {
+    fn parse(path: &[String]) -> Option<Node> {
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        let kind = |s: &str| match s {
+            "issues" => Some(Kind::Issue),
+            "pulls" => Some(Kind::Pull),
+            _ => None,
+        };
+        Some(match p.as_slice() {
+            [] => Node::Root,
+            ["issues"] => Node::Issues,
+            ["pulls"] => Node::Pulls,
+            ["labels"] => Node::Labels,
+            ["users"] => Node::Users,
+            ["labels", name] => Node::Label(name.to_string()),
+            ["users", name] => Node::User(name.to_string()),
+            [k, n] => Node::Item(kind(k)?, parse_number(n)?),
+            [k, n, "comments"] => Node::Comments(kind(k)?, parse_number(n)?),
+            [k, n, "comments", c] => Node::Comment(kind(k)?, parse_number(n)?, parse_number(c)?),
+            ["pulls", n, "checks"] => Node::Checks(parse_number(n)?),
+            ["pulls", n, "checks", name] => Node::Check(parse_number(n)?, name.to_string()),
+            ["pulls", n, "reviews"] => Node::Reviews(parse_number(n)?),
+            ["pulls", n, "reviews", r] => Node::Review(parse_number(n)?, parse_number(r)?),
+            _ => return None,
+        })
+    }
+
+    fn path(&self) -> Vec<String> {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        match self {
+            Node::Root => Vec::new(),
+            Node::Issues => s(&["issues"]),
+            Node::Pulls => s(&["pulls"]),
+            Node::Labels => s(&["labels"]),
+            Node::Users => s(&["users"]),
+            Node::Item(k, n) => vec![k.dir().into(), n.to_string()],
+            Node::Comments(k, n) => vec![k.dir().into(), n.to_string(), "comments".into()],
+            Node::Comment(k, n, c) => vec![
+                k.dir().into(),
+                n.to_string(),
+                "comments".into(),
+                c.to_string(),
+            ],
+            Node::Checks(n) => vec!["pulls".into(), n.to_string(), "checks".into()],
+            Node::Check(n, name) => {
+                vec!["pulls".into(), n.to_string(), "checks".into(), name.clone()]
+            }
+            Node::Reviews(n) => vec!["pulls".into(), n.to_string(), "reviews".into()],
+            Node::Review(n, r) => vec![
+                "pulls".into(),
+                n.to_string(),
+                "reviews".into(),
+                r.to_string(),
+            ],
+            Node::Label(name) => vec!["labels".into(), name.clone()],
+            Node::User(name) => vec!["users".into(), name.clone()],
+        }
+    }
+}
+
+/// SQLite failures become `Backend` errors with words.
+fn db_err(e: rusqlite::Error) -> HostError {
+    HostError::Backend(format!("tracker database: {e}"))
+}
+
+fn default_database(mount_path: &str, state_dir: &Path) -> PathBuf {
+    state_dir.join(format!("tracker-{}.db", mount_path.replace('/', "_")))
+}
+
+impl TrackerHost {
+    pub fn open(
+        mount_path: &str,
+        settings: TrackerSettings,
+        ctx: &HostContext,
+    ) -> Result<TrackerHost, TrackerError> {
+        let seed = match settings.seed.as_str() {
+            "demo" => seed::Seed::Demo,
+            "none" => seed::Seed::None,
+            other => return Err(TrackerError::UnknownSeed(other.to_string())),
+        };
+        if settings.page_size == 0 {
+            return Err(TrackerError::PageSize);
+        }
+        let file = settings
+            .database
+            .clone()
+            .unwrap_or_else(|| default_database(mount_path, &ctx.state_dir));
+        let shown = file.display().to_string();
+        let wrap = |source: rusqlite::Error| TrackerError::Database {
+            path: shown.clone(),
+            source,
+        };
+        let mut conn = if file.as_os_str() == ":memory:" {
+            Connection::open_in_memory().map_err(wrap)?
+        } else {
+            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|source| TrackerError::StateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+            Connection::open(&file).map_err(wrap)?
+        };
+        // Other processes (a second daemon, a test) may share the file: wait rather than fail.
+        conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(wrap)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(wrap)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(wrap)?;
+
+        // Schema, seed and the identity's user in one transaction: a crash or a concurrent
+        // opener never sees half a project.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(wrap)?;
+        db::create_schema(&tx).map_err(wrap)?;
+        if db::project_name(&tx).map_err(wrap)?.is_none() {
+            seed::seed(&tx, seed, settings.extra_issues, &ctx.identity).map_err(wrap)?;
+        }
+        db::ensure_user(&tx, &ctx.identity).map_err(wrap)?;
+        let project = db::project_name(&tx)
+            .map_err(wrap)?
+            .unwrap_or_else(|| "demo".to_string());
+        tx.commit().map_err(wrap)?;
+
+        Ok(TrackerHost {
+            conn: Mutex::new(conn),
+            mount: mount_path.trim_matches('/').to_string(),
+            project,
+            me: ctx.identity.clone(),
+            page_size: settings.page_size,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A poisoned lock only means a call panicked; its transaction rolled back on drop.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run `f` on one consistent snapshot (a deferred transaction, rolled back after).
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> HostResult<T>) -> HostResult<T> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(db_err)?;
+        f(&tx)
+    }
+
+    /// The node at `path`, which must exist.
+    fn existing(&self, conn: &Connection, path: &[String]) -> HostResult<Node> {
+        match Node::parse(path) {
+            Some(node) if db::exists(conn, &node)? => Ok(node),
+            _ => Err(HostError::NotFound(format!(
+                "no entry {} in the tracker",
+                if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path.join("/")
+                }
+            ))),
+        }
+    }
+
+    /// A path in the world (`tracker/pulls/50/ops/merge`), as guard details show them.
+    fn world_path(&self, parts: &[&str]) -> String {
+        let mut p = self.mount.clone();
+        for part in parts {
+            if !p.is_empty() {
+                p.push('/');
+            }
+            p.push_str(part);
+        }
+        p
+    }
+
+    fn reference(&self, node: &Node) -> String {
+        let path = node.path();
+        if path.is_empty() {
+            format!("tracker://{}", self.project)
+        } else {
+            format!("tracker://{}/{}", self.project, path.join("/"))
+        }
+    }
+}
+
+impl Host for TrackerHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        self.read(|conn| {
+            if !db::exists(conn, &node)? {
+                return Ok(None);
+            }
+            Ok(Some(self.info(conn, &node)?))
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            self.list(conn, &node)
+        })
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            Ok(ops::names(&node)
+                .iter()
+                .filter_map(|op| ops::spec(&node, op))
+                .collect())
+        })
+    }
+
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            ops::offered(&node, op)?;
+            Ok(Guard::new(self.conditions(conn, &node, op, args)?))
+        })
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let mut conn = self.lock();
+        // IMMEDIATE takes the write lock up front: the guard we check is the state we change.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let node = self.existing(&tx, path)?;
+        ops::offered(&node, op)?;
+        let outcome = self.run(&tx, &node, op, args)?;
+        tx.commit().map_err(db_err)?;
+        Ok(outcome)
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        self.read(|conn| Ok(self.resolve_in(conn, reference.trim())))
+            .unwrap_or_default()
+    }
+}
+
+impl TrackerHost {
+    fn resolve_in(&self, conn: &Connection, reference: &str) -> Vec<Vec<String>> {
+        let prefix = format!("tracker://{}", self.project);
+        let Some(rest) = reference.strip_prefix(&prefix) else {
+            return Vec::new();
+        };
+        let rest = rest.trim_end_matches('/');
+        let segs: Vec<String> = if rest.is_empty() {
+            Vec::new()
+        } else if let Some(r) = rest.strip_prefix('/') {
+            r.split('/').map(str::to_string).collect()
+        } else {
+            // `tracker://demoX/...` is another project.
+            return Vec::new();
+        };
+        let Some(mut node) = Node::parse(&segs) else {
+            return Vec::new();
+        };
+        // A number is one object whether the ref says issues/ or pulls/: send it where it lives.
+        let number = match &node {
+            Node::Item(_, n) | Node::Comments(_, n) | Node::Comment(_, n, _) => Some(*n),
+            _ => None,
+        };
+        if let Some(n) = number {
+            if let Ok(Some(kind)) = db::item_kind(conn, n) {
+                node = match node {
+                    Node::Item(_, n) => Node::Item(kind, n),
+                    Node::Comments(_, n) => Node::Comments(kind, n),
+                    Node::Comment(_, n, c) => Node::Comment(kind, n, c),
+                    other => other,
+                };
+            }
+        }
+        match db::exists(conn, &node) {
+            Ok(true) => vec![node.path()],
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,811 @@
+//! Tests of the tracker host: seeding, guards of every seeded pull request, the agent
+//! walkthrough on the PR that fixes #42, permissions, concurrency and scale.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::manifest::Role;
+use crate::world::host::{Caller, Condition};
+
+fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
+    HostContext {
+        state_dir: dir.to_path_buf(),
+        launch_dir: dir.to_path_buf(),
+        mount_point: dir.join("mnt"),
+        identity: Identity {
+            user: user.to_string(),
+            role,
+        },
+    }
+}
+
+fn open_as(dir: &Path, user: &str, role: Role, settings: TrackerSettings) -> TrackerHost {
+    match TrackerHost::open("tracker", settings, &ctx(dir, user, role)) {
+        Ok(h) => h,
+        Err(e) => panic!("open failed: {e}"),
+    }
+}
+
+fn demo() -> (tempfile::TempDir, TrackerHost) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = open_as(
+        dir.path(),
+        "alex",
+        Role::Maintainer,
+        TrackerSettings::default(),
+    );
+    (dir, h)
+}
+
+fn p(s: &str) -> Vec<String> {
+    s.split('/')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn call(h: &TrackerHost, path: &str, op: &str, args: Value) -> HostResult<CallOutcome> {
+    h.call(&p(path), op, &args, &Caller::default())
+}
+
+fn ok(h: &TrackerHost, path: &str, op: &str, args: Value) -> CallOutcome {
+    match call(h, path, op, args) {
+        Ok(o) => o,
+        Err(e) => panic!("{path} {op}: {e:?}"),
+    }
+}
+
+fn guard(h: &TrackerHost, path: &str, op: &str) -> Guard {
+    h.guard(&p(path), op, None).expect("guard")
+}
+
+fn cond<'a>(g: &'a Guard, name: &str) -> &'a Condition {
+    g.conditions
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no condition {name} in {}", g.render()))
+}
+
+fn desc(h: &TrackerHost, path: &str) -> String {
+    h.entry(&p(path))
+        .expect("entry")
+        .unwrap_or_else(|| panic!("no entry {path}"))
+        .description
+}
+
+fn blocked(r: HostResult<CallOutcome>) -> Guard {
+    match r {
+        Err(HostError::Blocked(g)) => g,
+        other => panic!("expected Blocked, got {other:?}"),
+    }
+}
+
+#[test]
+fn seeds_the_demo_project() {
+    let (_d, h) = demo();
+    let issues = h.children(&p("issues")).unwrap();
+    let pulls = h.children(&p("pulls")).unwrap();
+    assert!(issues.len() >= 40, "{} issues", issues.len());
+    assert!(pulls.len() >= 7, "{} pulls", pulls.len());
+    // Newest first.
+    assert_eq!(issues[0].name, "49");
+    assert_eq!(pulls[0].name, "55");
+    assert_eq!(
+        desc(&h, "issues/42"),
+        "Issue #42 · open · Crash when config is missing · bug · 3 comments · assigned to dana"
+    );
+    assert_eq!(h.children(&p("issues/42/comments")).unwrap().len(), 3);
+    let info = h.entry(&p("issues/42")).unwrap().unwrap();
+    assert_eq!(info.reference, "tracker://demo/issues/42");
+    let c3 = desc(&h, "issues/42/comments/3");
+    assert!(c3.starts_with("Comment 3 on #42 · dana · 2026-"), "{c3}");
+    // One number sequence: a PR is not an issue, and the other way round.
+    assert!(h.entry(&p("issues/50")).unwrap().is_none());
+    assert!(h.entry(&p("pulls/42")).unwrap().is_none());
+    assert!(h.entry(&p("issues/042")).unwrap().is_none());
+    assert!(h.entry(&p("issues/9999")).unwrap().is_none());
+    let pr = desc(&h, "pulls/50");
+    assert_eq!(
+        pr,
+        "PR #50 · open · Fix crash when config is missing · by dana · checks 2/3 passing · review required"
+    );
+    let root = desc(&h, "");
+    assert!(
+        root.starts_with("Issue tracker · project demo · 48 issues ("),
+        "{root}"
+    );
+    assert!(root.ends_with("you are alex (maintainer)"), "{root}");
+    let names: Vec<String> = h
+        .children(&[])
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["issues", "pulls", "labels", "users"]);
+    assert!(desc(&h, "labels/bug").starts_with("Label bug · "));
+    assert_eq!(desc(&h, "users/dana"), "dana · maintainer · Dana Ruiz");
+    assert!(desc(&h, "pulls/52/checks/lint")
+        .starts_with("Check lint · failure · 1 error: unused import in src/main.rs"));
+    assert_eq!(desc(&h, "pulls/51/reviews/2"), "Review 2 · dana · approved");
+    let checks: Vec<String> = h
+        .children(&p("pulls/50"))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(checks, ["comments", "checks", "reviews"]);
+    assert!(desc(&h, "issues").contains("reachable by number"));
+}
+
+#[test]
+fn every_pull_request_has_its_merge_guard_state() {
+    let (_d, h) = demo();
+    // 1. ready to merge.
+    let g = guard(&h, "pulls/51", "merge");
+    assert!(g.allowed(), "{}", g.render());
+    assert_eq!(cond(&g, "review_approved").detail, "approved by dana");
+
+    // 2. fixes #42: a flaky check (rerun fixes it) and no review (alex may approve).
+    let g = guard(&h, "pulls/50", "merge");
+    assert!(!g.allowed());
+    let c = cond(&g, "checks_passing");
+    assert!(!c.ok);
+    assert!(
+        c.detail
+            .starts_with("1 of 3 checks failing (test) — see tracker/pulls/50/checks/test"),
+        "{}",
+        c.detail
+    );
+    assert!(
+        c.detail.contains("tracker/pulls/50/ops/rerun_checks"),
+        "{}",
+        c.detail
+    );
+    let r = cond(&g, "review_approved");
+    assert!(!r.ok);
+    assert!(
+        r.detail.contains("tracker/pulls/50/ops/approve"),
+        "{}",
+        r.detail
+    );
+    assert!(cond(&g, "mergeable").ok);
+
+    // 3. lint fails for real: rerun cannot fix it.
+    let g = guard(&h, "pulls/52", "merge");
+    let c = cond(&g, "checks_passing");
+    assert!(!c.ok);
+    assert!(c.detail.contains("(lint)"), "{}", c.detail);
+    assert!(
+        c.detail.contains("rerun_checks cannot fix it"),
+        "{}",
+        c.detail
+    );
+    assert!(
+        c.detail.contains("cannot be satisfied by you"),
+        "{}",
+        c.detail
+    );
+    assert!(cond(&g, "review_approved").ok);
+
+    // 4. waiting for a requested review.
+    let g = guard(&h, "pulls/53", "merge");
+    let r = cond(&g, "review_approved");
+    assert!(!r.ok);
+    assert!(
+        r.detail.contains("review requested from lee"),
+        "{}",
+        r.detail
+    );
+    assert!(cond(&g, "checks_passing").ok);
+
+    // 5. alex's own PR: cannot self-approve, must ask.
+    let g = guard(&h, "pulls/54", "merge");
+    let r = cond(&g, "review_approved");
+    assert!(!r.ok);
+    assert!(
+        r.detail.contains("you cannot approve your own"),
+        "{}",
+        r.detail
+    );
+    assert!(
+        r.detail.contains("tracker/pulls/54/ops/request_review"),
+        "{}",
+        r.detail
+    );
+
+    // 6. already merged.
+    let g = guard(&h, "pulls/12", "merge");
+    let o = cond(&g, "open");
+    assert!(!o.ok);
+    assert!(o.detail.contains("was merged"), "{}", o.detail);
+
+    // 7. conflicts.
+    let g = guard(&h, "pulls/55", "merge");
+    let m = cond(&g, "mergeable");
+    assert!(!m.ok);
+    assert!(m.detail.contains("must rebase"), "{}", m.detail);
+    assert!(
+        m.detail.contains("cannot be satisfied by you"),
+        "{}",
+        m.detail
+    );
+    assert!(cond(&g, "checks_passing").ok && cond(&g, "review_approved").ok);
+
+    // Every failed condition says how, or that you cannot.
+    for n in [12, 50, 51, 52, 53, 54, 55] {
+        for op in ["merge", "approve", "rerun_checks", "close", "reopen"] {
+            let g = guard(&h, &format!("pulls/{n}"), op);
+            for c in g.conditions.iter().filter(|c| !c.ok) {
+                assert!(
+                    c.detail.contains("tracker/")
+                        || c.detail.contains("cannot")
+                        || c.detail.contains("nothing to"),
+                    "PR #{n} {op}: {}",
+                    c.detail
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn walkthrough_rerun_approve_merge_closes_42() {
+    let (_d, h) = demo();
+    let g = blocked(call(&h, "pulls/50", "merge", json!({})));
+    assert_eq!(
+        g.first_failure().map(|c| c.name.as_str()),
+        Some("checks_passing")
+    );
+
+    let o = ok(&h, "pulls/50", "rerun_checks", json!({}));
+    assert!(o.result.contains("test: passed on rerun 2"), "{}", o.result);
+    assert!(o.changed.contains(&p("pulls/50/checks")));
+    assert!(o.changed.contains(&p("pulls/50/checks/test")));
+    assert!(o.changed.contains(&p("pulls/50")));
+    assert!(cond(&guard(&h, "pulls/50", "merge"), "checks_passing").ok);
+    assert!(desc(&h, "pulls/50").contains("checks 3/3 passing"));
+    assert!(ok(&h, "pulls/50/checks/test", "read_log", json!({}))
+        .result
+        .contains("passed on rerun 2"));
+    // Nothing left to rerun.
+    assert!(!guard(&h, "pulls/50", "rerun_checks").allowed());
+
+    let o = ok(&h, "pulls/50", "approve", json!({"body": "LGTM"}));
+    assert_eq!(o.discovered, vec![p("pulls/50/reviews/1")]);
+    assert_eq!(desc(&h, "pulls/50/reviews/1"), "Review 1 · alex · approved");
+    let g = guard(&h, "pulls/50", "merge");
+    assert!(g.allowed(), "{}", g.render());
+    assert_eq!(cond(&g, "review_approved").detail, "approved by alex");
+
+    let (open_before, _) = open_issue_count(&h);
+    let o = ok(&h, "pulls/50", "merge", json!({"method": "squash"}));
+    assert!(
+        o.result.contains("merged PR #50 into main (squash)"),
+        "{}",
+        o.result
+    );
+    assert!(o.result.contains("closed issue #42"), "{}", o.result);
+    for path in [
+        "",
+        "pulls",
+        "pulls/50",
+        "issues",
+        "issues/42",
+        "issues/42/comments",
+        "labels/bug",
+    ] {
+        assert!(
+            o.changed.contains(&p(path)),
+            "changed lacks {path:?}: {:?}",
+            o.changed
+        );
+    }
+    assert_eq!(o.discovered, vec![p("issues/42/comments/4")]);
+    assert!(desc(&h, "issues/42").starts_with("Issue #42 · closed · "));
+    assert!(desc(&h, "issues/42/comments/4").ends_with("Fixed by #50."));
+    assert!(desc(&h, "pulls/50").starts_with("PR #50 · merged · "));
+    assert_eq!(open_issue_count(&h).0, open_before - 1);
+    // Merged: no second merge, no reopen.
+    let g = blocked(call(&h, "pulls/50", "merge", json!({})));
+    assert!(!cond(&g, "open").ok);
+    assert!(!guard(&h, "pulls/50", "reopen").allowed());
+}
+
+fn open_issue_count(h: &TrackerHost) -> (i64, i64) {
+    h.read(|c| db::counts(c, Kind::Issue).map(|(t, o, _)| (o, t)))
+        .expect("counts")
+}
+
+#[test]
+fn approving_your_own_pull_request_is_blocked() {
+    let (_d, h) = demo();
+    let g = blocked(call(&h, "pulls/54", "approve", json!({})));
+    let c = cond(&g, "not_author");
+    assert!(!c.ok);
+    assert!(
+        c.detail.contains("tracker/pulls/54/ops/request_review"),
+        "{}",
+        c.detail
+    );
+    // Asking someone else works, and reviewing one's own is refused.
+    let o = ok(
+        &h,
+        "pulls/54",
+        "request_review",
+        json!({"reviewer": "dana"}),
+    );
+    assert!(o.result.contains("from dana"));
+    assert!(desc(&h, "pulls/54").contains("review requested from dana"));
+    assert!(matches!(
+        call(
+            &h,
+            "pulls/54",
+            "request_review",
+            json!({"reviewer": "alex"})
+        ),
+        Err(HostError::InvalidArgs(_))
+    ));
+}
+
+#[test]
+fn reader_cannot_comment_and_contributor_cannot_close_others() {
+    let dir = tempfile::tempdir().unwrap();
+    // Seed as alex, then look as other people.
+    drop(open_as(
+        dir.path(),
+        "alex",
+        Role::Maintainer,
+        TrackerSettings::default(),
+    ));
+    let reader = open_as(dir.path(), "lee", Role::Reader, TrackerSettings::default());
+    let g = blocked(call(&reader, "issues/42", "comment", json!({"body": "hi"})));
+    assert!(!cond(&g, "can_comment").ok);
+    assert!(cond(&g, "can_comment")
+        .detail
+        .contains("cannot be satisfied by you"));
+    assert!(guard(&reader, "issues/42", "read_body").allowed());
+    assert!(ok(&reader, "issues/42", "read_body", json!({}))
+        .result
+        .contains("Crash when config is missing"));
+
+    let contrib = open_as(
+        dir.path(),
+        "sam",
+        Role::Contributor,
+        TrackerSettings::default(),
+    );
+    ok(&contrib, "issues/42", "comment", json!({"body": "me too"}));
+    let g = blocked(call(
+        &contrib,
+        "issues/42",
+        "close",
+        json!({"reason": "nope"}),
+    ));
+    assert!(!cond(&g, "can_write").ok);
+    blocked(call(&contrib, "pulls/51", "merge", json!({})));
+    blocked(call(
+        &contrib,
+        "issues/42",
+        "label",
+        json!({"add": ["docs"]}),
+    ));
+    // Sam opened #48 and may close it.
+    let o = ok(
+        &contrib,
+        "issues/48",
+        "close",
+        json!({"reason": "duplicate"}),
+    );
+    assert_eq!(o.result, "closed issue #48: duplicate");
+    // Creating an issue is fine; triage (labels) is not.
+    ok(&contrib, "", "create_issue", json!({"title": "A question"}));
+    blocked(call(
+        &contrib,
+        "",
+        "create_issue",
+        json!({"title": "x", "labels": ["bug"]}),
+    ));
+}
+
+#[test]
+fn close_twice_is_blocked_and_reopen_works() {
+    let (_d, h) = demo();
+    let o = ok(&h, "issues/42", "close", json!({"reason": "fixed in 1.2"}));
+    assert_eq!(o.result, "closed issue #42: fixed in 1.2");
+    for path in ["issues/42", "issues", "", "labels/bug"] {
+        assert!(
+            o.changed.contains(&p(path)),
+            "{path:?} not in {:?}",
+            o.changed
+        );
+    }
+    let g = blocked(call(&h, "issues/42", "close", json!({"reason": "again"})));
+    let c = cond(&g, "open");
+    assert!(
+        c.detail.contains("tracker/issues/42/ops/reopen"),
+        "{}",
+        c.detail
+    );
+    assert!(c.detail.contains("fixed in 1.2"), "{}", c.detail);
+    let o = ok(&h, "issues/42", "reopen", json!({}));
+    assert_eq!(o.result, "reopened issue #42");
+    assert!(desc(&h, "issues/42").starts_with("Issue #42 · open"));
+    let g = blocked(call(&h, "issues/42", "reopen", json!({})));
+    assert!(!cond(&g, "closed").ok);
+}
+
+#[test]
+fn create_issue_is_listed_and_resolvable() {
+    let (_d, h) = demo();
+    let o = ok(
+        &h,
+        "",
+        "create_issue",
+        json!({"title": "Add  a --json\nflag", "body": "Please.", "labels": ["enhancement"], "assignees": ["dana"]}),
+    );
+    assert_eq!(o.result, "opened issue #56: Add a --json flag");
+    assert_eq!(o.discovered, vec![p("issues/56")]);
+    assert!(o.changed.contains(&vec![]) && o.changed.contains(&p("issues")));
+    let kids = h.children(&p("issues")).unwrap();
+    assert_eq!(kids[0].name, "56");
+    assert_eq!(
+        kids[0].info.description,
+        "Issue #56 · open · Add a --json flag · enhancement · 0 comments · assigned to dana"
+    );
+    assert_eq!(h.resolve("tracker://demo/issues/56"), vec![p("issues/56")]);
+    assert!(matches!(
+        call(&h, "", "create_issue", json!({"title": "x", "assignees": ["nobody"]})),
+        Err(HostError::InvalidArgs(m)) if m.contains("dana")
+    ));
+}
+
+#[test]
+fn resolve_refs() {
+    let (_d, h) = demo();
+    let cases = [
+        ("tracker://demo", ""),
+        ("tracker://demo/issues", "issues"),
+        ("tracker://demo/issues/42", "issues/42"),
+        (
+            "tracker://demo/issues/42/comments/3",
+            "issues/42/comments/3",
+        ),
+        ("tracker://demo/pulls/50", "pulls/50"),
+        ("tracker://demo/issues/50", "pulls/50"),
+        (
+            "tracker://demo/pulls/52/checks/lint",
+            "pulls/52/checks/lint",
+        ),
+        ("tracker://demo/pulls/51/reviews/1", "pulls/51/reviews/1"),
+        (
+            "tracker://demo/labels/good first issue",
+            "labels/good first issue",
+        ),
+        ("tracker://demo/users/dana", "users/dana"),
+    ];
+    for (r, path) in cases {
+        assert_eq!(h.resolve(r), vec![p(path)], "{r}");
+        // The ref an entry shows resolves back to it.
+        let info = h.entry(&p(path)).unwrap().unwrap();
+        assert_eq!(h.resolve(&info.reference), vec![p(path)], "{r}");
+    }
+    for r in [
+        "github://demo/issues/42",
+        "tracker://other/issues/42",
+        "tracker://demo/issues/4242",
+        "tracker://demox/issues/1",
+        "tracker://demo/labels/nope",
+    ] {
+        assert!(h.resolve(r).is_empty(), "{r}");
+    }
+}
+
+#[test]
+fn parallel_comments_are_all_kept() {
+    let (_d, h) = demo();
+    let h = Arc::new(h);
+    let before = h.children(&p("issues/7/comments")).unwrap().len();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    ok(
+                        &h,
+                        "issues/7",
+                        "comment",
+                        json!({"body": format!("thread {t} comment {i}")}),
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let after = h.read(|c| db::comment_count(c, 7)).unwrap();
+    assert_eq!(after as usize, before + 400);
+}
+
+#[test]
+fn parallel_comments_across_connections() {
+    // Several hosts (as several daemons would) on one file: WAL + busy_timeout + IMMEDIATE.
+    let dir = tempfile::tempdir().unwrap();
+    drop(open_as(
+        dir.path(),
+        "alex",
+        Role::Maintainer,
+        TrackerSettings::default(),
+    ));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let dir = dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
+                for i in 0..25 {
+                    ok(
+                        &h,
+                        "issues/8",
+                        "comment",
+                        json!({"body": format!("{t}/{i}")}),
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let h = open_as(
+        dir.path(),
+        "alex",
+        Role::Maintainer,
+        TrackerSettings::default(),
+    );
+    assert_eq!(h.read(|c| db::comment_count(c, 8)).unwrap(), 100);
+    let seqs: Vec<String> = h
+        .children(&p("issues/8/comments"))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(seqs.len(), 100);
+    assert_eq!(seqs.last().map(String::as_str), Some("100"));
+}
+
+#[test]
+fn label_checks_names_and_reports_changes() {
+    let (_d, h) = demo();
+    match call(&h, "issues/42", "label", json!({"add": ["bugz"]})) {
+        Err(HostError::InvalidArgs(m)) => {
+            assert!(m.contains("bugz") && m.contains("good first issue"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        call(&h, "issues/42", "label", json!({})),
+        Err(HostError::InvalidArgs(_))
+    ));
+    let o = ok(
+        &h,
+        "issues/42",
+        "label",
+        json!({"add": ["windows"], "remove": ["bug"]}),
+    );
+    assert_eq!(
+        o.result,
+        "labels of issue #42: windows (added windows) (removed bug)"
+    );
+    assert!(o.changed.contains(&p("labels/windows")) && o.changed.contains(&p("labels/bug")));
+    assert!(desc(&h, "issues/42").contains(" · windows · "));
+    let o = ok(&h, "issues/42", "assign", json!({"user": "kim"}));
+    assert_eq!(o.result, "assigned kim to issue #42 (assignees: dana, kim)");
+    assert!(matches!(
+        call(&h, "issues/42", "assign", json!({"user": "zed"})),
+        Err(HostError::InvalidArgs(_))
+    ));
+}
+
+#[test]
+fn read_ops_change_nothing_and_return_text() {
+    let (_d, h) = demo();
+    for (path, op, needle) in [
+        (
+            "issues/42",
+            "read_body",
+            "No config file should mean the defaults",
+        ),
+        ("issues/42", "get_metadata", "\"number\": 42"),
+        ("pulls/50", "diff", "+++ b/src/config.rs"),
+        ("pulls/50", "get_metadata", "\"fixes\": ["),
+        ("pulls/50/checks/test", "read_log", "timed out"),
+        (
+            "issues/42/comments/2",
+            "read_body",
+            "touch ~/.config/demo/config.toml",
+        ),
+        ("pulls/51/reviews/1", "read_body", "changes requested"),
+    ] {
+        let o = ok(&h, path, op, json!({}));
+        assert!(o.result.contains(needle), "{path} {op}: {}", o.result);
+        assert!(
+            o.changed.is_empty() && o.discovered.is_empty(),
+            "{path} {op}"
+        );
+    }
+    let meta: Value =
+        serde_json::from_str(&ok(&h, "pulls/50", "get_metadata", json!({})).result).unwrap();
+    assert_eq!(meta["fixes"], json!([42]));
+    assert_eq!(meta["ref"], json!("tracker://demo/pulls/50"));
+}
+
+#[test]
+fn relation_ops_return_paths() {
+    let (_d, h) = demo();
+    let o = ok(&h, "labels/bug", "issues", json!({"state": "open"}));
+    assert!(o.discovered.contains(&p("issues/42")));
+    assert!(o.discovered.contains(&p("pulls/50")));
+    assert!(
+        !o.discovered.contains(&p("issues/3")),
+        "closed #3 listed as open"
+    );
+    assert!(o.changed.is_empty());
+    let o = ok(&h, "users/dana", "issues", json!({}));
+    assert!(o.discovered.contains(&p("pulls/50")));
+    assert!(o.discovered.contains(&p("issues/42")), "assigned to dana");
+    assert!(matches!(
+        call(&h, "users/dana", "issues", json!({"state": "weird"})),
+        Err(HostError::InvalidArgs(_))
+    ));
+}
+
+#[test]
+fn ops_have_strict_schemas() {
+    let (_d, h) = demo();
+    for path in [
+        "",
+        "issues",
+        "issues/42",
+        "pulls/50",
+        "issues/42/comments/1",
+        "pulls/50/checks/lint",
+        "pulls/51/reviews/1",
+        "labels/bug",
+        "users/dana",
+    ] {
+        let ops = h.ops(&p(path)).unwrap();
+        assert!(!ops.is_empty(), "{path}");
+        for op in ops {
+            assert_eq!(op.schema["type"], "object", "{path} {}", op.name);
+            assert_eq!(
+                op.schema["additionalProperties"], false,
+                "{path} {}",
+                op.name
+            );
+            assert!(op.schema["properties"].is_object());
+            assert!(op.schema["required"].is_array());
+            assert!(!op.description.contains('\n'));
+            // Guards are answerable for every op offered.
+            h.guard(&p(path), &op.name, None).unwrap();
+        }
+    }
+    let close = h
+        .ops(&p("issues/42"))
+        .unwrap()
+        .into_iter()
+        .find(|o| o.name == "close")
+        .unwrap();
+    assert_eq!(close.schema["required"], json!(["reason"]));
+    assert!(matches!(
+        h.guard(&p("issues/42"), "merge", None),
+        Err(HostError::NotFound(_))
+    ));
+    assert!(matches!(
+        h.ops(&p("issues/50")),
+        Err(HostError::NotFound(_))
+    ));
+}
+
+#[test]
+fn reopening_keeps_data_and_does_not_reseed() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let h = open_as(
+            dir.path(),
+            "alex",
+            Role::Maintainer,
+            TrackerSettings::default(),
+        );
+        ok(&h, "", "create_issue", json!({"title": "persisted"}));
+        ok(&h, "issues/42", "close", json!({"reason": "done"}));
+    }
+    assert!(dir.path().join("tracker-tracker.db").exists());
+    let h = open_as(
+        dir.path(),
+        "newbie",
+        Role::Contributor,
+        TrackerSettings::default(),
+    );
+    assert!(desc(&h, "issues/56").contains("persisted"));
+    assert!(desc(&h, "issues/42").contains("closed"));
+    assert!(h.entry(&p("issues/57")).unwrap().is_none());
+    // The manifest's user was created.
+    assert_eq!(desc(&h, "users/newbie"), "newbie · contributor · you");
+}
+
+#[test]
+fn extra_issues_seed_fast_and_listing_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let settings = TrackerSettings {
+        extra_issues: 2000,
+        page_size: 100,
+        ..TrackerSettings::default()
+    };
+    let h = open_as(dir.path(), "alex", Role::Maintainer, settings);
+    let took = start.elapsed();
+    assert!(took.as_secs_f64() < 5.0, "seeding took {took:?}");
+    let kids = h.children(&p("issues")).unwrap();
+    assert_eq!(kids.len(), 100);
+    assert_eq!(kids[0].name, "2055");
+    assert!(desc(&h, "issues").contains("2048 issues"));
+    assert!(desc(&h, "issues").contains("The listing shows the newest 100"));
+    // Anything beyond the first page is still reachable by number.
+    assert!(desc(&h, "issues/56").starts_with("Issue #56 · "));
+    assert!(desc(&h, "issues/42").contains("Crash when config is missing"));
+    // Listing uses the index, not a sort of every row.
+    let plan: Vec<String> = h
+        .read(|c| {
+            let mut st = c
+                .prepare("EXPLAIN QUERY PLAN SELECT number FROM items WHERE kind = 'issue' ORDER BY number DESC LIMIT 10")
+                .map_err(db_err)?;
+            let rows = st.query_map([], |r| r.get::<_, String>(3)).map_err(db_err)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db_err)
+        })
+        .unwrap();
+    assert!(!plan.iter().any(|l| l.contains("TEMP B-TREE")), "{plan:?}");
+    let o = ok(&h, "labels/bug", "issues", json!({}));
+    assert_eq!(o.discovered.len(), 100);
+}
+
+#[test]
+fn settings_parse_strictly() {
+    let s: TrackerSettings = toml::from_str("seed = 'none'\nextra_issues = 3").unwrap();
+    assert_eq!(s.seed, "none");
+    assert_eq!(s.page_size, 500);
+    assert!(toml::from_str::<TrackerSettings>("nope = 1").is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let bad = TrackerSettings {
+        seed: "lots".into(),
+        ..Default::default()
+    };
+    assert!(TrackerHost::open("t", bad, &ctx(dir.path(), "a", Role::Reader)).is_err());
+    let empty = TrackerSettings {
+        seed: "none".into(),
+        database: Some(":memory:".into()),
+        ..Default::default()
+    };
+    let h = TrackerHost::open("data/t", empty, &ctx(dir.path(), "a", Role::Maintainer)).unwrap();
+    assert!(h.children(&p("issues")).unwrap().is_empty());
+    assert!(desc(&h, "").contains("0 issues"));
+    let o = ok(&h, "issues", "create_issue", json!({"title": "first"}));
+    assert_eq!(o.discovered, vec![p("issues/1")]);
+    let g = blocked(call(&h, "issues/1", "reopen", json!({})));
+    assert!(cond(&g, "closed")
+        .detail
+        .contains("data/t/issues/1/ops/close"));
+}
+
+#[test]
+fn date_helpers_roundtrip() {
+    for d in [-1000, 0, 1, 20_000, 20_757, 60_000] {
+        let (y, m, dd) = db::civil_from_days(d);
+        assert_eq!(db::days_from_civil(y, m, dd), d);
+    }
+    assert_eq!(db::iso(0), "1970-01-01T00:00:00Z");
+    assert_eq!(db::iso(1_790_000_000), "2026-09-21T14:13:20Z");
+}

@@ -1,0 +1,10 @@
+//! wip: mount a Worldspace — hosts (an issue tracker, files, …) projected as one tree.
+//!
+//! Data flows one way: kernel → `fuse` → `world` (router, guards, validation, journal) →
+//! a host in `hosts` → its backend.
+
+pub mod daemon;
+pub mod fuse;
+pub mod hosts;
+pub mod manifest;
+pub mod world;

@@ -1,0 +1,214 @@
+//! World manifests (`mounts/*.toml`): which hosts are mounted where, with what settings,
+//! identity and policy. Each host parses its own settings table; this module only splits the
+//! file into the world's part and one `HostSpec` per `[[host]]`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The manifest of the embedded default world (tracker + files).
+pub const DEFAULT_MANIFEST: &str = include_str!("../mounts/default.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read manifest {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid manifest {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    #[serde(default)]
+    pub world: WorldSettings,
+    #[serde(default)]
+    pub identity: Identity,
+    #[serde(default, rename = "host")]
+    pub hosts: Vec<HostSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldSettings {
+    /// Short name of the world, shown in its description.
+    #[serde(default = "default_world_name")]
+    pub name: String,
+    /// One paragraph: what this world holds.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// How long a call may run before the caller gets ETIMEDOUT, in milliseconds.
+    #[serde(default = "default_call_timeout_ms")]
+    pub call_timeout_ms: u64,
+}
+
+impl WorldSettings {
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+}
+
+impl Default for WorldSettings {
+    fn default() -> Self {
+        WorldSettings {
+            name: default_world_name(),
+            description: None,
+            call_timeout_ms: default_call_timeout_ms(),
+        }
+    }
+}
+
+fn default_world_name() -> String {
+    "world".to_string()
+}
+
+fn default_call_timeout_ms() -> u64 {
+    30_000
+}
+
+/// Who the mount acts as. Hosts map the role onto their own permissions.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    pub user: String,
+    /// `maintainer` (may write and merge), `contributor` (may comment and open), `reader`.
+    #[serde(default = "default_role")]
+    pub role: Role,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            user: "you".to_string(),
+            role: Role::Maintainer,
+        }
+    }
+}
+
+fn default_role() -> Role {
+    Role::Maintainer
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Maintainer,
+    Contributor,
+    Reader,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Maintainer => "maintainer",
+            Role::Contributor => "contributor",
+            Role::Reader => "reader",
+        }
+    }
+}
+
+/// One `[[host]]` table: `kind` and `path` are common, the rest is the host's own settings.
+#[derive(Clone, Debug, Deserialize)]
+pub struct HostSpec {
+    pub kind: String,
+    /// Where in the world it is mounted, e.g. `tracker` or `data/db`.
+    pub path: String,
+    #[serde(flatten)]
+    pub settings: toml::Table,
+}
+
+impl HostSpec {
+    /// Parse this host's own settings into `T` (unknown keys are an error).
+    pub fn settings<T: serde::de::DeserializeOwned>(&self) -> Result<T, ManifestError> {
+        toml::Value::Table(self.settings.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| ManifestError::Invalid {
+                origin: format!("[[host]] {:?}", self.path),
+                message: e.message().to_string(),
+            })
+    }
+}
+
+impl Manifest {
+    pub fn parse(text: &str, origin: &str) -> Result<Manifest, ManifestError> {
+        let manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Invalid {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        manifest.check(origin)?;
+        Ok(manifest)
+    }
+
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Manifest::parse(&text, &path.display().to_string())
+    }
+
+    pub fn default_world() -> Manifest {
+        // The embedded manifest is part of the binary and covered by a test.
+        Manifest::parse(DEFAULT_MANIFEST, "default.toml").expect("embedded default manifest")
+    }
+
+    fn check(&self, origin: &str) -> Result<(), ManifestError> {
+        let invalid = |message: String| ManifestError::Invalid {
+            origin: origin.to_string(),
+            message,
+        };
+        let mut seen = Vec::new();
+        for host in &self.hosts {
+            let segments: Vec<&str> = host.path.split('/').collect();
+            if segments.iter().any(|s| {
+                s.is_empty() || *s == "." || *s == ".." || crate::world::names::is_reserved(s)
+            }) {
+                return Err(invalid(format!(
+                    "host path {:?} must be one or more plain names (not description, ref, ops, README.md or .wip)",
+                    host.path
+                )));
+            }
+            if seen.iter().any(|p: &&str| {
+                *p == host.path
+                    || p.starts_with(&format!("{}/", host.path))
+                    || host.path.starts_with(&format!("{p}/"))
+            }) {
+                return Err(invalid(format!(
+                    "host path {:?} overlaps another host",
+                    host.path
+                )));
+            }
+            seen.push(&host.path);
+        }
+        if self.world.call_timeout_ms == 0 {
+            return Err(invalid("call_timeout_ms must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_manifest_parses() {
+        let m = Manifest::default_world();
+        assert!(m.hosts.iter().any(|h| h.kind == "tracker"));
+        assert!(m.hosts.iter().any(|h| h.kind == "files"));
+    }
+
+    #[test]
+    fn rejects_reserved_and_overlapping_paths() {
+        let bad = "[[host]]\nkind='files'\npath='ops'\n";
+        assert!(Manifest::parse(bad, "t").is_err());
+        let overlap = "[[host]]\nkind='files'\npath='a'\n[[host]]\nkind='files'\npath='a/b'\n";
+        assert!(Manifest::parse(overlap, "t").is_err());
+        let unknown = "[world]\nnope=1\n";
+        assert!(Manifest::parse(unknown, "t").is_err());
+    }
+}

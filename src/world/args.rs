@@ -1,0 +1,251 @@
+//! Turning the bytes written into `call` into validated JSON arguments.
+//!
+//! Three forms are accepted (DESIGN.md, "Calling an operation"): a JSON object; `key=value`
+//! lines; plain text when the op has exactly one required string parameter (or, with no
+//! required parameter, exactly one string parameter). One trailing newline is stripped from
+//! text forms, and a lone newline means "no arguments".
+
+use serde_json::{Map, Value};
+
+use super::error::{WorldError, WorldResult};
+
+/// Parse `bytes` into an args object for an op with this `schema` and validate it.
+pub fn parse_and_validate(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
+    let args = parse(bytes, schema)?;
+    validate(&args, schema)?;
+    Ok(args)
+}
+
+/// Whether `bytes` so far look like a complete JSON document (cheap test first).
+pub fn is_complete_json(bytes: &[u8]) -> bool {
+    let trimmed = bytes.trim_ascii();
+    trimmed.first() == Some(&b'{')
+        && trimmed.last() == Some(&b'}')
+        && serde_json::from_slice::<Value>(trimmed).is_ok()
+}
+
+/// Whether the payload is JSON (starts with `{`); text forms are decided otherwise.
+pub fn looks_like_json(bytes: &[u8]) -> bool {
+    bytes.trim_ascii_start().first() == Some(&b'{')
+}
+
+pub fn parse(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| WorldError::invalid(format!("arguments are not valid UTF-8: {e}")))?;
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    if text.trim_start().starts_with('{') {
+        return match serde_json::from_str::<Value>(text.trim()) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(_) => Err(WorldError::invalid("arguments must be a JSON object")),
+            Err(e) => Err(WorldError::invalid(format!(
+                "arguments are not valid JSON: {e}"
+            ))),
+        };
+    }
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    let props = properties(schema);
+    if let Some(obj) = parse_key_values(text, &props)? {
+        return Ok(Value::Object(obj));
+    }
+    if let Some(name) = plain_text_param(schema) {
+        let mut obj = Map::new();
+        obj.insert(name, Value::String(text.to_string()));
+        return Ok(Value::Object(obj));
+    }
+    Err(WorldError::invalid(format!(
+        "expected a JSON object or key=value lines (fields: {}); see the op's schema",
+        if props.is_empty() {
+            "none".to_string()
+        } else {
+            props
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )))
+}
+
+/// The property names and their declared `type` (first string type if a list).
+fn properties(schema: &Value) -> Vec<(String, String)> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, p)| {
+            let ty = match p.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .find(|t| *t != "null")
+                    .unwrap_or("string")
+                    .to_string(),
+                _ => "any".to_string(),
+            };
+            (name.clone(), ty)
+        })
+        .collect()
+}
+
+/// The parameter plain text fills, if the op has one.
+fn plain_text_param(schema: &Value) -> Option<String> {
+    let props = properties(schema);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let is_string = |name: &str| props.iter().any(|(n, t)| n == name && t == "string");
+    match required.as_slice() {
+        [one] if is_string(one) => Some(one.to_string()),
+        [] => {
+            let strings: Vec<&(String, String)> =
+                props.iter().filter(|(_, t)| t == "string").collect();
+            match strings.as_slice() {
+                [(name, _)] => Some(name.clone()),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `key=value` lines, if every non-empty line is one with a known key.
+fn parse_key_values(
+    text: &str,
+    props: &[(String, String)],
+) -> WorldResult<Option<Map<String, Value>>> {
+    let mut obj = Map::new();
+    let mut any = false;
+    for line in text.lines() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Ok(None);
+        };
+        let key = key.trim();
+        let Some((_, ty)) = props.iter().find(|(n, _)| n == key) else {
+            return Ok(None);
+        };
+        any = true;
+        let parsed = match ty.as_str() {
+            "string" => Value::String(value.to_string()),
+            "array" => match serde_json::from_str::<Value>(value.trim()) {
+                Ok(v @ Value::Array(_)) => v,
+                _ => Value::Array(
+                    value
+                        .split(',')
+                        .map(|s| s.trim())
+                        .filter(|s| !s.is_empty())
+                        .map(|s| Value::String(s.to_string()))
+                        .collect(),
+                ),
+            },
+            _ => serde_json::from_str::<Value>(value.trim())
+                .map_err(|_| WorldError::invalid(format!("{key}={value}: expected a {ty}")))?,
+        };
+        if obj.insert(key.to_string(), parsed).is_some() {
+            return Err(WorldError::invalid(format!("{key} is given twice")));
+        }
+    }
+    Ok(any.then_some(obj))
+}
+
+/// Validate against the schema, strictly: an object schema without `additionalProperties`
+/// is treated as closed, so a misspelt field is an error rather than silently ignored.
+pub fn validate(args: &Value, schema: &Value) -> WorldResult<()> {
+    let mut strict = schema.clone();
+    if let Some(obj) = strict.as_object_mut() {
+        if obj.contains_key("properties") && !obj.contains_key("additionalProperties") {
+            obj.insert("additionalProperties".into(), Value::Bool(false));
+        }
+    }
+    let validator = jsonschema::validator_for(&strict)
+        .map_err(|e| WorldError::backend(format!("the op's schema is invalid: {e}")))?;
+    let errors: Vec<String> = validator
+        .iter_errors(args)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(WorldError::invalid(format!(
+            "invalid arguments: {}",
+            errors.join("; ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn close_schema() -> Value {
+        json!({"type":"object","properties":{"reason":{"type":"string"}},"required":["reason"],"additionalProperties":false})
+    }
+
+    fn label_schema() -> Value {
+        json!({"type":"object","properties":{"add":{"type":"array","items":{"type":"string"}},"limit":{"type":"integer"}},"additionalProperties":false})
+    }
+
+    #[test]
+    fn json_object() {
+        let v = parse_and_validate(b"{\"reason\":\"done\"}\n", &close_schema()).unwrap();
+        assert_eq!(v, json!({"reason":"done"}));
+    }
+
+    #[test]
+    fn plain_text_strips_one_newline() {
+        let v = parse_and_validate(b"fixed in 1.2\n", &close_schema()).unwrap();
+        assert_eq!(v, json!({"reason":"fixed in 1.2"}));
+        let v = parse_and_validate(b"two\n\n", &close_schema()).unwrap();
+        assert_eq!(v, json!({"reason":"two\n"}));
+    }
+
+    #[test]
+    fn key_values_are_typed_by_schema() {
+        let v = parse_and_validate(b"add=bug, docs\nlimit=3\n", &label_schema()).unwrap();
+        assert_eq!(v, json!({"add":["bug","docs"],"limit":3}));
+        let err = parse_and_validate(b"limit=three\n", &label_schema()).unwrap_err();
+        assert!(err.message.contains("limit"));
+    }
+
+    #[test]
+    fn lone_newline_is_no_args() {
+        let v = parse(b"\n", &label_schema()).unwrap();
+        assert_eq!(v, json!({}));
+        let err = parse_and_validate(b"\n", &close_schema()).unwrap_err();
+        assert!(err.message.contains("reason"), "{}", err.message);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_json_rejected() {
+        assert!(parse_and_validate(b"{\"reasn\":\"x\"}", &close_schema()).is_err());
+        assert!(parse_and_validate(b"{\"reason\":", &close_schema()).is_err());
+        assert!(parse_and_validate(b"[1]", &label_schema()).is_err());
+        let open = json!({"type":"object","properties":{"a":{"type":"integer"}}});
+        assert!(parse_and_validate(b"{\"b\":1}", &open).is_err());
+    }
+
+    #[test]
+    fn complete_json_detection() {
+        assert!(is_complete_json(b"{\"a\": 1}\n"));
+        assert!(!is_complete_json(b"{\"a\": "));
+        assert!(!is_complete_json(b"a=1\n"));
+    }
+}

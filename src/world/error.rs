@@ -1,0 +1,111 @@
+//! The world's one error type: errno plus words. The errno mapping lives here and only here.
+
+use super::host::HostError;
+
+/// Why something in the world failed, with the words a user reads in `result`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct WorldError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Arguments do not fit the schema or the object (EINVAL).
+    InvalidArgs,
+    /// A guard condition is not met (EPERM).
+    Blocked,
+    /// The mount's policy forbids it (EACCES).
+    Forbidden,
+    /// No such entry or file (ENOENT).
+    NotFound,
+    /// The backend failed (EIO).
+    Backend,
+    /// The call took longer than allowed (ETIMEDOUT).
+    TimedOut,
+    /// Not something this file supports, e.g. writing `description` (EACCES on open is
+    /// decided by the caller; this is for operations a node cannot do at all).
+    NotSupported,
+}
+
+impl ErrorKind {
+    /// The one errno of each kind.
+    pub fn errno(self) -> i32 {
+        match self {
+            ErrorKind::InvalidArgs => libc::EINVAL,
+            ErrorKind::Blocked => libc::EPERM,
+            ErrorKind::Forbidden => libc::EACCES,
+            ErrorKind::NotFound => libc::ENOENT,
+            ErrorKind::Backend => libc::EIO,
+            ErrorKind::TimedOut => libc::ETIMEDOUT,
+            ErrorKind::NotSupported => libc::ENOTSUP,
+        }
+    }
+
+    /// Status word recorded in the journal and shown in `runs/ID/status`.
+    pub fn status(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgs => "invalid",
+            ErrorKind::Blocked => "blocked",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Backend => "failed",
+            ErrorKind::TimedOut => "timed_out",
+            ErrorKind::NotSupported => "not_supported",
+        }
+    }
+}
+
+impl WorldError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        WorldError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        WorldError::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        WorldError::new(ErrorKind::InvalidArgs, message)
+    }
+
+    pub fn backend(message: impl Into<String>) -> Self {
+        WorldError::new(ErrorKind::Backend, message)
+    }
+
+    pub fn errno(&self) -> i32 {
+        self.kind.errno()
+    }
+}
+
+impl From<HostError> for WorldError {
+    fn from(e: HostError) -> Self {
+        let kind = match &e {
+            HostError::InvalidArgs(_) => ErrorKind::InvalidArgs,
+            HostError::Blocked(guard) => {
+                if guard.first_failure().is_some_and(|c| c.policy) {
+                    ErrorKind::Forbidden
+                } else {
+                    ErrorKind::Blocked
+                }
+            }
+            HostError::Forbidden(_) => ErrorKind::Forbidden,
+            HostError::NotFound(_) => ErrorKind::NotFound,
+            HostError::Backend(_) => ErrorKind::Backend,
+            HostError::TimedOut(_) => ErrorKind::TimedOut,
+        };
+        WorldError::new(kind, e.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for WorldError {
+    fn from(e: rusqlite::Error) -> Self {
+        WorldError::backend(format!("journal: {e}"))
+    }
+}
+
+pub type WorldResult<T> = Result<T, WorldError>;

@@ -1,0 +1,228 @@
+//! The narrow waist: the one interface every host implements.
+//!
+//! A host answers for the part of the tree mounted at its path. It knows its backend and
+//! nothing of FUSE, inodes or the journal. Paths given to a host are relative to its mount
+//! point, one `String` per segment (already unescaped: a host never sees `description~`).
+
+use serde_json::Value;
+
+/// What an entry (an object at a path) shows of itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// One line (at most a short paragraph): what this object is and its state.
+    pub description: String,
+    /// Identity of the object, one line, e.g. `tracker://demo/issues/42`.
+    pub reference: String,
+    /// Whether the parent's listing shows it. Non-indexable entries (runs, search hits,
+    /// conversations) are reachable by path only, so `find` and indexers stay out.
+    pub indexable: bool,
+}
+
+impl EntryInfo {
+    /// An indexable entry.
+    pub fn new(description: impl Into<String>, reference: impl Into<String>) -> Self {
+        EntryInfo {
+            description: description.into(),
+            reference: reference.into(),
+            indexable: true,
+        }
+    }
+}
+
+/// One child in a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Child {
+    pub name: String,
+    pub info: EntryInfo,
+}
+
+/// An operation an entry offers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpSpec {
+    pub name: String,
+    /// One line: what it does, args in brief.
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema; strict: `additionalProperties: false`).
+    pub schema: Value,
+}
+
+/// One precondition of an operation and whether it holds now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    pub name: String,
+    pub ok: bool,
+    /// Why it holds or not. When it fails: how it could be satisfied (a path or an op), or
+    /// that it cannot be by you.
+    pub detail: String,
+    /// A policy of the mount (read-only, inside the root): failing it is EACCES, not EPERM.
+    pub policy: bool,
+}
+
+impl Condition {
+    pub fn check(name: &str, ok: bool, detail: impl Into<String>) -> Self {
+        Condition {
+            name: name.to_string(),
+            ok,
+            detail: detail.into(),
+            policy: false,
+        }
+    }
+
+    pub fn policy(name: &str, ok: bool, detail: impl Into<String>) -> Self {
+        Condition {
+            policy: true,
+            ..Condition::check(name, ok, detail)
+        }
+    }
+}
+
+/// The guard of an operation: all conditions must hold for it to run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Guard {
+    pub conditions: Vec<Condition>,
+}
+
+impl Guard {
+    pub fn new(conditions: Vec<Condition>) -> Self {
+        Guard { conditions }
+    }
+
+    pub fn allowed(&self) -> bool {
+        self.conditions.iter().all(|c| c.ok)
+    }
+
+    /// The first failing condition, policy failures first (they decide EACCES vs EPERM).
+    pub fn first_failure(&self) -> Option<&Condition> {
+        self.conditions
+            .iter()
+            .find(|c| !c.ok && c.policy)
+            .or_else(|| self.conditions.iter().find(|c| !c.ok))
+    }
+
+    /// The text of a `guard` file: `allowed` or `blocked`, then one line per condition.
+    pub fn render(&self) -> String {
+        let mut out = String::from(if self.allowed() {
+            "allowed\n"
+        } else {
+            "blocked\n"
+        });
+        for c in &self.conditions {
+            let mark = if c.ok { '✓' } else { '✗' };
+            out.push_str(&format!("{mark} {}: {}\n", c.name, c.detail));
+        }
+        out
+    }
+}
+
+/// Who is calling, as the kernel told us.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: u32,
+    pub uid: u32,
+    /// Kernel session id of the calling process (results are kept per session).
+    pub session: u32,
+    /// Command line of the calling process, space-separated, best effort.
+    pub command: String,
+}
+
+/// What a successful call returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallOutcome {
+    /// Text for `result` (without the discovered paths, which the runtime appends).
+    pub result: String,
+    /// Host-relative paths of entries the call created or found.
+    pub discovered: Vec<Vec<String>>,
+    /// Host-relative paths of entries whose description or children changed.
+    pub changed: Vec<Vec<String>>,
+}
+
+impl CallOutcome {
+    pub fn text(result: impl Into<String>) -> Self {
+        CallOutcome {
+            result: result.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn changed(mut self, path: Vec<String>) -> Self {
+        self.changed.push(path);
+        self
+    }
+
+    pub fn discovered(mut self, path: Vec<String>) -> Self {
+        self.discovered.push(path);
+        self
+    }
+}
+
+/// Why a host call failed. Each kind has one errno (see `WorldError::errno`).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// Arguments are wrong for this object (EINVAL).
+    #[error("{0}")]
+    InvalidArgs(String),
+    /// A guard condition failed when re-checked at call time (EPERM, or EACCES for policy).
+    #[error("blocked by guard {}", .0.first_failure().map(|c| format!("{}: {}", c.name, c.detail)).unwrap_or_default())]
+    Blocked(Guard),
+    /// The mount's policy forbids this (EACCES).
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such entry or operation (ENOENT).
+    #[error("{0}")]
+    NotFound(String),
+    /// The backend failed (EIO).
+    #[error("{0}")]
+    Backend(String),
+    /// The backend did not answer in time (ETIMEDOUT).
+    #[error("{0}")]
+    TimedOut(String),
+}
+
+pub type HostResult<T> = Result<T, HostError>;
+
+/// A host: the part of the world mounted at one path.
+///
+/// Every method is called from many threads at once; reads (`entry`, `children`, `ops`,
+/// `guard`) must have no side effects on the backend.
+pub trait Host: Send + Sync {
+    /// The entry at `path` (empty path: the host's own root), or `None` if there is none.
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>>;
+
+    /// Children of the entry at `path`, in listing order. A large collection returns a
+    /// bounded first page; its `description` says how many exist and how to reach the rest
+    /// (any valid name is still reachable through `entry`).
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>>;
+
+    /// Operations the entry at `path` offers.
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>>;
+
+    /// The guard of `op` on `path` now. With `args`, conditions that depend on them are
+    /// included (e.g. a target path inside the root).
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard>;
+
+    /// Run `op` with validated `args`. The host re-checks its guard atomically with the
+    /// change where the backend allows and returns `HostError::Blocked` if it fails.
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        caller: &Caller,
+    ) -> HostResult<CallOutcome>;
+
+    /// Host-relative paths where the object with this `ref` appears (empty if not ours).
+    fn resolve(&self, _reference: &str) -> Vec<Vec<String>> {
+        Vec::new()
+    }
+
+    /// How long the kernel may cache what this host shows without being told of a change.
+    /// Hosts whose backend changes behind our back (a directory on disk) keep this short.
+    fn cache_ttl(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(3600)
+    }
+}
+
+/// Build a host-relative path from string slices.
+pub fn path_of(segments: &[&str]) -> Vec<String> {
+    segments.iter().map(|s| s.to_string()).collect()
+}

@@ -1,0 +1,933 @@
+//! The world model: hosts mounted at paths, the virtual files every entry carries
+//! (`description`, `ref`, `ops/NAME/{description,schema,guard,call,result,runs/}`), call
+//! semantics (validation, guards, journal, per-session results) and the root's own ops.
+//!
+//! It knows no FUSE: the adapter in `fuse/` asks it for nodes, attributes and bytes.
+
+pub mod args;
+pub mod caller;
+pub mod error;
+pub mod host;
+pub mod journal;
+pub mod names;
+pub mod node;
+mod readme;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::manifest::{Identity, WorldSettings};
+use error::{ErrorKind, WorldError, WorldResult};
+use host::{CallOutcome, Caller, Guard, Host, OpSpec};
+use journal::{Journal, Run};
+use node::*;
+
+/// Kernel cache lifetime for what never changes (schemas, op descriptions, the README).
+pub const STABLE_TTL: Duration = Duration::from_secs(3600);
+/// How long a guard evaluation is reused (a `stat` then `cat` of `guard` asks once).
+const GUARD_CACHE: Duration = Duration::from_millis(500);
+/// How many runs `runs/` lists (older ones stay reachable by id).
+const RUNS_LISTED: usize = 1000;
+/// How many calls `.wip/log` shows.
+const LOG_LINES: usize = 200;
+
+/// A host mounted at a path of the world.
+pub struct Mounted {
+    pub path: Vec<String>,
+    pub kind: String,
+    pub host: Arc<dyn Host>,
+}
+
+/// Receives the nodes a call changed, including calls that finish after their caller
+/// gave up waiting (so the kernel's caches can be invalidated then too).
+pub type ChangeSink = Arc<dyn Fn(&[NodeId]) + Send + Sync>;
+
+/// What a finished call reports to the FUSE layer.
+#[derive(Debug)]
+pub struct CallReport {
+    pub run: i64,
+    /// The text now in `result` for this caller.
+    pub text: String,
+    pub outcome: Result<(), WorldError>,
+    /// Nodes whose content or listing changed.
+    pub changed: Vec<NodeId>,
+}
+
+/// A successful call with every path tied to its host (root ops span hosts).
+#[derive(Default)]
+struct Outcome {
+    result: String,
+    discovered: Vec<(usize, Vec<String>)>,
+    changed: Vec<(usize, Vec<String>)>,
+}
+
+impl Outcome {
+    fn of_host(host: usize, o: CallOutcome) -> Outcome {
+        Outcome {
+            result: o.result,
+            discovered: o.discovered.into_iter().map(|p| (host, p)).collect(),
+            changed: o.changed.into_iter().map(|p| (host, p)).collect(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct OpResults {
+    latest: i64,
+    by_session: HashMap<u32, i64>,
+}
+
+pub struct World {
+    settings: WorldSettings,
+    identity: Identity,
+    hosts: Vec<Mounted>,
+    journal: Journal,
+    mount_point: PathBuf,
+    config_text: String,
+    results: Mutex<HashMap<(Target, String), OpResults>>,
+    guards: Mutex<HashMap<(Target, String), (Instant, Guard)>>,
+    sink: Mutex<Option<ChangeSink>>,
+    /// Calls found running at start-up (cut off by a crash), now marked interrupted.
+    pub interrupted_at_start: usize,
+}
+
+impl World {
+    pub fn new(
+        settings: WorldSettings,
+        identity: Identity,
+        hosts: Vec<Mounted>,
+        state_dir: &Path,
+        mount_point: PathBuf,
+        config_text: String,
+    ) -> WorldResult<World> {
+        std::fs::create_dir_all(state_dir).map_err(|e| {
+            WorldError::backend(format!(
+                "cannot create state dir {}: {e}",
+                state_dir.display()
+            ))
+        })?;
+        let (journal, interrupted) = Journal::open(&state_dir.join("journal.db"))?;
+        Ok(World {
+            settings,
+            identity,
+            hosts,
+            journal,
+            mount_point,
+            config_text,
+            results: Mutex::new(HashMap::new()),
+            guards: Mutex::new(HashMap::new()),
+            sink: Mutex::new(None),
+            interrupted_at_start: interrupted,
+        })
+    }
+
+    pub fn set_change_sink(&self, sink: ChangeSink) {
+        if let Ok(mut s) = self.sink.lock() {
+            *s = Some(sink);
+        }
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn hosts(&self) -> &[Mounted] {
+        &self.hosts
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        &self.mount_point
+    }
+
+    fn host(&self, entry: &EntryRef) -> WorldResult<&Mounted> {
+        self.hosts
+            .get(entry.host)
+            .ok_or_else(|| WorldError::not_found("no such host"))
+    }
+
+    // ---- paths ----------------------------------------------------------------------
+
+    /// World path of a target, e.g. `/tracker/issues/42` (names escaped as in the tree).
+    pub fn target_path(&self, target: &Target) -> String {
+        match target {
+            Target::Root => "/".to_string(),
+            Target::Entry(e) => self.entry_path(e.host, &e.path),
+        }
+    }
+
+    fn entry_path(&self, host: usize, path: &[String]) -> String {
+        let mut segs: Vec<String> = self
+            .hosts
+            .get(host)
+            .map(|m| m.path.clone())
+            .unwrap_or_default();
+        segs.extend(path.iter().map(|s| names::escape(s)));
+        format!("/{}", segs.join("/"))
+    }
+
+    /// Absolute path in the mounted file system.
+    pub fn absolute(&self, world_path: &str) -> String {
+        let mount = self.mount_point.display().to_string();
+        let mount = mount.trim_end_matches('/');
+        if world_path == "/" {
+            format!("{mount}/")
+        } else {
+            format!("{mount}{world_path}")
+        }
+    }
+
+    /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.
+    pub fn resolve_path(&self, world_path: &str) -> WorldResult<NodeId> {
+        let mut node = NodeId::Root;
+        for seg in world_path.split('/').filter(|s| !s.is_empty()) {
+            node = self.lookup(&node, seg)?;
+        }
+        Ok(node)
+    }
+
+    // ---- lookup and listing -------------------------------------------------------
+
+    /// The child `name` of `parent`, or ENOENT.
+    pub fn lookup(&self, parent: &NodeId, name: &str) -> WorldResult<NodeId> {
+        let missing = || WorldError::not_found(format!("no entry named {name:?} here"));
+        if !names::is_valid(name) {
+            return Err(missing());
+        }
+        let found = match parent {
+            NodeId::Root => match name {
+                "README.md" => Some(NodeId::Readme),
+                ".wip" => Some(NodeId::Wip),
+                "ops" => Some(NodeId::Ops(Target::Root)),
+                _ => by_name(&InfoFile::ALL, name)
+                    .map(|f| NodeId::Info(Target::Root, f))
+                    .or_else(|| self.branch_child(&[], name)),
+            },
+            NodeId::Branch(prefix) => self.branch_child(prefix, name),
+            NodeId::Entry(e) => {
+                if name == "ops" {
+                    Some(NodeId::Ops(Target::Entry(e.clone())))
+                } else if let Some(f) = by_name(&InfoFile::ALL, name) {
+                    Some(NodeId::Info(Target::Entry(e.clone()), f))
+                } else {
+                    match names::unescape(name) {
+                        Some(raw) => {
+                            let mut path = e.path.clone();
+                            path.push(raw);
+                            let m = self.host(e)?;
+                            m.host
+                                .entry(&path)?
+                                .map(|_| NodeId::Entry(EntryRef { host: e.host, path }))
+                        }
+                        None => None,
+                    }
+                }
+            }
+            NodeId::Ops(t) => self
+                .ops(t)?
+                .into_iter()
+                .find(|o| o.name == name)
+                .map(|o| NodeId::Op(t.clone(), o.name)),
+            NodeId::Op(t, op) => {
+                if name == "runs" {
+                    Some(NodeId::Runs(t.clone(), op.clone()))
+                } else {
+                    by_name(&OpFile::ALL, name).map(|f| NodeId::OpFile(t.clone(), op.clone(), f))
+                }
+            }
+            NodeId::Runs(t, op) => match name.parse::<i64>() {
+                Ok(id) => {
+                    let path = self.target_path(t);
+                    self.journal
+                        .get(id)?
+                        .filter(|r| r.path == path && &r.op == op)
+                        .map(|_| NodeId::Run(t.clone(), op.clone(), id))
+                }
+                Err(_) => None,
+            },
+            NodeId::Run(_, _, id) => {
+                if name == "discovered" {
+                    Some(NodeId::Discovered(*id))
+                } else {
+                    by_name(&RunFile::ALL, name).map(|f| NodeId::RunFile(*id, f))
+                }
+            }
+            NodeId::Discovered(id) => match name.parse::<usize>() {
+                Ok(i) if i >= 1 => self
+                    .journal
+                    .get(*id)?
+                    .filter(|r| i <= r.discovered.len())
+                    .map(|_| NodeId::DiscoveredLink(*id, i)),
+                _ => None,
+            },
+            NodeId::Wip => by_name(&WipFile::ALL, name).map(NodeId::WipFile),
+            _ => None,
+        };
+        found.ok_or_else(missing)
+    }
+
+    /// A child of the root or a branch: a host mounted exactly there, or a deeper branch.
+    fn branch_child(&self, prefix: &[String], name: &str) -> Option<NodeId> {
+        let mut path = prefix.to_vec();
+        path.push(name.to_string());
+        if let Some(i) = self.hosts.iter().position(|m| m.path == path) {
+            return Some(NodeId::Entry(EntryRef {
+                host: i,
+                path: Vec::new(),
+            }));
+        }
+        self.hosts
+            .iter()
+            .any(|m| m.path.len() > path.len() && m.path.starts_with(&path))
+            .then_some(NodeId::Branch(path))
+    }
+
+    /// The children a listing shows (non-indexable ones are reachable by name only).
+    pub fn list(&self, dir: &NodeId) -> WorldResult<Vec<(String, NodeId)>> {
+        let info = |t: &Target| {
+            InfoFile::ALL
+                .iter()
+                .map(|(n, f)| (n.to_string(), NodeId::Info(t.clone(), *f)))
+                .collect::<Vec<_>>()
+        };
+        Ok(match dir {
+            NodeId::Root => {
+                let mut out = vec![("README.md".to_string(), NodeId::Readme)];
+                out.extend(info(&Target::Root));
+                out.push(("ops".into(), NodeId::Ops(Target::Root)));
+                out.push((".wip".into(), NodeId::Wip));
+                out.extend(self.branch_children(&[]));
+                out
+            }
+            NodeId::Branch(prefix) => self.branch_children(prefix),
+            NodeId::Entry(e) => {
+                let target = Target::Entry(e.clone());
+                let mut out = info(&target);
+                out.push(("ops".into(), NodeId::Ops(target)));
+                let m = self.host(e)?;
+                for child in m.host.children(&e.path)? {
+                    if !child.info.indexable || !names::is_valid(&child.name) {
+                        continue;
+                    }
+                    let mut path = e.path.clone();
+                    path.push(child.name.clone());
+                    out.push((
+                        names::escape(&child.name),
+                        NodeId::Entry(EntryRef { host: e.host, path }),
+                    ));
+                }
+                out
+            }
+            NodeId::Ops(t) => self
+                .ops(t)?
+                .into_iter()
+                .map(|o| (o.name.clone(), NodeId::Op(t.clone(), o.name)))
+                .collect(),
+            NodeId::Op(t, op) => OpFile::ALL
+                .iter()
+                .map(|(n, f)| (n.to_string(), NodeId::OpFile(t.clone(), op.clone(), *f)))
+                .collect(),
+            NodeId::Runs(t, op) => self
+                .journal
+                .runs_of(&self.target_path(t), op, RUNS_LISTED)?
+                .into_iter()
+                .map(|id| (id.to_string(), NodeId::Run(t.clone(), op.clone(), id)))
+                .collect(),
+            NodeId::Run(_, _, id) => {
+                let mut out: Vec<(String, NodeId)> = RunFile::ALL
+                    .iter()
+                    .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f)))
+                    .collect();
+                out.push(("discovered".into(), NodeId::Discovered(*id)));
+                out
+            }
+            NodeId::Discovered(id) => {
+                let n = self.run(*id)?.discovered.len();
+                (1..=n)
+                    .map(|i| (i.to_string(), NodeId::DiscoveredLink(*id, i)))
+                    .collect()
+            }
+            NodeId::Wip => WipFile::ALL
+                .iter()
+                .map(|(n, f)| (n.to_string(), NodeId::WipFile(*f)))
+                .collect(),
+            _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a directory")),
+        })
+    }
+
+    fn branch_children(&self, prefix: &[String]) -> Vec<(String, NodeId)> {
+        let mut out: Vec<(String, NodeId)> = Vec::new();
+        for m in &self.hosts {
+            if m.path.len() > prefix.len() && m.path.starts_with(prefix) {
+                let name = m.path[prefix.len()].clone();
+                if out.iter().any(|(n, _)| *n == name) {
+                    continue;
+                }
+                if let Some(node) = self.branch_child(prefix, &name) {
+                    out.push((name, node));
+                }
+            }
+        }
+        out
+    }
+
+    // ---- attributes and content ----------------------------------------------------
+
+    /// Caching rule for what a target's host shows.
+    fn target_caching(&self, target: &Target) -> Caching {
+        match target {
+            Target::Root => Caching::Stable(STABLE_TTL),
+            Target::Entry(e) => Caching::Stable(
+                self.hosts
+                    .get(e.host)
+                    .map(|m| m.host.cache_ttl())
+                    .unwrap_or(STABLE_TTL),
+            ),
+        }
+    }
+
+    pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
+        let dir = |caching| NodeAttr {
+            kind: NodeKind::Dir,
+            size: 0,
+            writable: false,
+            caching,
+        };
+        Ok(match node {
+            NodeId::Root | NodeId::Branch(_) | NodeId::Wip | NodeId::Discovered(_) => {
+                dir(Caching::Stable(STABLE_TTL))
+            }
+            NodeId::Entry(e) => dir(self.target_caching(&Target::Entry(e.clone()))),
+            NodeId::Ops(t) | NodeId::Op(t, _) => dir(self.target_caching(t)),
+            // Runs appear with every call: listing them is cheap and always fresh.
+            NodeId::Runs(..) => dir(Caching::Volatile),
+            NodeId::Run(..) => dir(Caching::Stable(STABLE_TTL)),
+            NodeId::DiscoveredLink(..) => NodeAttr {
+                kind: NodeKind::Symlink,
+                size: self.readlink(node)?.len() as u64,
+                writable: false,
+                caching: Caching::Stable(STABLE_TTL),
+            },
+            NodeId::OpFile(_, _, OpFile::Call) => NodeAttr {
+                kind: NodeKind::File,
+                size: 0,
+                writable: true,
+                caching: Caching::Volatile,
+            },
+            _ => {
+                let caching = self.file_caching(node)?;
+                NodeAttr {
+                    kind: NodeKind::File,
+                    size: self.read(node, session)?.len() as u64,
+                    writable: false,
+                    caching,
+                }
+            }
+        })
+    }
+
+    fn file_caching(&self, node: &NodeId) -> WorldResult<Caching> {
+        Ok(match node {
+            NodeId::Info(t, _) => self.target_caching(t),
+            NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
+            NodeId::OpFile(..) | NodeId::WipFile(WipFile::Log) => Caching::Volatile,
+            NodeId::RunFile(id, _) => {
+                // A run's files are final once it finished.
+                if self.run(*id)?.status == journal::RUNNING {
+                    Caching::Volatile
+                } else {
+                    Caching::Stable(STABLE_TTL)
+                }
+            }
+            _ => Caching::Stable(STABLE_TTL),
+        })
+    }
+
+    /// The bytes of a file node, as `session` sees them.
+    pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
+        let text = match node {
+            NodeId::Readme => readme::render(self),
+            NodeId::Info(Target::Root, InfoFile::Description) => line(&self.description()),
+            NodeId::Info(Target::Root, InfoFile::Ref) => {
+                line(&format!("wip://{}", self.settings.name))
+            }
+            NodeId::Info(Target::Entry(e), f) => {
+                let info = self
+                    .host(e)?
+                    .host
+                    .entry(&e.path)?
+                    .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
+                match f {
+                    InfoFile::Description => line(&info.description),
+                    InfoFile::Ref => line(&info.reference),
+                }
+            }
+            NodeId::OpFile(t, op, f) => {
+                let spec = self.op_spec(t, op)?;
+                match f {
+                    OpFile::Description => line(&spec.description),
+                    OpFile::Schema => line(
+                        &serde_json::to_string_pretty(&spec.schema)
+                            .map_err(|e| WorldError::backend(e.to_string()))?,
+                    ),
+                    OpFile::Guard => self.guard(t, op)?.render(),
+                    OpFile::Call => String::new(),
+                    OpFile::Result => self.result_for(t, op, session)?,
+                }
+            }
+            NodeId::RunFile(id, f) => {
+                let run = self.run(*id)?;
+                match f {
+                    RunFile::Args => line(&run.args),
+                    RunFile::Status => line(&run.status),
+                    RunFile::Result => run.result,
+                    RunFile::Guard => run.guard,
+                    RunFile::Caller => format!(
+                        "pid {} · uid {} · session {} · {}\nstarted {}\nfinished {}\n",
+                        run.pid,
+                        run.uid,
+                        run.session,
+                        run.command,
+                        run.started,
+                        run.finished.as_deref().unwrap_or("-")
+                    ),
+                }
+            }
+            NodeId::WipFile(WipFile::Log) => self.log_text()?,
+            NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
+            _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a file")),
+        };
+        Ok(text.into_bytes())
+    }
+
+    /// Target of a `discovered/N` link, relative to the link's folder.
+    pub fn readlink(&self, node: &NodeId) -> WorldResult<String> {
+        let NodeId::DiscoveredLink(id, i) = node else {
+            return Err(WorldError::new(ErrorKind::NotSupported, "not a symlink"));
+        };
+        let run = self.run(*id)?;
+        let target = run
+            .discovered
+            .get(i - 1)
+            .ok_or_else(|| WorldError::not_found("no such discovered entry"))?;
+        // The link lives in <entry>/ops/<op>/runs/<id>/discovered/.
+        let depth = run.path.split('/').filter(|s| !s.is_empty()).count() + 5;
+        Ok(format!(
+            "{}{}",
+            "../".repeat(depth),
+            target.trim_start_matches('/')
+        ))
+    }
+
+    fn run(&self, id: i64) -> WorldResult<Run> {
+        self.journal
+            .get(id)?
+            .ok_or_else(|| WorldError::not_found(format!("no run {id}")))
+    }
+
+    pub fn description(&self) -> String {
+        let mut text = self
+            .settings
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("The world {}.", self.settings.name));
+        let names: Vec<String> = self.hosts.iter().map(|m| m.path.join("/")).collect();
+        text.push_str(&format!(
+            " Hosts: {}. You act as {} ({}).",
+            names.join(", "),
+            self.identity.user,
+            self.identity.role.as_str()
+        ));
+        text
+    }
+
+    fn log_text(&self) -> WorldResult<String> {
+        let mut out = String::new();
+        for run in self.journal.recent(LOG_LINES)? {
+            let first = run.result.lines().next().unwrap_or("");
+            out.push_str(&format!(
+                "#{} {} {:<11} {} {} args={} pid={} ({}) → {}\n",
+                run.id,
+                run.started,
+                run.status,
+                run.path,
+                run.op,
+                run.args,
+                run.pid,
+                run.command.split(' ').next().unwrap_or(""),
+                first
+            ));
+        }
+        if out.is_empty() {
+            out.push_str("no calls yet\n");
+        }
+        Ok(out)
+    }
+
+    // ---- ops, guards, calls -------------------------------------------------------
+
+    pub fn ops(&self, target: &Target) -> WorldResult<Vec<OpSpec>> {
+        match target {
+            Target::Root => Ok(root_ops()),
+            Target::Entry(e) => Ok(self.host(e)?.host.ops(&e.path)?),
+        }
+    }
+
+    fn op_spec(&self, target: &Target, op: &str) -> WorldResult<OpSpec> {
+        self.ops(target)?
+            .into_iter()
+            .find(|o| o.name == op)
+            .ok_or_else(|| WorldError::not_found(format!("no op {op:?} here")))
+    }
+
+    /// The guard as the `guard` file shows it (cached briefly).
+    pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
+        let key = (target.clone(), op.to_string());
+        if let Ok(cache) = self.guards.lock() {
+            if let Some((at, g)) = cache.get(&key) {
+                if at.elapsed() < GUARD_CACHE {
+                    return Ok(g.clone());
+                }
+            }
+        }
+        let guard = self.evaluate_guard(target, op, None)?;
+        if let Ok(mut cache) = self.guards.lock() {
+            cache.insert(key, (Instant::now(), guard.clone()));
+        }
+        Ok(guard)
+    }
+
+    fn evaluate_guard(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+    ) -> WorldResult<Guard> {
+        match target {
+            Target::Root => Ok(Guard::default()),
+            Target::Entry(e) => Ok(self.host(e)?.host.guard(&e.path, op, args)?),
+        }
+    }
+
+    fn result_for(&self, target: &Target, op: &str, session: u32) -> WorldResult<String> {
+        let key = (target.clone(), op.to_string());
+        let remembered = self.results.lock().ok().and_then(|r| {
+            r.get(&key)
+                .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
+        });
+        let id = match remembered {
+            Some(id) => Some(id),
+            None => self.journal.latest(&self.target_path(target), op)?,
+        };
+        match id {
+            Some(id) => Ok(self.run(id)?.result),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// The text of one run's result (what `call` returns when read back on its descriptor).
+    pub fn run_result(&self, id: i64) -> WorldResult<String> {
+        Ok(self.run(id)?.result)
+    }
+
+    /// Run `op` on `target` with the raw bytes written into `call`.
+    ///
+    /// Every outcome, including invalid arguments and blocked guards, becomes a run in the
+    /// journal with its words; the error is also returned so the writer gets the errno.
+    pub fn call(
+        self: &Arc<Self>,
+        target: &Target,
+        op: &str,
+        bytes: &[u8],
+        caller: &Caller,
+    ) -> CallReport {
+        let path = self.target_path(target);
+        let spec = match self.op_spec(target, op) {
+            Ok(s) => s,
+            Err(e) => return self.record_failure(target, op, &path, caller, "", "", e),
+        };
+        let args = match args::parse_and_validate(bytes, &spec.schema) {
+            Ok(a) => a,
+            Err(e) => {
+                let raw = String::from_utf8_lossy(bytes).into_owned();
+                return self.record_failure(target, op, &path, caller, &raw, "", e);
+            }
+        };
+        let args_text = args.to_string();
+        let guard = match self.evaluate_guard(target, op, Some(&args)) {
+            Ok(g) => g,
+            Err(e) => return self.record_failure(target, op, &path, caller, &args_text, "", e),
+        };
+        let guard_text = guard.render();
+        let id = match self
+            .journal
+            .begin(caller, &path, op, &args_text, &guard_text)
+        {
+            Ok(id) => id,
+            Err(e) => {
+                // Without a journal row the call must not run: nothing may go unrecorded.
+                return CallReport {
+                    run: 0,
+                    text: format!("error: {e}\n"),
+                    outcome: Err(e),
+                    changed: Vec::new(),
+                };
+            }
+        };
+        let outcome = if guard.allowed() {
+            self.run_with_timeout(target, op, args, caller, id)
+        } else {
+            Err(host::HostError::Blocked(guard).into())
+        };
+        self.complete(target, op, caller.session, id, outcome)
+    }
+
+    fn record_failure(
+        &self,
+        target: &Target,
+        op: &str,
+        path: &str,
+        caller: &Caller,
+        args: &str,
+        guard: &str,
+        error: WorldError,
+    ) -> CallReport {
+        match self.journal.begin(caller, path, op, args, guard) {
+            Ok(id) => self.complete(target, op, caller.session, id, Err(error)),
+            Err(e) => CallReport {
+                run: 0,
+                text: format!("error: {error} (and the journal failed: {e})\n"),
+                outcome: Err(error),
+                changed: Vec::new(),
+            },
+        }
+    }
+
+    /// Run the host call on its own thread so a backend that hangs costs the caller
+    /// `call_timeout`, not the mount. A late finish is still journaled and invalidated.
+    fn run_with_timeout(
+        self: &Arc<Self>,
+        target: &Target,
+        op: &str,
+        args: Value,
+        caller: &Caller,
+        id: i64,
+    ) -> WorldResult<Outcome> {
+        let Target::Entry(e) = target else {
+            return self.root_call(op, &args);
+        };
+        let (tx, rx) = mpsc::channel();
+        let world = Arc::clone(self);
+        let (entry, op_name, who) = (e.clone(), op.to_string(), caller.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("call-{id}"))
+            .spawn(move || {
+                let result = match world.hosts.get(entry.host) {
+                    Some(m) => m
+                        .host
+                        .call(&entry.path, &op_name, &args, &who)
+                        .map(|o| Outcome::of_host(entry.host, o))
+                        .map_err(WorldError::from),
+                    None => Err(WorldError::not_found("no such host")),
+                };
+                if let Err(unsent) = tx.send(result) {
+                    // The caller timed out: record the late outcome and tell the kernel.
+                    world.finish_late(&Target::Entry(entry), &op_name, id, unsent.0);
+                }
+            });
+        if let Err(e) = spawned {
+            return Err(WorldError::backend(format!("cannot start the call: {e}")));
+        }
+        let timeout = self.settings.call_timeout();
+        match rx.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(_) => Err(WorldError::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "timed out after {:.1}s; the call goes on in the background and its outcome will appear in {}",
+                    timeout.as_secs_f64(),
+                    self.absolute(&format!("{}/ops/{op}/runs/{id}/result", trim_root(&self.target_path(target))))
+                ),
+            )),
+        }
+    }
+
+    fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
+        let (status, errno, text, discovered, changed) = match outcome {
+            Ok(o) => {
+                let (text, discovered, changed) = self.render_success(&o);
+                (
+                    "ok",
+                    0,
+                    format!("(finished after the caller timed out)\n{text}"),
+                    discovered,
+                    changed,
+                )
+            }
+            Err(e) => (
+                e.kind.status(),
+                e.errno(),
+                format!("error: {e}\n"),
+                Vec::new(),
+                Vec::new(),
+            ),
+        };
+        if let Err(e) = self.journal.finish(id, status, errno, &text, &discovered) {
+            tracing::error!(run = id, "journal: {e}");
+        }
+        self.forget_guards();
+        let mut nodes = changed;
+        nodes.push(NodeId::Runs(target.clone(), op.to_string()));
+        let sink = self.sink.lock().ok().and_then(|s| s.clone());
+        if let Some(sink) = sink {
+            sink(&nodes);
+        }
+    }
+
+    fn forget_guards(&self) {
+        if let Ok(mut g) = self.guards.lock() {
+            g.clear();
+        }
+    }
+
+    /// Result text, discovered world paths and changed nodes of a successful call.
+    fn render_success(&self, outcome: &Outcome) -> (String, Vec<String>, Vec<NodeId>) {
+        let mut text = outcome.result.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let mut discovered = Vec::new();
+        for (h, rel) in &outcome.discovered {
+            let world_path = self.entry_path(*h, rel);
+            let description = self
+                .hosts
+                .get(*h)
+                .and_then(|m| m.host.entry(rel).ok().flatten())
+                .map(|i| i.description)
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "{}\t{}\n",
+                self.absolute(&world_path),
+                description
+            ));
+            discovered.push(world_path);
+        }
+        let mut changed = Vec::new();
+        for (h, p) in &outcome.changed {
+            let e = EntryRef {
+                host: *h,
+                path: p.clone(),
+            };
+            changed.push(NodeId::Info(
+                Target::Entry(e.clone()),
+                InfoFile::Description,
+            ));
+            changed.push(NodeId::Entry(e));
+        }
+        (text, discovered, changed)
+    }
+
+    fn complete(
+        &self,
+        target: &Target,
+        op: &str,
+        session: u32,
+        id: i64,
+        outcome: WorldResult<Outcome>,
+    ) -> CallReport {
+        let (status, errno, text, discovered, mut changed, result) = match outcome {
+            Ok(o) => {
+                let (text, discovered, changed) = self.render_success(&o);
+                ("ok", 0, text, discovered, changed, Ok(()))
+            }
+            Err(e) => (
+                e.kind.status(),
+                e.errno(),
+                format!("error: {e}\n"),
+                Vec::new(),
+                Vec::new(),
+                Err(e),
+            ),
+        };
+        let journaled = self.journal.finish(id, status, errno, &text, &discovered);
+        if let Err(e) = &journaled {
+            tracing::error!(run = id, "journal: {e}");
+        }
+        if let Ok(mut results) = self.results.lock() {
+            let r = results.entry((target.clone(), op.to_string())).or_default();
+            r.latest = id;
+            r.by_session.insert(session, id);
+        }
+        if result.is_ok() {
+            self.forget_guards();
+        }
+        changed.push(NodeId::Runs(target.clone(), op.to_string()));
+        CallReport {
+            run: id,
+            text,
+            outcome: result,
+            changed,
+        }
+    }
+
+    // ---- root ops -----------------------------------------------------------------
+
+    fn root_call(&self, op: &str, args: &Value) -> WorldResult<Outcome> {
+        match op {
+            "resolve" => {
+                let reference = args.get("ref").and_then(Value::as_str).unwrap_or("").trim();
+                let mut out = Outcome::default();
+                for (i, m) in self.hosts.iter().enumerate() {
+                    for p in m.host.resolve(reference) {
+                        if m.host.entry(&p)?.is_some() {
+                            out.discovered.push((i, p));
+                        }
+                    }
+                }
+                if out.discovered.is_empty() {
+                    return Err(WorldError::not_found(format!(
+                        "no entry has the ref {reference:?} (refs look like the content of any entry's `ref` file)"
+                    )));
+                }
+                out.result = format!("{} path(s) for {reference}:", out.discovered.len());
+                Ok(out)
+            }
+            other => Err(WorldError::not_found(format!(
+                "no op {other:?} at the root"
+            ))),
+        }
+    }
+}
+
+fn trim_root(p: &str) -> &str {
+    if p == "/" {
+        ""
+    } else {
+        p
+    }
+}
+
+/// Text files end with one newline.
+fn line(s: &str) -> String {
+    if s.ends_with('\n') {
+        s.to_string()
+    } else {
+        format!("{s}\n")
+    }
+}
+
+fn root_ops() -> Vec<OpSpec> {
+    vec![OpSpec {
+        name: "resolve".into(),
+        description: "resolve(ref): every path where the object with this ref appears".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {"ref": {"type": "string", "description": "an object's ref, e.g. tracker://demo/issues/42"}},
+            "required": ["ref"],
+            "additionalProperties": false
+        }),
+    }]
+}

@@ -1,0 +1,68 @@
+//! Reserved names and the reversible escape that keeps host children from shadowing them.
+//!
+//! A host child named like a reserved name (or like an already escaped one) gets one `~`
+//! appended in the tree: `ops` → `ops~`, `ops~` → `ops~~`. Unescaping drops one `~`.
+
+/// Names an entry reserves for itself. `README.md` and `.wip` are reserved at the root only,
+/// but escaping them everywhere keeps the rule one rule.
+pub const RESERVED: &[&str] = &["description", "ref", "ops", "README.md", ".wip"];
+
+pub fn is_reserved(name: &str) -> bool {
+    RESERVED.contains(&name)
+}
+
+/// Whether `name` is `reserved` followed by zero or more `~`.
+fn reserved_stem(name: &str) -> bool {
+    is_reserved(name.trim_end_matches('~'))
+}
+
+/// Host name → name in the tree.
+pub fn escape(name: &str) -> String {
+    if reserved_stem(name) {
+        format!("{name}~")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Name in the tree → host name, or `None` when the name is a reserved one (not a child).
+pub fn unescape(name: &str) -> Option<String> {
+    if is_reserved(name) {
+        None
+    } else if reserved_stem(name) {
+        Some(name[..name.len() - 1].to_string())
+    } else {
+        Some(name.to_string())
+    }
+}
+
+/// Whether a name can appear in the tree at all.
+pub fn is_valid(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_roundtrips() {
+        for n in [
+            "ops",
+            "ops~",
+            "ops~~",
+            "description",
+            "x",
+            "ref~x",
+            "~",
+            "README.md",
+        ] {
+            let e = escape(n);
+            assert!(!is_reserved(&e), "{n} escaped to reserved {e}");
+            assert_eq!(unescape(&e).as_deref(), Some(n));
+        }
+        assert_eq!(escape("ops"), "ops~");
+        assert_eq!(unescape("ops"), None);
+        assert_eq!(escape("plain"), "plain");
+    }
+}

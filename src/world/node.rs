@@ -1,0 +1,131 @@
+//! Every node of the mounted tree, named by what it is rather than by its path string.
+//!
+//! The FUSE layer maps inode numbers to `NodeId`s and back; it never parses paths.
+
+/// An entry a host serves: the host's index in the world and the host-relative path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EntryRef {
+    pub host: usize,
+    pub path: Vec<String>,
+}
+
+/// What an `ops/` folder belongs to: the world root or a host entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    Root,
+    Entry(EntryRef),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InfoFile {
+    Description,
+    Ref,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpFile {
+    Description,
+    Schema,
+    Guard,
+    Call,
+    Result,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunFile {
+    Args,
+    Status,
+    Result,
+    Guard,
+    Caller,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WipFile {
+    Log,
+    Config,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeId {
+    Root,
+    /// An intermediate folder of a multi-segment host path (`data/` of `data/db`).
+    Branch(Vec<String>),
+    Entry(EntryRef),
+    Readme,
+    Info(Target, InfoFile),
+    Wip,
+    WipFile(WipFile),
+    Ops(Target),
+    Op(Target, String),
+    OpFile(Target, String, OpFile),
+    Runs(Target, String),
+    Run(Target, String, i64),
+    RunFile(i64, RunFile),
+    Discovered(i64),
+    /// The 1-based `index`-th entry a run discovered.
+    DiscoveredLink(i64, usize),
+}
+
+impl InfoFile {
+    pub const ALL: [(&'static str, InfoFile); 2] = [
+        ("description", InfoFile::Description),
+        ("ref", InfoFile::Ref),
+    ];
+}
+
+impl OpFile {
+    pub const ALL: [(&'static str, OpFile); 5] = [
+        ("description", OpFile::Description),
+        ("schema", OpFile::Schema),
+        ("guard", OpFile::Guard),
+        ("call", OpFile::Call),
+        ("result", OpFile::Result),
+    ];
+}
+
+impl RunFile {
+    pub const ALL: [(&'static str, RunFile); 5] = [
+        ("args", RunFile::Args),
+        ("status", RunFile::Status),
+        ("result", RunFile::Result),
+        ("guard", RunFile::Guard),
+        ("caller", RunFile::Caller),
+    ];
+}
+
+impl WipFile {
+    pub const ALL: [(&'static str, WipFile); 2] =
+        [("log", WipFile::Log), ("config", WipFile::Config)];
+}
+
+/// Find `name` in one of the `ALL` tables.
+pub fn by_name<T: Copy>(table: &[(&'static str, T)], name: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+/// What kind of node it is, as the kernel must see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// How the kernel may cache a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caching {
+    /// Content and attributes stay valid until the world says they changed (or `ttl`).
+    Stable(std::time::Duration),
+    /// Content differs per reader or moment (`guard`, `result`): no caching at all.
+    Volatile,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeAttr {
+    pub kind: NodeKind,
+    pub size: u64,
+    /// Writing is possible (`call` files).
+    pub writable: bool,
+    pub caching: Caching,
+}

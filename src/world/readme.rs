@@ -1,0 +1,62 @@
+//! The root `README.md`: a short guide for agents and people, generated from the world.
+
+use super::World;
+
+pub(super) fn render(world: &World) -> String {
+    let mut hosts = String::new();
+    for m in world.hosts() {
+        let description = m
+            .host
+            .entry(&[])
+            .ok()
+            .flatten()
+            .map(|i| i.description)
+            .unwrap_or_default();
+        hosts.push_str(&format!(
+            "- `{}/` ({}): {}\n",
+            m.path.join("/"),
+            m.kind,
+            description
+        ));
+    }
+    let mount = world.mount_point().display();
+    format!(
+        r#"# This world
+
+{description}
+
+{hosts}
+## Explore
+Every object is a directory: `cat description` says what it is, `cat ref` is its identity,
+`ls ops/` lists what you can do with it. Children are objects it contains
+(`ls tracker/issues/`). Large collections list a first page; their `description` says how
+many exist, and any one is reachable by name (`cd tracker/issues/42`).
+
+## Check, then act
+- `cat ops/NAME/description` and `cat ops/NAME/schema`: what the op does, its arguments.
+- `cat ops/NAME/guard`: `allowed` or `blocked`, then one line per condition. A `✗` line names
+  what would satisfy it (a path or another op) or says you cannot.
+- Call by writing arguments into `call`, then read `result`:
+  `echo '{{"reason":"fixed in 1.2"}}' > ops/close/call && cat ops/close/result`
+  Arguments: a JSON object, `key=value` lines, or plain text when the op takes a single
+  string (`echo "fixed in 1.2" > ops/close/call`). No arguments: `echo > ops/NAME/call`.
+  Opening and closing `call` without writing runs nothing.
+- The write fails when the call does: EINVAL bad arguments, EPERM a guard is blocked,
+  EACCES policy forbids, EIO the backend failed, ETIMEDOUT it took too long. The words are
+  always in `result` (yours: results are kept per terminal session).
+- `wip call PATH [ARGS]` does the same in one step and prints the result.
+
+## Results
+A call that creates or finds objects prints their absolute paths in `result`, one per line
+with a tab and their description. Every call is kept in `ops/NAME/runs/ID/` (args, status,
+result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME/` so that
+`find` and `grep -r` stay out of it; `ls ops/NAME/runs/` lists it. Reading never runs anything.
+
+## More
+`ops/resolve`: give a ref, get every path where that object appears.
+`.wip/log`: the recent calls. `.wip/config`: the effective manifest (secrets redacted).
+This world is mounted at {mount}.
+"#,
+        description = world.description(),
+    )
+}

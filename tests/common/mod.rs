@@ -1,0 +1,277 @@
+//! A real mount for integration tests, with a watchdog: every wait is bounded, a test that
+//! overruns gets the mount lazily unmounted and the daemon killed (so hung file system
+//! calls fail instead of hanging), and `Drop` always unmounts.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub const WIP: &str = env!("CARGO_BIN_EXE_wip");
+/// The longest any single test may keep a mount.
+const WATCHDOG: Duration = Duration::from_secs(240);
+
+pub struct Mount {
+    pub mount: PathBuf,
+    pub state: PathBuf,
+    /// The files host's root (the daemon's working directory).
+    pub root: PathBuf,
+    _dirs: Vec<tempfile::TempDir>,
+    daemon: Option<Child>,
+    stop_watchdog: Option<mpsc::Sender<()>>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+pub fn lazy_umount(dir: &Path) {
+    let _ = Command::new("umount").arg("-l").arg(dir).status();
+}
+
+pub fn is_mounted(dir: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = dir.to_string_lossy().to_string();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+impl Mount {
+    /// Mount the default world (or `manifest`) with the files host over a fresh directory.
+    pub fn start(manifest: Option<&str>) -> Mount {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::write(root.path().join("hello.txt"), "hello\nworld\n").unwrap();
+        std::fs::create_dir(root.path().join("src")).unwrap();
+        std::fs::write(
+            root.path().join("src/main.rs"),
+            "fn main() {\n    println!(\"hi\");\n}\n",
+        )
+        .unwrap();
+        let state = tempfile::tempdir().expect("tempdir");
+        Mount::start_in(manifest, root, state)
+    }
+
+    pub fn start_in(
+        manifest: Option<&str>,
+        root: tempfile::TempDir,
+        state: tempfile::TempDir,
+    ) -> Mount {
+        let mount = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .expect("tempdir");
+        let mut m = Mount {
+            mount: mount.path().to_path_buf(),
+            state: state.path().to_path_buf(),
+            root: std::fs::canonicalize(root.path()).unwrap(),
+            _dirs: vec![root, state, mount],
+            daemon: None,
+            stop_watchdog: None,
+            watchdog: None,
+        };
+        if let Some(text) = manifest {
+            std::fs::write(m.state.join("manifest.toml"), text).unwrap();
+        }
+        m.spawn_daemon(manifest.is_some());
+        m.arm_watchdog();
+        m
+    }
+
+    /// Start a foreground daemon and wait (bounded) until it is mounted.
+    fn spawn_daemon(&mut self, with_manifest: bool) {
+        let mut cmd = Command::new(WIP);
+        cmd.arg("mount")
+            .arg(&self.mount)
+            .arg("-f")
+            .arg("--state")
+            .arg(&self.state)
+            .current_dir(&self.root)
+            .env("WIP_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if with_manifest {
+            cmd.arg("--manifest").arg(self.state.join("manifest.toml"));
+        }
+        let mut child = cmd.spawn().expect("start wip");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_mounted(&self.mount) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("wip exited before mounting: {status}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("wip did not mount within 60s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.daemon = Some(child);
+    }
+
+    fn arm_watchdog(&mut self) {
+        let (tx, rx) = mpsc::channel::<()>();
+        let dir = self.mount.clone();
+        let pid = self.daemon.as_ref().map(|c| c.id());
+        self.watchdog = Some(std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WATCHDOG) {
+                eprintln!(
+                    "watchdog: test overran {WATCHDOG:?}; unmounting {}",
+                    dir.display()
+                );
+                lazy_umount(&dir);
+                if let Some(pid) = pid {
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
+            }
+        }));
+        self.stop_watchdog = Some(tx);
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mount.join(rel)
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL the daemon, leaving a dead mount behind (as a crash would).
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Mount again on the same state (after `kill_daemon` and `wip umount`).
+    pub fn remount(&mut self) {
+        let with_manifest = self.state.join("manifest.toml").exists();
+        self.spawn_daemon(with_manifest);
+        if let Some(tx) = self.stop_watchdog.take() {
+            let _ = tx.send(());
+        }
+        if let Some(w) = self.watchdog.take() {
+            let _ = w.join();
+        }
+        self.arm_watchdog();
+    }
+
+    /// Run a bash script in the mount with a bounded wait.
+    pub fn sh(&self, script: &str) -> Output {
+        sh_in(&self.mount, script, Duration::from_secs(120))
+    }
+
+    /// Run a bash script; panic with its output if it fails.
+    pub fn ok(&self, script: &str) -> String {
+        let out = self.sh(script);
+        assert!(
+            out.status.success(),
+            "script failed: {script}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    /// Write args into an op's `call` like `echo ARGS > call` does; returns the errno.
+    pub fn call(&self, op_dir: &str, args: &str) -> Result<(), i32> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(self.path(op_dir).join("call"))
+            .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
+        f.write_all(args.as_bytes())
+            .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
+        // Close explicitly to see a flush error (multi-chunk payloads run there).
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
+        if unsafe { libc::close(fd) } != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(-1));
+        }
+        Ok(())
+    }
+
+    pub fn result(&self, op_dir: &str) -> String {
+        self.read(&format!("{op_dir}/result"))
+    }
+
+    pub fn journal_count(&self) -> i64 {
+        let db = rusqlite::Connection::open(self.state.join("journal.db")).unwrap();
+        db.query_row("SELECT count(*) FROM calls", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    pub fn unmount(&mut self) {
+        if is_mounted(&self.mount) {
+            let ok = Command::new(WIP)
+                .arg("umount")
+                .arg(&self.mount)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if !ok {
+                lazy_umount(&self.mount);
+            }
+        }
+        if let Some(mut c) = self.daemon.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) => break,
+                    _ if Instant::now() > deadline => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+        if let Some(tx) = self.stop_watchdog.take() {
+            let _ = tx.send(());
+        }
+        if let Some(w) = self.watchdog.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Run `bash -c script` in `dir`, killed after `limit`.
+pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
+    let child = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("WIP", WIP)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    // Collect output on another thread so a chatty script cannot block on a full pipe.
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("bash output"),
+        Err(_) => {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("script overran {limit:?}: {script}");
+        }
+    }
+}
