@@ -217,7 +217,7 @@ impl WorldFs {
         }
         // One `echo` line is one write: a first write ending in a newline that does not fill
         // whole pages is the whole document. Anything else waits for flush.
-        offset == 0 && data.ends_with(b"\n") && data.len() % CHUNK != 0
+        offset == 0 && data.ends_with(b"\n") && !data.len().is_multiple_of(CHUNK)
     }
 }
 

@@ -647,19 +647,19 @@ impl World {
         let path = self.target_path(target);
         let spec = match self.op_spec(target, op) {
             Ok(s) => s,
-            Err(e) => return self.record_failure(target, op, &path, caller, "", "", e),
+            Err(e) => return self.record_failure(target, op, &path, caller, "", e),
         };
         let args = match args::parse_and_validate(bytes, &spec.schema) {
             Ok(a) => a,
             Err(e) => {
                 let raw = String::from_utf8_lossy(bytes).into_owned();
-                return self.record_failure(target, op, &path, caller, &raw, "", e);
+                return self.record_failure(target, op, &path, caller, &raw, e);
             }
         };
         let args_text = args.to_string();
         let guard = match self.evaluate_guard(target, op, Some(&args)) {
             Ok(g) => g,
-            Err(e) => return self.record_failure(target, op, &path, caller, &args_text, "", e),
+            Err(e) => return self.record_failure(target, op, &path, caller, &args_text, e),
         };
         let guard_text = guard.render();
         let id = match self
@@ -692,10 +692,10 @@ impl World {
         path: &str,
         caller: &Caller,
         args: &str,
-        guard: &str,
         error: WorldError,
     ) -> CallReport {
-        match self.journal.begin(caller, path, op, args, guard) {
+        // Failed before its guard was evaluated: the run records no guard.
+        match self.journal.begin(caller, path, op, args, "") {
             Ok(id) => self.complete(target, op, caller.session, id, Err(error)),
             Err(e) => CallReport {
                 run: 0,

@@ -733,6 +733,13 @@ fn reopening_keeps_data_and_does_not_reseed() {
     assert!(desc(&h, "issues/56").contains("persisted"));
     assert!(desc(&h, "issues/42").contains("closed"));
     assert!(h.entry(&p("issues/57")).unwrap().is_none());
+    let mode: String = h
+        .read(|c| {
+            c.query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .map_err(db_err)
+        })
+        .unwrap();
+    assert_eq!(mode, "wal");
     // The manifest's user was created.
     assert_eq!(desc(&h, "users/newbie"), "newbie · contributor · you");
 }
