@@ -322,6 +322,12 @@ fn files_host_read_write_edit_and_escapes() {
         Err(EINVAL)
     );
     assert!(m.result("files/ops/edit").contains("2 times"));
+    // Changes made behind the mount's back show up once the short cache lifetime passes.
+    let listed = m.ok("ls files");
+    assert!(!listed.contains("later.txt"));
+    std::fs::write(m.root.join("later.txt"), "x\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(m.ok("ls files").lines().any(|l| l == "later.txt"));
 }
 
 #[test]

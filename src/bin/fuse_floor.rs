@@ -158,11 +158,9 @@ impl Filesystem for Floor {
         reply.data(&vec![b'x'; n]);
     }
 
+    /// As in wip: no directory handles, so the kernel caches every listing.
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(
-            FileHandle(0),
-            FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-        );
+        reply.error(Errno::ENOSYS);
     }
 
     fn readdir(
@@ -231,6 +229,7 @@ fn main() {
     };
     let mut config = fuser::Config::default();
     config.mount_options = vec![MountOption::FSName("fuse-floor".into())];
+    // As many threads as wip serves with.
     config.n_threads = Some(8);
     let result = Session::new(Floor::load(&shape), mount, &config).and_then(|s| s.run());
     if let Err(e) = result {

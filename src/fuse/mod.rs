@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -37,6 +37,8 @@ const KEEP_CACHE_MIN_TTL: Duration = Duration::from_secs(60);
 /// few writes rather than hundreds of 512-byte ones.
 const CALL_BLKSIZE: u32 = 1 << 20;
 const MAX_WRITE: u32 = 1 << 20;
+/// How long a listing is reused by `readdir` calls continuing one walk (offset > 0).
+const LISTING_REUSE: Duration = Duration::from_secs(5);
 /// Writes that fill whole pages may be the first of several chunks; text runs at flush then.
 const CHUNK: usize = 4096;
 
@@ -77,8 +79,10 @@ enum Handle {
         session: u32,
         snapshot: Option<Vec<u8>>,
     },
-    Dir(Vec<(String, NodeId)>),
 }
+
+/// A directory's listing, reused by the `readdir` calls that continue one walk.
+type Listing = Arc<Vec<(String, NodeId)>>;
 
 struct CallHandle {
     target: Target,
@@ -93,6 +97,7 @@ pub struct WorldFs {
     world: Arc<World>,
     inv: Invalidator,
     handles: Mutex<HashMap<u64, Handle>>,
+    listings: Mutex<HashMap<u64, (Instant, Listing)>>,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
@@ -111,6 +116,7 @@ impl WorldFs {
             world,
             inv: Invalidator::default(),
             handles: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             uid,
             gid,
@@ -120,6 +126,13 @@ impl WorldFs {
 
     pub fn invalidator(&self) -> Invalidator {
         self.inv.clone()
+    }
+
+    /// Publish how many nodes the kernel holds (`.wip/stats`).
+    fn count_inodes(&self, table: &Inodes) {
+        self.world
+            .materialised
+            .store(table.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn inodes(&self) -> MutexGuard<'_, Inodes> {
@@ -136,7 +149,7 @@ impl WorldFs {
     }
 
     fn session_of(req: &Request) -> u32 {
-        Caller::from_pid(req.pid(), req.uid()).session
+        crate::world::caller::session_of(req.pid()).unwrap_or(req.pid())
     }
 
     fn file_attr(&self, ino: u64, a: &NodeAttr) -> FileAttr {
@@ -150,9 +163,9 @@ impl WorldFs {
             ino: INodeNo(ino),
             size: a.size,
             blocks: a.size.div_ceil(512),
-            atime: self.start,
-            mtime: self.start,
-            ctime: self.start,
+            atime: a.modified.unwrap_or(self.start),
+            mtime: a.modified.unwrap_or(self.start),
+            ctime: a.modified.unwrap_or(self.start),
             crtime: self.start,
             kind,
             perm,
@@ -166,14 +179,11 @@ impl WorldFs {
     }
 
     fn ttl(a: &NodeAttr) -> Duration {
-        match a.caching {
-            Caching::Stable(ttl) => ttl,
-            Caching::Volatile => Duration::ZERO,
-        }
+        a.caching.ttl()
     }
 
-    fn keeps_cache(a: &NodeAttr) -> bool {
-        matches!(a.caching, Caching::Stable(ttl) if ttl >= KEEP_CACHE_MIN_TTL)
+    fn keeps_cache(caching: Caching) -> bool {
+        matches!(caching, Caching::Stable(ttl) if ttl >= KEEP_CACHE_MIN_TTL)
     }
 
     fn new_fh(&self, h: Handle) -> u64 {
@@ -210,6 +220,28 @@ impl WorldFs {
         }
     }
 
+    /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
+    /// reused while it continues, so a long listing is not recomputed per 4 KiB of replies.
+    fn listing(&self, ino: INodeNo, offset: u64) -> Result<Listing, Errno> {
+        let mut cache = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        if offset > 0 {
+            if let Some((at, l)) = cache.get(&ino.0) {
+                if at.elapsed() < LISTING_REUSE {
+                    return Ok(Arc::clone(l));
+                }
+            }
+        }
+        drop(cache);
+        let node = self.node(ino)?;
+        let listing: Listing = Arc::new(self.world.list(&node).map_err(|e| errno(&e))?);
+        cache = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= 256 {
+            cache.retain(|_, (at, _)| at.elapsed() < LISTING_REUSE);
+        }
+        cache.insert(ino.0, (Instant::now(), Arc::clone(&listing)));
+        Ok(listing)
+    }
+
     /// Whether the bytes buffered so far are a whole args document to run now.
     fn complete_now(buf: &[u8], offset: u64, data: &[u8]) -> bool {
         if args::looks_like_json(buf) {
@@ -224,6 +256,7 @@ impl WorldFs {
 impl Filesystem for WorldFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_CACHE_SYMLINKS;
         let supported = config.capabilities() & wanted;
@@ -242,7 +275,9 @@ impl Filesystem for WorldFs {
             let name = name.to_str().ok_or(Errno::ENOENT)?;
             let node = self.world.lookup(&parent, name).map_err(|e| errno(&e))?;
             let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
-            let ino = self.inodes().remember(&node);
+            let mut table = self.inodes();
+            let ino = table.remember(&node);
+            self.count_inodes(&table);
             Ok::<_, Errno>((ino, attr))
         })();
         match result {
@@ -256,7 +291,9 @@ impl Filesystem for WorldFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.inodes().forget(ino.0, nlookup);
+        let mut table = self.inodes();
+        table.forget(ino.0, nlookup);
+        self.count_inodes(&table);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -329,7 +366,7 @@ impl Filesystem for WorldFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
             let node = self.node(ino)?;
-            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            let caching = self.world.caching(&node).map_err(|e| errno(&e))?;
             let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
             if let NodeId::OpFile(target, op, OpFile::Call) = &node {
                 let fh = self.new_fh(Handle::Call(CallHandle {
@@ -344,19 +381,24 @@ impl Filesystem for WorldFs {
             if writing {
                 return Err(Errno::EACCES);
             }
-            let session = Self::session_of(req);
+            // Only `result` differs per session; reading /proc costs on every open.
+            let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
+                Self::session_of(req)
+            } else {
+                0
+            };
             let fh = self.new_fh(Handle::File {
                 node,
                 session,
                 snapshot: None,
             });
-            let flags = if attr.caching == Caching::Volatile {
-                FopenFlags::FOPEN_DIRECT_IO
-            } else if Self::keeps_cache(&attr) {
-                FopenFlags::FOPEN_KEEP_CACHE
-            } else {
-                FopenFlags::empty()
-            };
+            // Nothing to flush on a read-only file: spare the kernel that round trip.
+            let flags = FopenFlags::FOPEN_NOFLUSH
+                | match caching {
+                    Caching::Direct(_) => FopenFlags::FOPEN_DIRECT_IO,
+                    _ if Self::keeps_cache(caching) => FopenFlags::FOPEN_KEEP_CACHE,
+                    _ => FopenFlags::empty(),
+                };
             Ok((fh, flags))
         })();
         match result {
@@ -476,41 +518,30 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let result = (|| {
-            let node = self.node(ino)?;
-            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
-            let entries = self.world.list(&node).map_err(|e| errno(&e))?;
-            let flags = if Self::keeps_cache(&attr) {
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
-            } else {
-                FopenFlags::empty()
-            };
-            Ok::<_, Errno>((self.new_fh(Handle::Dir(entries)), flags))
-        })();
-        match result {
-            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
-            Err(e) => reply.error(e),
-        }
+    /// Directories need no handle: answering ENOSYS makes the kernel stop sending
+    /// OPENDIR/RELEASEDIR and cache every listing (FOPEN_CACHE_DIR) until we invalidate
+    /// it, which is what makes a warm `find` cost no round trips.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = match self.handles().get(&fh.0) {
-            Some(Handle::Dir(e)) => e.clone(),
-            _ => return reply.error(Errno::EBADF),
+        let entries = match self.listing(ino, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         let mut all: Vec<(String, u64, FileType)> = vec![
             (".".into(), ino.0, FileType::Directory),
             ("..".into(), ROOT_INO, FileType::Directory),
         ];
-        for (name, node) in entries.into_iter() {
+        for (name, node) in entries.iter().cloned() {
             let kind = match self.world.attr(&node, 0).map(|a| a.kind) {
                 Ok(NodeKind::Dir) => FileType::Directory,
                 Ok(NodeKind::Symlink) => FileType::Symlink,
@@ -532,13 +563,13 @@ impl Filesystem for WorldFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let entries = match self.handles().get(&fh.0) {
-            Some(Handle::Dir(e)) => e.clone(),
-            _ => return reply.error(Errno::EBADF),
+        let entries = match self.listing(ino, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         let dir_attr = match self
             .node(ino)
@@ -564,19 +595,19 @@ impl Filesystem for WorldFs {
             }
             index += 1;
         }
-        for (name, node) in entries.into_iter().skip(index - 2) {
-            let attr = match self.world.attr(&node, 0) {
+        for (name, node) in entries.iter().skip(index - 2) {
+            let attr = match self.world.attr(node, 0) {
                 Ok(a) => a,
                 Err(_) => {
                     index += 1;
                     continue;
                 }
             };
-            let child = self.inodes().remember(&node);
+            let child = self.inodes().remember(node);
             let full = reply.add(
                 INodeNo(child),
                 (index + 1) as u64,
-                &name,
+                name,
                 &Self::ttl(&attr),
                 &self.file_attr(child, &attr),
                 Generation(0),
@@ -588,18 +619,7 @@ impl Filesystem for WorldFs {
             }
             index += 1;
         }
-        reply.ok();
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        self.handles().remove(&fh.0);
+        self.count_inodes(&self.inodes());
         reply.ok();
     }
 

@@ -5,6 +5,9 @@
 //! required parameter, exactly one string parameter). One trailing newline is stripped from
 //! text forms, and a lone newline means "no arguments".
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use serde_json::{Map, Value};
 
 use super::error::{WorldError, WorldResult};
@@ -167,8 +170,7 @@ pub fn validate(args: &Value, schema: &Value) -> WorldResult<()> {
             obj.insert("additionalProperties".into(), Value::Bool(false));
         }
     }
-    let validator = jsonschema::validator_for(&strict)
-        .map_err(|e| WorldError::backend(format!("the op's schema is invalid: {e}")))?;
+    let validator = compiled(&strict)?;
     let errors: Vec<String> = validator
         .iter_errors(args)
         .map(|e| {
@@ -188,6 +190,24 @@ pub fn validate(args: &Value, schema: &Value) -> WorldResult<()> {
             errors.join("; ")
         )))
     }
+}
+
+/// Compiling a schema costs far more than checking args against it: keep each one.
+fn compiled(schema: &Value) -> WorldResult<Arc<jsonschema::Validator>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(v);
+    }
+    let validator = Arc::new(
+        jsonschema::validator_for(schema)
+            .map_err(|e| WorldError::backend(format!("the op's schema is invalid: {e}")))?,
+    );
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, Arc::clone(&validator));
+    }
+    Ok(validator)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ impl Caller {
 
 /// Field 6 of `/proc/PID/stat` (the session id). The command name (field 2) may hold
 /// spaces and parentheses, so parse after the last `)`.
-fn session_of(pid: u32) -> Option<u32> {
+pub fn session_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     // After the command: state(3) ppid(4) pgrp(5) session(6).
@@ -25,7 +25,14 @@ fn session_of(pid: u32) -> Option<u32> {
 }
 
 fn command_of(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    use std::io::Read;
+    // Only the start: `xargs cat` can have a command line of megabytes.
+    let mut raw = Vec::with_capacity(512);
+    std::fs::File::open(format!("/proc/{pid}/cmdline"))
+        .ok()?
+        .take(512)
+        .read_to_end(&mut raw)
+        .ok()?;
     let parts: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())

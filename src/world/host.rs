@@ -16,6 +16,10 @@ pub struct EntryInfo {
     /// Whether the parent's listing shows it. Non-indexable entries (runs, search hits,
     /// conversations) are reachable by path only, so `find` and indexers stay out.
     pub indexable: bool,
+    /// When the entry or its children last changed, for hosts whose backend changes behind
+    /// the mount's back (a directory on disk): the kernel compares it to drop stale
+    /// listings. `None` for hosts that only change through calls.
+    pub modified: Option<std::time::SystemTime>,
 }
 
 impl EntryInfo {
@@ -25,7 +29,13 @@ impl EntryInfo {
             description: description.into(),
             reference: reference.into(),
             indexable: true,
+            modified: None,
         }
+    }
+
+    pub fn modified(mut self, at: Option<std::time::SystemTime>) -> Self {
+        self.modified = at;
+        self
     }
 }
 

@@ -91,21 +91,21 @@ impl Journal {
         guard: &str,
     ) -> WorldResult<i64> {
         let conn = self.conn()?;
-        conn.execute(
+        conn.prepare_cached(
             "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status)
              VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                caller.pid,
-                caller.uid,
-                caller.session,
-                caller.command,
-                path,
-                op,
-                args,
-                guard,
-                RUNNING
-            ],
-        )?;
+        )?
+        .execute(params![
+            caller.pid,
+            caller.uid,
+            caller.session,
+            caller.command,
+            path,
+            op,
+            args,
+            guard,
+            RUNNING
+        ])?;
         Ok(conn.last_insert_rowid())
     }
 
@@ -120,11 +120,12 @@ impl Journal {
     ) -> WorldResult<()> {
         let discovered = serde_json::to_string(discovered)
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
-        self.conn()?.execute(
-            "UPDATE calls SET status = ?2, errno = ?3, result = ?4, discovered = ?5,
-               finished = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1",
-            params![id, status, errno, result, discovered],
-        )?;
+        self.conn()?
+            .prepare_cached(
+                "UPDATE calls SET status = ?2, errno = ?3, result = ?4, discovered = ?5,
+                   finished = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1",
+            )?
+            .execute(params![id, status, errno, result, discovered])?;
         Ok(())
     }
 

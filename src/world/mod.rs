@@ -11,10 +11,12 @@ pub mod host;
 pub mod journal;
 pub mod names;
 pub mod node;
+mod pool;
 mod readme;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +32,8 @@ use node::*;
 pub const STABLE_TTL: Duration = Duration::from_secs(3600);
 /// How long a guard evaluation is reused (a `stat` then `cat` of `guard` asks once).
 const GUARD_CACHE: Duration = Duration::from_millis(500);
+/// How long an entry's op list is reused.
+const OPS_CACHE: Duration = Duration::from_secs(2);
 /// How many runs `runs/` lists (older ones stay reachable by id).
 const RUNS_LISTED: usize = 1000;
 /// How many calls `.wip/log` shows.
@@ -90,7 +94,12 @@ pub struct World {
     config_text: String,
     results: Mutex<HashMap<(Target, String), OpResults>>,
     guards: Mutex<HashMap<(Target, String), (Instant, Guard)>>,
+    ops_cache: Mutex<HashMap<Target, (Instant, Arc<Vec<OpSpec>>)>>,
     sink: Mutex<Option<ChangeSink>>,
+    pool: pool::Pool,
+    /// Nodes the kernel currently holds (kept up to date by the FUSE layer).
+    pub materialised: AtomicUsize,
+    started: Instant,
     /// Calls found running at start-up (cut off by a crash), now marked interrupted.
     pub interrupted_at_start: usize,
 }
@@ -120,7 +129,11 @@ impl World {
             config_text,
             results: Mutex::new(HashMap::new()),
             guards: Mutex::new(HashMap::new()),
+            ops_cache: Mutex::new(HashMap::new()),
             sink: Mutex::new(None),
+            pool: pool::Pool::default(),
+            materialised: AtomicUsize::new(0),
+            started: Instant::now(),
             interrupted_at_start: interrupted,
         })
     }
@@ -228,9 +241,9 @@ impl World {
             }
             NodeId::Ops(t) => self
                 .ops(t)?
-                .into_iter()
+                .iter()
                 .find(|o| o.name == name)
-                .map(|o| NodeId::Op(t.clone(), o.name)),
+                .map(|o| NodeId::Op(t.clone(), o.name.clone())),
             NodeId::Op(t, op) => {
                 if name == "runs" {
                     Some(NodeId::Runs(t.clone(), op.clone()))
@@ -323,8 +336,8 @@ impl World {
             }
             NodeId::Ops(t) => self
                 .ops(t)?
-                .into_iter()
-                .map(|o| (o.name.clone(), NodeId::Op(t.clone(), o.name)))
+                .iter()
+                .map(|o| (o.name.clone(), NodeId::Op(t.clone(), o.name.clone())))
                 .collect(),
             NodeId::Op(t, op) => OpFile::ALL
                 .iter()
@@ -395,49 +408,86 @@ impl World {
             size: 0,
             writable: false,
             caching,
+            modified: None,
         };
         Ok(match node {
             NodeId::Root | NodeId::Branch(_) | NodeId::Wip | NodeId::Discovered(_) => {
                 dir(Caching::Stable(STABLE_TTL))
             }
-            NodeId::Entry(e) => dir(self.target_caching(&Target::Entry(e.clone()))),
+            NodeId::Entry(e) => {
+                let caching = self.target_caching(&Target::Entry(e.clone()));
+                NodeAttr {
+                    modified: self.modified(e, caching)?,
+                    ..dir(caching)
+                }
+            }
             NodeId::Ops(t) | NodeId::Op(t, _) => dir(self.target_caching(t)),
-            // Runs appear with every call: listing them is cheap and always fresh.
-            NodeId::Runs(..) => dir(Caching::Volatile),
+            // Its listing is invalidated with every call of the op.
+            NodeId::Runs(..) => dir(Caching::Stable(STABLE_TTL)),
             NodeId::Run(..) => dir(Caching::Stable(STABLE_TTL)),
             NodeId::DiscoveredLink(..) => NodeAttr {
                 kind: NodeKind::Symlink,
                 size: self.readlink(node)?.len() as u64,
                 writable: false,
                 caching: Caching::Stable(STABLE_TTL),
+                modified: None,
             },
             NodeId::OpFile(_, _, OpFile::Call) => NodeAttr {
                 kind: NodeKind::File,
                 size: 0,
                 writable: true,
-                caching: Caching::Volatile,
+                caching: self.caching(node)?,
+                modified: None,
             },
             _ => {
                 let caching = self.file_caching(node)?;
+                let modified = match node {
+                    NodeId::Info(Target::Entry(e), _) => self.modified(e, caching)?,
+                    _ => None,
+                };
                 NodeAttr {
                     kind: NodeKind::File,
                     size: self.read(node, session)?.len() as u64,
                     writable: false,
                     caching,
+                    modified,
                 }
             }
         })
+    }
+
+    /// The host's modification time of an entry, asked only of hosts whose backend changes
+    /// behind our back (short cache TTL): the kernel uses it to drop stale listings.
+    fn modified(&self, e: &EntryRef, caching: Caching) -> WorldResult<Option<std::time::SystemTime>> {
+        match caching {
+            Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
+            _ => Ok(self
+                .host(e)?
+                .host
+                .entry(&e.path)?
+                .and_then(|i| i.modified)),
+        }
+    }
+
+    /// How the kernel may cache a file, without computing its content.
+    pub fn caching(&self, node: &NodeId) -> WorldResult<Caching> {
+        match node {
+            NodeId::OpFile(t, _, OpFile::Call) => Ok(Caching::Direct(self.target_caching(t).ttl())),
+            _ => self.file_caching(node),
+        }
     }
 
     fn file_caching(&self, node: &NodeId) -> WorldResult<Caching> {
         Ok(match node {
             NodeId::Info(t, _) => self.target_caching(t),
             NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
-            NodeId::OpFile(..) | NodeId::WipFile(WipFile::Log) => Caching::Volatile,
+            // Guards and results change with calls, which invalidate them.
+            NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
+            NodeId::WipFile(WipFile::Log | WipFile::Stats) => Caching::Direct(STABLE_TTL),
             NodeId::RunFile(id, _) => {
                 // A run's files are final once it finished.
                 if self.run(*id)?.status == journal::RUNNING {
-                    Caching::Volatile
+                    Caching::Direct(Duration::ZERO)
                 } else {
                     Caching::Stable(STABLE_TTL)
                 }
@@ -498,6 +548,12 @@ impl World {
             }
             NodeId::WipFile(WipFile::Log) => self.log_text()?,
             NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
+            NodeId::WipFile(WipFile::Stats) => format!(
+                "materialised_nodes {}\ncalls {}\nuptime_s {}\n",
+                self.materialised.load(Ordering::Relaxed),
+                self.journal.count()?,
+                self.started.elapsed().as_secs()
+            ),
             _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a file")),
         };
         Ok(text.into_bytes())
@@ -569,17 +625,32 @@ impl World {
 
     // ---- ops, guards, calls -------------------------------------------------------
 
-    pub fn ops(&self, target: &Target) -> WorldResult<Vec<OpSpec>> {
-        match target {
-            Target::Root => Ok(root_ops()),
-            Target::Entry(e) => Ok(self.host(e)?.host.ops(&e.path)?),
+    /// The ops of a target. A walk asks for them once per op file, so they are kept
+    /// briefly (and dropped after every call that changed something).
+    pub fn ops(&self, target: &Target) -> WorldResult<Arc<Vec<OpSpec>>> {
+        if let Some((at, ops)) = self.ops_cache.lock().ok().and_then(|c| c.get(target).cloned()) {
+            if at.elapsed() < OPS_CACHE {
+                return Ok(ops);
+            }
         }
+        let ops = Arc::new(match target {
+            Target::Root => root_ops(),
+            Target::Entry(e) => self.host(e)?.host.ops(&e.path)?,
+        });
+        if let Ok(mut c) = self.ops_cache.lock() {
+            if c.len() >= 1024 {
+                c.retain(|_, (at, _)| at.elapsed() < OPS_CACHE);
+            }
+            c.insert(target.clone(), (Instant::now(), Arc::clone(&ops)));
+        }
+        Ok(ops)
     }
 
     fn op_spec(&self, target: &Target, op: &str) -> WorldResult<OpSpec> {
         self.ops(target)?
-            .into_iter()
+            .iter()
             .find(|o| o.name == op)
+            .cloned()
             .ok_or_else(|| WorldError::not_found(format!("no op {op:?} here")))
     }
 
@@ -595,6 +666,9 @@ impl World {
         }
         let guard = self.evaluate_guard(target, op, None)?;
         if let Ok(mut cache) = self.guards.lock() {
+            if cache.len() >= 1024 {
+                cache.retain(|_, (at, _)| at.elapsed() < GUARD_CACHE);
+            }
             cache.insert(key, (Instant::now(), guard.clone()));
         }
         Ok(guard)
@@ -722,9 +796,7 @@ impl World {
         let (tx, rx) = mpsc::channel();
         let world = Arc::clone(self);
         let (entry, op_name, who) = (e.clone(), op.to_string(), caller.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("call-{id}"))
-            .spawn(move || {
+        let spawned = self.pool.run(move || {
                 let result = match world.hosts.get(entry.host) {
                     Some(m) => m
                         .host
@@ -737,7 +809,7 @@ impl World {
                     // The caller timed out: record the late outcome and tell the kernel.
                     world.finish_late(&Target::Entry(entry), &op_name, id, unsent.0);
                 }
-            });
+        });
         if let Err(e) = spawned {
             return Err(WorldError::backend(format!("cannot start the call: {e}")));
         }
@@ -780,16 +852,30 @@ impl World {
         }
         self.forget_guards();
         let mut nodes = changed;
-        nodes.push(NodeId::Runs(target.clone(), op.to_string()));
+        nodes.extend(Self::changed_by_any_call(target, op));
         let sink = self.sink.lock().ok().and_then(|s| s.clone());
         if let Some(sink) = sink {
             sink(&nodes);
         }
     }
 
+    /// What every call changes, whatever it did: its runs, its result, the log.
+    fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 4] {
+        [
+            NodeId::Runs(target.clone(), op.to_string()),
+            NodeId::OpFile(target.clone(), op.to_string(), OpFile::Result),
+            NodeId::WipFile(WipFile::Log),
+            NodeId::WipFile(WipFile::Stats),
+        ]
+    }
+
+    /// A call changed the world: guards and op lists may differ now.
     fn forget_guards(&self) {
         if let Ok(mut g) = self.guards.lock() {
             g.clear();
+        }
+        if let Ok(mut o) = self.ops_cache.lock() {
+            o.clear();
         }
     }
 
@@ -821,10 +907,14 @@ impl World {
                 host: *h,
                 path: p.clone(),
             };
-            changed.push(NodeId::Info(
-                Target::Entry(e.clone()),
-                InfoFile::Description,
-            ));
+            let target = Target::Entry(e.clone());
+            changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+            // The entry's guards depend on its state: their sizes may have changed.
+            if let Ok(ops) = self.ops(&target) {
+                for o in ops.iter() {
+                    changed.push(NodeId::OpFile(target.clone(), o.name.clone(), OpFile::Guard));
+                }
+            }
             changed.push(NodeId::Entry(e));
         }
         (text, discovered, changed)
@@ -864,7 +954,7 @@ impl World {
         if result.is_ok() {
             self.forget_guards();
         }
-        changed.push(NodeId::Runs(target.clone(), op.to_string()));
+        changed.extend(Self::changed_by_any_call(target, op));
         CallReport {
             run: id,
             text,

@@ -44,6 +44,7 @@ pub enum RunFile {
 pub enum WipFile {
     Log,
     Config,
+    Stats,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -95,8 +96,11 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 2] =
-        [("log", WipFile::Log), ("config", WipFile::Config)];
+    pub const ALL: [(&'static str, WipFile); 3] = [
+        ("log", WipFile::Log),
+        ("config", WipFile::Config),
+        ("stats", WipFile::Stats),
+    ];
 }
 
 /// Find `name` in one of the `ALL` tables.
@@ -117,8 +121,18 @@ pub enum NodeKind {
 pub enum Caching {
     /// Content and attributes stay valid until the world says they changed (or `ttl`).
     Stable(std::time::Duration),
-    /// Content differs per reader or moment (`guard`, `result`): no caching at all.
-    Volatile,
+    /// Content differs per reader or moment (`guard`, `result`, `call`): always read
+    /// afresh (direct I/O). Attributes (the size `stat` shows) are kept for `ttl` and
+    /// invalidated when the world knows they changed.
+    Direct(std::time::Duration),
+}
+
+impl Caching {
+    pub fn ttl(self) -> std::time::Duration {
+        match self {
+            Caching::Stable(ttl) | Caching::Direct(ttl) => ttl,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,4 +142,6 @@ pub struct NodeAttr {
     /// Writing is possible (`call` files).
     pub writable: bool,
     pub caching: Caching,
+    /// Last change, where the host knows it (otherwise the mount's start).
+    pub modified: Option<std::time::SystemTime>,
 }

@@ -219,6 +219,7 @@ impl FilesHost {
                     description,
                     reference: file_ref(real),
                     indexable: !cycle,
+                    modified: std::fs::metadata(real).and_then(|m| m.modified()).ok(),
                 }
             }
             Node::File { real, link } => {
@@ -230,6 +231,7 @@ impl FilesHost {
                     format!("{prefix}{}", self.file_summary(real)),
                     file_ref(real),
                 )
+                .modified(std::fs::metadata(real).and_then(|m| m.modified()).ok())
             }
             Node::Broken { at, target, why } => EntryInfo::new(
                 format!(

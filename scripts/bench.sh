@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Benchmark: ratios against baselines measured in this same run (the machine is shared and
+# noisy; absolute numbers mean little, ratios a lot). Needs root (drop_caches, mounting).
+#
+#   scripts/bench.sh              # ~100,000 paths (ISSUES=1500 synthetic issues)
+#   ISSUES=300 scripts/bench.sh   # a quick run
+#
+# Walks: `find` (every path) and `stat` (find -printf %s: lstat of every path) on a fresh
+# mount (cold) and again (warm); `cat` of every `description`, first and second pass. Each
+# against the same tree copied to tmpfs and against the FUSE floor (fuse-floor: a minimal
+# fuser file system serving the same shape from memory). Then call latency through the
+# mount vs in-process, and daemon memory per materialised node, before and after
+# `echo 2 > /proc/sys/vm/drop_caches` (forget must free it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ISSUES=${ISSUES:-1500}
+CALLS=${CALLS:-2000}
+
+cargo build --release --bins -q
+bin=$PWD/target/release
+work=$(mktemp -d /tmp/wip-bench.XXXXXX)
+shm=$(mktemp -d /dev/shm/wip-bench.XXXXXX)
+m=$work/world f=$work/floor
+floor_pid=""
+cleanup() {
+  cd /
+  for d in "$m" "$f"; do mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }; done
+  [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
+  rm -rf "$work" "$shm"
+}
+trap cleanup EXIT
+mkdir -p "$work/files" "$m" "$f"
+
+cat > "$work/bench.toml" <<TOML
+[world]
+name = "bench"
+[identity]
+user = "alex"
+role = "maintainer"
+[[host]]
+kind = "tracker"
+path = "tracker"
+seed = "demo"
+extra_issues = $ISSUES
+page_size = 100000
+TOML
+
+now() { date +%s%N; }
+# secs CMD…: wall time of a command in seconds.
+secs() { local t0 t1; t0=$(now); "$@" > /dev/null 2>&1; t1=$(now); echo "scale=4; ($t1 - $t0) / 1000000000" | bc; }
+ratio() { echo "scale=2; $1 / $2" | bc; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+mount_wip() {
+  (cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" > /dev/null)
+  wip_pid=$(pgrep -f "wip mount $m -f" | head -n 1)
+}
+umount_wip() { "$bin/wip" umount "$m"; while pgrep -f "wip mount $m -f" > /dev/null; do sleep 0.05; done; }
+mount_floor() {
+  "$bin/fuse-floor" "$f" "$work/shape" & floor_pid=$!
+  for _ in $(seq 1 500); do mountpoint -q "$f" && return; sleep 0.02; done
+  echo "fuse-floor did not mount"; exit 1
+}
+umount_floor() { umount "$f"; wait "$floor_pid" 2>/dev/null || true; floor_pid=""; }
+
+walk_find() { find "$1" > /dev/null; }
+walk_stat() { find "$1" -printf '%s\n' > /dev/null; }
+walk_cat() { find "$1" -name description -print0 | xargs -0 cat > /dev/null; }
+
+echo "# seeding and mounting (ISSUES=$ISSUES)"
+mount_wip
+rss_empty=$(rss_kb "$wip_pid")
+paths=$(find "$m" | wc -l)
+find "$m" -mindepth 1 -printf '%y\t%s\t%P\n' > "$work/shape"
+umount_wip
+# The same tree on tmpfs: same names, types and sizes.
+python3 - "$work/shape" "$shm" <<'PY'
+import os, sys
+shape, root = sys.argv[1], sys.argv[2]
+for line in open(shape, encoding="utf-8"):
+    t, size, path = line.rstrip("\n").split("\t", 2)
+    p = os.path.join(root, path)
+    if t == "d":
+        os.makedirs(p, exist_ok=True)
+    elif t == "l":
+        os.symlink("../x", p)
+    else:
+        with open(p, "wb") as fh:
+            fh.write(b"x" * int(size))
+PY
+echo "paths: $paths"
+
+echo "# find / stat, cold (fresh mount) and warm"
+sync; echo 3 > /proc/sys/vm/drop_caches
+t_find_tmpfs=$(secs walk_find "$shm"); t_find_tmpfs=$(secs walk_find "$shm")
+t_stat_tmpfs=$(secs walk_stat "$shm")
+mount_floor; t_find_floor_cold=$(secs walk_find "$f"); t_find_floor_warm=$(secs walk_find "$f"); umount_floor
+mount_floor; t_stat_floor_cold=$(secs walk_stat "$f"); t_stat_floor_warm=$(secs walk_stat "$f")
+t_cat1_floor=$(secs walk_cat "$f"); t_cat2_floor=$(secs walk_cat "$f"); umount_floor
+mount_wip; t_find_wip_cold=$(secs walk_find "$m"); t_find_wip_warm=$(secs walk_find "$m"); umount_wip
+mount_wip; t_stat_wip_cold=$(secs walk_stat "$m"); t_stat_wip_warm=$(secs walk_stat "$m")
+t_cat1_wip=$(secs walk_cat "$m"); t_cat2_wip=$(secs walk_cat "$m")
+t_cat1_tmpfs=$(secs walk_cat "$shm"); t_cat2_tmpfs=$(secs walk_cat "$shm")
+
+printf '%-26s %9s %9s %9s %12s %12s\n' walk "tmpfs s" "floor s" "wip s" "wip/tmpfs" "wip/floor"
+row() { printf '%-26s %9s %9s %9s %12s %12s\n' "$1" "$2" "$3" "$4" "$(ratio "$4" "$2")" "$(ratio "$4" "$3")"; }
+row "find, cold"   "$t_find_tmpfs" "$t_find_floor_cold" "$t_find_wip_cold"
+row "find, warm"   "$t_find_tmpfs" "$t_find_floor_warm" "$t_find_wip_warm"
+row "stat, cold"   "$t_stat_tmpfs" "$t_stat_floor_cold" "$t_stat_wip_cold"
+row "stat, warm"   "$t_stat_tmpfs" "$t_stat_floor_warm" "$t_stat_wip_warm"
+row "cat description, 1st" "$t_cat1_tmpfs" "$t_cat1_floor" "$t_cat1_wip"
+row "cat description, 2nd" "$t_cat2_tmpfs" "$t_cat2_floor" "$t_cat2_wip"
+
+echo "# memory"
+rss_full=$(rss_kb "$wip_pid")
+nodes_full=$(awk '/^materialised_nodes/ {print $2}' "$m/.wip/stats")
+sync; echo 2 > /proc/sys/vm/drop_caches; sleep 1
+rss_dropped=$(rss_kb "$wip_pid")
+nodes_dropped=$(awk '/^materialised_nodes/ {print $2}' "$m/.wip/stats")
+echo "daemon RSS: ${rss_empty} KiB mounted, ${rss_full} KiB with ${nodes_full} nodes materialised, ${rss_dropped} KiB with ${nodes_dropped} after drop_caches"
+echo "RSS per materialised node: $(echo "scale=0; ($rss_full - $rss_empty) * 1024 / ($nodes_full + 1)" | bc) bytes"
+
+echo "# call latency (get_metadata on an issue, $CALLS calls)"
+"$bin/wip-bench" mount-call "$m/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | tee "$work/mount.txt"
+"$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
+p50() { sed -n "s/^$1.*p50_us=\([0-9.]*\).*/\1/p" "$2"; }
+mount_p50=$(p50 "through the mount" "$work/mount.txt")
+host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
+echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
+umount_wip
