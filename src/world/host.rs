@@ -225,6 +225,13 @@ pub trait Host: Send + Sync {
         Vec::new()
     }
 
+    /// Whether every call returns within a bounded time on its own (e.g. an embedded
+    /// database with a busy timeout). Such calls run on the caller's thread; others run on a
+    /// separate thread so a hung backend costs the caller `call_timeout`, not the mount.
+    fn bounded_calls(&self) -> bool {
+        false
+    }
+
     /// How long the kernel may cache what this host shows without being told of a change.
     /// Hosts whose backend changes behind our back (a directory on disk) keep this short.
     fn cache_ttl(&self) -> std::time::Duration {

@@ -39,6 +39,9 @@ const RUNS_LISTED: usize = 1000;
 /// How many calls `.wip/log` shows.
 const LOG_LINES: usize = 200;
 
+/// An entry's ops, shared between the cache and its readers.
+pub type OpList = Arc<Vec<OpSpec>>;
+
 /// A host mounted at a path of the world.
 pub struct Mounted {
     pub path: Vec<String>,
@@ -94,7 +97,7 @@ pub struct World {
     config_text: String,
     results: Mutex<HashMap<(Target, String), OpResults>>,
     guards: Mutex<HashMap<(Target, String), (Instant, Guard)>>,
-    ops_cache: Mutex<HashMap<Target, (Instant, Arc<Vec<OpSpec>>)>>,
+    ops_cache: Mutex<HashMap<Target, (Instant, OpList)>>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
     /// Nodes the kernel currently holds (kept up to date by the FUSE layer).
@@ -458,14 +461,14 @@ impl World {
 
     /// The host's modification time of an entry, asked only of hosts whose backend changes
     /// behind our back (short cache TTL): the kernel uses it to drop stale listings.
-    fn modified(&self, e: &EntryRef, caching: Caching) -> WorldResult<Option<std::time::SystemTime>> {
+    fn modified(
+        &self,
+        e: &EntryRef,
+        caching: Caching,
+    ) -> WorldResult<Option<std::time::SystemTime>> {
         match caching {
             Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
-            _ => Ok(self
-                .host(e)?
-                .host
-                .entry(&e.path)?
-                .and_then(|i| i.modified)),
+            _ => Ok(self.host(e)?.host.entry(&e.path)?.and_then(|i| i.modified)),
         }
     }
 
@@ -627,8 +630,13 @@ impl World {
 
     /// The ops of a target. A walk asks for them once per op file, so they are kept
     /// briefly (and dropped after every call that changed something).
-    pub fn ops(&self, target: &Target) -> WorldResult<Arc<Vec<OpSpec>>> {
-        if let Some((at, ops)) = self.ops_cache.lock().ok().and_then(|c| c.get(target).cloned()) {
+    pub fn ops(&self, target: &Target) -> WorldResult<OpList> {
+        if let Some((at, ops)) = self
+            .ops_cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(target).cloned())
+        {
             if at.elapsed() < OPS_CACHE {
                 return Ok(ops);
             }
@@ -639,7 +647,8 @@ impl World {
         });
         if let Ok(mut c) = self.ops_cache.lock() {
             if c.len() >= 1024 {
-                c.retain(|_, (at, _)| at.elapsed() < OPS_CACHE);
+                // Entries live seconds: dropping all at a bound keeps inserts O(1).
+                c.clear();
             }
             c.insert(target.clone(), (Instant::now(), Arc::clone(&ops)));
         }
@@ -667,7 +676,8 @@ impl World {
         let guard = self.evaluate_guard(target, op, None)?;
         if let Ok(mut cache) = self.guards.lock() {
             if cache.len() >= 1024 {
-                cache.retain(|_, (at, _)| at.elapsed() < GUARD_CACHE);
+                // Entries live half a second: dropping all at a bound keeps inserts O(1).
+                cache.clear();
             }
             cache.insert(key, (Instant::now(), guard.clone()));
         }
@@ -793,22 +803,30 @@ impl World {
         let Target::Entry(e) = target else {
             return self.root_call(op, &args);
         };
+        let host = &self.host(e)?.host;
+        if host.bounded_calls() {
+            // No thread hand-off: two context switches cost more than most calls.
+            return host
+                .call(&e.path, op, &args, caller)
+                .map(|o| Outcome::of_host(e.host, o))
+                .map_err(WorldError::from);
+        }
         let (tx, rx) = mpsc::channel();
         let world = Arc::clone(self);
         let (entry, op_name, who) = (e.clone(), op.to_string(), caller.clone());
         let spawned = self.pool.run(move || {
-                let result = match world.hosts.get(entry.host) {
-                    Some(m) => m
-                        .host
-                        .call(&entry.path, &op_name, &args, &who)
-                        .map(|o| Outcome::of_host(entry.host, o))
-                        .map_err(WorldError::from),
-                    None => Err(WorldError::not_found("no such host")),
-                };
-                if let Err(unsent) = tx.send(result) {
-                    // The caller timed out: record the late outcome and tell the kernel.
-                    world.finish_late(&Target::Entry(entry), &op_name, id, unsent.0);
-                }
+            let result = match world.hosts.get(entry.host) {
+                Some(m) => m
+                    .host
+                    .call(&entry.path, &op_name, &args, &who)
+                    .map(|o| Outcome::of_host(entry.host, o))
+                    .map_err(WorldError::from),
+                None => Err(WorldError::not_found("no such host")),
+            };
+            if let Err(unsent) = tx.send(result) {
+                // The caller timed out: record the late outcome and tell the kernel.
+                world.finish_late(&Target::Entry(entry), &op_name, id, unsent.0);
+            }
         });
         if let Err(e) = spawned {
             return Err(WorldError::backend(format!("cannot start the call: {e}")));
@@ -912,7 +930,11 @@ impl World {
             // The entry's guards depend on its state: their sizes may have changed.
             if let Ok(ops) = self.ops(&target) {
                 for o in ops.iter() {
-                    changed.push(NodeId::OpFile(target.clone(), o.name.clone(), OpFile::Guard));
+                    changed.push(NodeId::OpFile(
+                        target.clone(),
+                        o.name.clone(),
+                        OpFile::Guard,
+                    ));
                 }
             }
             changed.push(NodeId::Entry(e));
@@ -951,7 +973,7 @@ impl World {
             r.latest = id;
             r.by_session.insert(session, id);
         }
-        if result.is_ok() {
+        if !changed.is_empty() {
             self.forget_guards();
         }
         changed.extend(Self::changed_by_any_call(target, op));

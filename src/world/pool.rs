@@ -37,7 +37,10 @@ impl Pool {
                 .name("call".into())
                 .spawn(move || worker(rx, idle))?;
         }
-        let tx = self.tx.lock().map_err(|_| std::io::Error::other("pool poisoned"))?;
+        let tx = self
+            .tx
+            .lock()
+            .map_err(|_| std::io::Error::other("pool poisoned"))?;
         tx.send(Box::new(job))
             .map_err(|_| std::io::Error::other("pool closed"))
     }

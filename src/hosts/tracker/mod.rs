@@ -260,6 +260,8 @@ impl TrackerHost {
         };
         // Other processes (a second daemon, a test) may share the file: wait rather than fail.
         conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
+        // Every query is a cached statement; the default cache (16) would re-prepare.
+        conn.set_prepared_statement_cache_capacity(256);
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(wrap)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -395,6 +397,11 @@ impl Host for TrackerHost {
         let outcome = self.run(&tx, &node, op, args)?;
         tx.commit().map_err(db_err)?;
         Ok(outcome)
+    }
+
+    /// SQLite with a 10 s busy timeout: every call ends well within the call timeout.
+    fn bounded_calls(&self) -> bool {
+        true
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
