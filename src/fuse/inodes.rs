@@ -11,6 +11,8 @@ pub struct Inodes {
     by_node: HashMap<NodeId, u64>,
     by_ino: HashMap<u64, (NodeId, u64)>,
     next: u64,
+    /// Largest size since the tables were last shrunk.
+    peak: usize,
 }
 
 impl Default for Inodes {
@@ -23,6 +25,7 @@ impl Default for Inodes {
             by_node,
             by_ino,
             next: ROOT_INO + 1,
+            peak: 1,
         }
     }
 }
@@ -40,7 +43,21 @@ impl Inodes {
         self.next += 1;
         self.by_node.insert(node.clone(), ino);
         self.by_ino.insert(ino, (node.clone(), 1));
+        self.peak = self.peak.max(self.by_ino.len());
         ino
+    }
+
+    /// After the kernel dropped most of what it held (memory pressure, `drop_caches`),
+    /// give the memory back: shrink the tables and return freed heap to the system.
+    /// Returns whether it shrank.
+    pub fn shrink_if_mostly_free(&mut self) -> bool {
+        if self.peak < 4096 || self.by_ino.len() * 4 > self.peak {
+            return false;
+        }
+        self.by_node.shrink_to_fit();
+        self.by_ino.shrink_to_fit();
+        self.peak = self.by_ino.len().max(1);
+        true
     }
 
     /// The kernel dropped `n` references; free the inode at zero.

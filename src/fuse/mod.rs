@@ -295,6 +295,10 @@ impl Filesystem for WorldFs {
         let mut table = self.inodes();
         table.forget(ino.0, nlookup);
         self.count_inodes(&table);
+        if table.shrink_if_mostly_free() {
+            // SAFETY: malloc_trim only returns free heap pages to the system.
+            unsafe { libc::malloc_trim(0) };
+        }
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
