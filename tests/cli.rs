@@ -45,7 +45,12 @@ fn a_bad_manifest_is_refused_with_words() {
     assert!(err.contains("unknown host kind \"nope\""), "{err}");
     assert!(!common::is_mounted(&mnt));
     std::fs::write(&manifest, "[wrld]\n").unwrap();
-    let (code, _, err) = run(&["mount", mnt.to_str().unwrap(), "--manifest", manifest.to_str().unwrap()]);
+    let (code, _, err) = run(&[
+        "mount",
+        mnt.to_str().unwrap(),
+        "--manifest",
+        manifest.to_str().unwrap(),
+    ]);
     assert_eq!(code, 1);
     assert!(err.contains("invalid manifest"), "{err}");
 }
@@ -63,15 +68,23 @@ fn umount_and_call_outside_a_mount_say_why() {
 
 #[test]
 fn a_normal_user_without_fusermount3_is_told_to_install_fuse3() {
-    let has_fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3", "/usr/bin/fusermount"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists());
+    let has_fusermount = [
+        "/usr/bin/fusermount3",
+        "/bin/fusermount3",
+        "/usr/bin/fusermount",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
     if has_fusermount || unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to switch user and a machine without fusermount3");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(common::WIP)
@@ -83,6 +96,9 @@ fn a_normal_user_without_fusermount3_is_told_to_install_fuse3() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("fuse3") && err.contains("fusermount3"), "{err}");
+    assert!(
+        err.contains("fuse3") && err.contains("fusermount3"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }

@@ -368,6 +368,27 @@ fn a_call_that_hangs_times_out() {
         .unwrap()
         .write_all(b"late\n")
         .unwrap();
+    let id = m
+        .ok("ls files/pipe/ops/read/runs")
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let run = format!("files/pipe/ops/read/runs/{id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = m.read(&format!("{run}/result"));
+        if r.contains("finished after the caller timed out") {
+            assert!(r.contains("late"), "{r}");
+            assert_eq!(m.read(&format!("{run}/status")), "ok\n");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "late outcome never recorded: {r}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ mod readme;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -62,6 +62,71 @@ pub struct CallReport {
     pub outcome: Result<(), WorldError>,
     /// Nodes whose content or listing changed.
     pub changed: Vec<NodeId>,
+}
+
+/// Between a caller and the worker running its call: whichever comes second decides.
+/// A call that outlives its caller's timeout is recorded as timed out first, and only then
+/// gets its late outcome recorded over it.
+#[derive(Default)]
+struct Handoff {
+    state: Mutex<HandoffState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct HandoffState {
+    outcome: Option<WorldResult<Outcome>>,
+    abandoned: bool,
+    recorded: bool,
+}
+
+impl Handoff {
+    /// The worker's side: hand the outcome over, or get it back to record late (after the
+    /// caller's timeout was recorded).
+    fn deliver(&self, outcome: WorldResult<Outcome>) -> Option<WorldResult<Outcome>> {
+        let Ok(mut st) = self.state.lock() else {
+            return Some(outcome);
+        };
+        if !st.abandoned {
+            st.outcome = Some(outcome);
+            self.cv.notify_all();
+            return None;
+        }
+        while !st.recorded {
+            st = match self.cv.wait(st) {
+                Ok(st) => st,
+                Err(_) => break,
+            };
+        }
+        Some(outcome)
+    }
+
+    /// The caller's side: the outcome, or `None` after `timeout` (then abandoned).
+    fn wait(&self, timeout: Duration) -> Option<WorldResult<Outcome>> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock().ok()?;
+        loop {
+            if let Some(outcome) = st.outcome.take() {
+                return Some(outcome);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                st.abandoned = true;
+                return None;
+            }
+            st = match self.cv.wait_timeout(st, left) {
+                Ok((st, _)) => st,
+                Err(_) => return None,
+            };
+        }
+    }
+
+    fn recorded(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.recorded = true;
+            self.cv.notify_all();
+        }
+    }
 }
 
 /// A successful call with every path tied to its host (root ops span hosts).
@@ -761,12 +826,17 @@ impl World {
                 };
             }
         };
-        let outcome = if guard.allowed() {
+        let (outcome, abandoned) = if guard.allowed() {
             self.run_with_timeout(target, op, args, caller, id)
         } else {
-            Err(host::HostError::Blocked(guard).into())
+            (Err(host::HostError::Blocked(guard).into()), None)
         };
-        self.complete(target, op, caller.session, id, outcome)
+        let report = self.complete(target, op, caller.session, id, outcome);
+        if let Some(handoff) = abandoned {
+            // Only now may a late outcome overwrite the timed-out record.
+            handoff.recorded();
+        }
+        report
     }
 
     fn record_failure(
@@ -799,21 +869,30 @@ impl World {
         args: Value,
         caller: &Caller,
         id: i64,
-    ) -> WorldResult<Outcome> {
+    ) -> (WorldResult<Outcome>, Option<Arc<Handoff>>) {
         let Target::Entry(e) = target else {
-            return self.root_call(op, &args);
+            return (self.root_call(op, &args), None);
         };
-        let host = &self.host(e)?.host;
+        let host = match self.host(e) {
+            Ok(m) => &m.host,
+            Err(err) => return (Err(err), None),
+        };
         if host.bounded_calls() {
             // No thread hand-off: two context switches cost more than most calls.
-            return host
+            let outcome = host
                 .call(&e.path, op, &args, caller)
                 .map(|o| Outcome::of_host(e.host, o))
                 .map_err(WorldError::from);
+            return (outcome, None);
         }
-        let (tx, rx) = mpsc::channel();
+        let handoff = Arc::new(Handoff::default());
         let world = Arc::clone(self);
-        let (entry, op_name, who) = (e.clone(), op.to_string(), caller.clone());
+        let (entry, op_name, who, slot) = (
+            e.clone(),
+            op.to_string(),
+            caller.clone(),
+            Arc::clone(&handoff),
+        );
         let spawned = self.pool.run(move || {
             let result = match world.hosts.get(entry.host) {
                 Some(m) => m
@@ -823,25 +902,31 @@ impl World {
                     .map_err(WorldError::from),
                 None => Err(WorldError::not_found("no such host")),
             };
-            if let Err(unsent) = tx.send(result) {
-                // The caller timed out: record the late outcome and tell the kernel.
-                world.finish_late(&Target::Entry(entry), &op_name, id, unsent.0);
+            if let Some(late) = slot.deliver(result) {
+                // The caller timed out and recorded so: record the late outcome over it.
+                world.finish_late(&Target::Entry(entry), &op_name, id, late);
             }
         });
         if let Err(e) = spawned {
-            return Err(WorldError::backend(format!("cannot start the call: {e}")));
+            return (
+                Err(WorldError::backend(format!("cannot start the call: {e}"))),
+                None,
+            );
         }
         let timeout = self.settings.call_timeout();
-        match rx.recv_timeout(timeout) {
-            Ok(result) => result,
-            Err(_) => Err(WorldError::new(
-                ErrorKind::TimedOut,
-                format!(
-                    "timed out after {:.1}s; the call goes on in the background and its outcome will appear in {}",
-                    timeout.as_secs_f64(),
-                    self.absolute(&format!("{}/ops/{op}/runs/{id}/result", trim_root(&self.target_path(target))))
-                ),
-            )),
+        match handoff.wait(timeout) {
+            Some(result) => (result, None),
+            None => (
+                Err(WorldError::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "timed out after {:.1}s; the call goes on in the background and its outcome will appear in {}",
+                        timeout.as_secs_f64(),
+                        self.absolute(&format!("{}/ops/{op}/runs/{id}/result", trim_root(&self.target_path(target))))
+                    ),
+                )),
+                Some(handoff),
+            ),
         }
     }
 
@@ -871,6 +956,8 @@ impl World {
         self.forget_guards();
         let mut nodes = changed;
         nodes.extend(Self::changed_by_any_call(target, op));
+        // The run itself was final (timed out) and may be cached: it changed.
+        nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
         let sink = self.sink.lock().ok().and_then(|s| s.clone());
         if let Some(sink) = sink {
             sink(&nodes);
