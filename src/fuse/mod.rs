@@ -178,6 +178,16 @@ impl WorldFs {
         }
     }
 
+    /// Attributes as the requesting process sees them (a `result` is its session's).
+    fn attr_for(&self, node: &NodeId, req: &Request) -> Result<NodeAttr, Errno> {
+        let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
+            Self::session_of(req)
+        } else {
+            0
+        };
+        self.world.attr(node, session).map_err(|e| errno(&e))
+    }
+
     fn ttl(a: &NodeAttr) -> Duration {
         a.caching.ttl()
     }
@@ -270,12 +280,12 @@ impl Filesystem for WorldFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let result = (|| {
             let parent = self.node(parent)?;
             let name = name.to_str().ok_or(Errno::ENOENT)?;
             let node = self.world.lookup(&parent, name).map_err(|e| errno(&e))?;
-            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
+            let attr = self.attr_for(&node, req)?;
             let mut table = self.inodes();
             let ino = table.remember(&node);
             self.count_inodes(&table);
@@ -302,14 +312,7 @@ impl Filesystem for WorldFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let result = self.node(ino).and_then(|node| {
-            let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
-                Self::session_of(req)
-            } else {
-                0
-            };
-            self.world.attr(&node, session).map_err(|e| errno(&e))
-        });
+        let result = self.node(ino).and_then(|node| self.attr_for(&node, req));
         match result {
             Ok(attr) => reply.attr(&Self::ttl(&attr), &self.file_attr(ino.0, &attr)),
             Err(e) => reply.error(e),

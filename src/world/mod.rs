@@ -931,15 +931,35 @@ impl World {
     }
 
     fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
-        let (status, errno, text, discovered, changed) = match outcome {
+        let (_, _, mut nodes) = self.record(id, outcome, "(finished after the caller timed out)\n");
+        self.forget_guards();
+        nodes.extend(Self::changed_by_any_call(target, op));
+        // The run itself was final (timed out) and may be cached: it changed.
+        nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
+        let sink = self.sink.lock().ok().and_then(|s| s.clone());
+        if let Some(sink) = sink {
+            sink(&nodes);
+        }
+    }
+
+    /// Write a call's outcome to its run; returns the outcome, its `result` text and the
+    /// nodes it changed. A successful text starts with `prefix`.
+    fn record(
+        &self,
+        id: i64,
+        outcome: WorldResult<Outcome>,
+        prefix: &str,
+    ) -> (Result<(), WorldError>, String, Vec<NodeId>) {
+        let (status, errno, text, discovered, changed, result) = match outcome {
             Ok(o) => {
                 let (text, discovered, changed) = self.render_success(&o);
                 (
                     "ok",
                     0,
-                    format!("(finished after the caller timed out)\n{text}"),
+                    format!("{prefix}{text}"),
                     discovered,
                     changed,
+                    Ok(()),
                 )
             }
             Err(e) => (
@@ -948,20 +968,13 @@ impl World {
                 format!("error: {e}\n"),
                 Vec::new(),
                 Vec::new(),
+                Err(e),
             ),
         };
         if let Err(e) = self.journal.finish(id, status, errno, &text, &discovered) {
             tracing::error!(run = id, "journal: {e}");
         }
-        self.forget_guards();
-        let mut nodes = changed;
-        nodes.extend(Self::changed_by_any_call(target, op));
-        // The run itself was final (timed out) and may be cached: it changed.
-        nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
-        let sink = self.sink.lock().ok().and_then(|s| s.clone());
-        if let Some(sink) = sink {
-            sink(&nodes);
-        }
+        (result, text, changed)
     }
 
     /// What every call changes, whatever it did: its runs, its result, the log.
@@ -1037,24 +1050,7 @@ impl World {
         id: i64,
         outcome: WorldResult<Outcome>,
     ) -> CallReport {
-        let (status, errno, text, discovered, mut changed, result) = match outcome {
-            Ok(o) => {
-                let (text, discovered, changed) = self.render_success(&o);
-                ("ok", 0, text, discovered, changed, Ok(()))
-            }
-            Err(e) => (
-                e.kind.status(),
-                e.errno(),
-                format!("error: {e}\n"),
-                Vec::new(),
-                Vec::new(),
-                Err(e),
-            ),
-        };
-        let journaled = self.journal.finish(id, status, errno, &text, &discovered);
-        if let Err(e) = &journaled {
-            tracing::error!(run = id, "journal: {e}");
-        }
+        let (result, text, mut changed) = self.record(id, outcome, "");
         if let Ok(mut results) = self.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
             r.latest = id;
