@@ -24,7 +24,9 @@ m=$work/world f=$work/floor
 floor_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f"; do mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }; done
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm"; do
+    mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
+  done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
   rm -rf "$work" "$shm"
 }
@@ -131,3 +133,46 @@ mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
 umount_wip
+
+echo "# db host (Chinook, zipcodes.db; a generated 1 GB database)"
+scripts/fixtures.sh "$work/fx" > /dev/null
+dbm=$work/dbworld
+cat > "$work/db.toml" <<TOML
+[[host]]
+kind = "db"
+path = "db/chinook"
+file = "$work/fx/chinook.db"
+[[host]]
+kind = "db"
+path = "db/zip"
+file = "$work/fx/zipcodes.db"
+TOML
+(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" > /dev/null)
+db_pid=$(pgrep -f "wip mount $dbm -f" | head -n 1)
+sql="SELECT TrackId, Name FROM Track WHERE AlbumId = 1 ORDER BY TrackId"
+"$bin/wip-bench" mount-call "$dbm/db/chinook/ops/query/call" "{\"sql\":\"$sql\"}" 500 | tee "$work/dbmount.txt"
+"$bin/wip-bench" sql "$work/fx/chinook.db" "$sql" 500 | tee "$work/dbsql.txt"
+q_mount=$(p50 "through the mount" "$work/dbmount.txt")
+q_sql=$(p50 "in-process rusqlite" "$work/dbsql.txt")
+echo "query p50: ${q_mount} us through the mount, ${q_sql} us rusqlite in-process; ratio $(ratio "$q_mount" "$q_sql")"
+t_ls_zip=$(secs ls "$dbm/db/zip/tables/ZipCodes/rows")
+echo "ls of ZipCodes/rows (43,191 rows, first page): ${t_ls_zip} s, $(ls "$dbm/db/zip/tables/ZipCodes/rows" | wc -l) names"
+rss_db_before=$(rss_kb "$db_pid")
+for t in "$dbm"/db/*/tables/*/; do ls "$t/rows" > /dev/null; done
+echo "daemon RSS: ${rss_db_before} KiB before, $(rss_kb "$db_pid") KiB after listing every table's rows"
+"$bin/wip" umount "$dbm"
+python3 - "$work/big.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, payload BLOB)")
+db.execute("""WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000)
+              INSERT INTO big SELECT x, randomblob(1000) FROM c""")
+db.commit()
+PY
+printf '[[host]]\nkind = "db"\npath = "db/big"\nfile = "%s"\n' "$work/big.db" > "$work/big.toml"
+printf '[[host]]\nkind = "files"\npath = "files"\n' > "$work/empty.toml"
+t_mount_big=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/bigm' --state '$work/bigstate' --manifest '$work/big.toml'")
+"$bin/wip" umount "$work/bigm"
+t_mount_small=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/smallm' --state '$work/smallstate' --manifest '$work/empty.toml'")
+"$bin/wip" umount "$work/smallm"
+echo "mount time: $(du -h "$work/big.db" | cut -f1) database ${t_mount_big} s, a files-only world ${t_mount_small} s"

@@ -50,8 +50,14 @@ enum Cmd {
 }
 
 fn init_logging(foreground: bool) {
-    let filter = EnvFilter::try_from_env("WIP_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(if foreground { "info" } else { "warn" }));
+    // fuser warns when the session ends after `wip umount` already unmounted: not news.
+    let filter = EnvFilter::try_from_env("WIP_LOG").unwrap_or_else(|_| {
+        EnvFilter::new(if foreground {
+            "info,fuser::session=error"
+        } else {
+            "warn,fuser::session=error"
+        })
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

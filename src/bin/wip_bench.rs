@@ -101,10 +101,8 @@ fn sql(args: &[String]) -> Result<()> {
         bail!("usage: wip-bench sql DB_FILE SQL N");
     };
     let n: usize = n.parse()?;
-    let conn = rusqlite::Connection::open_with_flags(
-        db,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )?;
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();

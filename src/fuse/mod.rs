@@ -631,6 +631,23 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
+    /// No extended attributes: ENOSYS makes the kernel stop asking (every write asks for
+    /// `security.capability` otherwise).
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         reply.ok();
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::manifest::{HostSpec, Identity, ManifestError};
 use crate::world::host::Host;
 
+pub mod db;
 pub mod files;
 pub mod tracker;
 
@@ -32,7 +33,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db)")]
     UnknownKind(String),
 }
 
@@ -51,6 +52,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "files" => {
             let host = files::FilesHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "db" => {
+            let host = db::DbHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }

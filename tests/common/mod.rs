@@ -86,7 +86,7 @@ impl Mount {
             .arg("--state")
             .arg(&self.state)
             .current_dir(&self.root)
-            .env("WIP_LOG", "warn")
+            .env("WIP_LOG", "warn,fuser::session=error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());

@@ -1,0 +1,553 @@
+//! The db host: any SQLite database as a browsable, queryable world.
+//!
+//! Tree, host-relative: `tables/T/rows/K` (K the row's key, see `keys`), `views/V/rows/N`
+//! (1-based positions) and `queries/ID/rows/N` (results of the `query` op, reachable by path,
+//! never listed). Everything is read lazily: opening reads nothing but the schema header, row
+//! counts are taken when a description is read, listings are bounded by `page_size`, and the
+//! schema is re-read at every look so changes made by another process show up at once.
+//!
+//! Three connections: `main` (read-only, or read-write on a `writable` mount) serves browsing
+//! and the write ops; `reader` is opened `SQLITE_OPEN_READ_ONLY` with `query_only` and an
+//! authorizer that allows nothing but reading, and runs every piece of SQL a caller writes
+//! (`query`, the `where` of `count` and `export`), so read-only is enforced by SQLite, never by
+//! looking at the text; `store` is a small database in the state directory that keeps the
+//! queries, so `queries/ID` survives a remount. A progress handler bounds every statement to
+//! `STATEMENT_BUDGET` and a busy timeout bounds every lock wait: every call is bounded.
+
+mod keys;
+mod ops;
+mod query;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod view;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::hosts::HostContext;
+use crate::world::host::{
+    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+
+/// How long a lock on the database may be waited for.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one host call may keep SQLite busy (below the runtime's 30 s call timeout).
+const STATEMENT_BUDGET: Duration = Duration::from_secs(20);
+
+/// The `[[host]]` table of a db host (minus `kind` and `path`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DbSettings {
+    /// The SQLite file. Relative paths are relative to the launch directory; `{state}`
+    /// expands to the state directory (`{state}/tracker-tracker.db`). It must exist.
+    pub file: String,
+    /// Offer `insert`, `update` and `delete` (default false: a read-only mount, opened with
+    /// `SQLITE_OPEN_READ_ONLY`).
+    #[serde(default)]
+    pub writable: bool,
+    /// How many rows (and tables, and referencing rows) a listing shows.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+}
+
+fn default_page_size() -> usize {
+    200
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("page_size must be at least 1")]
+    PageSize,
+    #[error("database file {0} does not exist (a db host never creates one)")]
+    Missing(PathBuf),
+    #[error("database file {path}: {message}")]
+    Database { path: PathBuf, message: String },
+    #[error("cannot create state directory {path}: {source}")]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("query store {path}: {source}")]
+    Store {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+/// A deadline for the statements of one call, checked by SQLite's progress handler.
+#[derive(Clone)]
+struct Deadline {
+    base: Instant,
+    /// Milliseconds after `base`; 0 = none.
+    at: Arc<AtomicU64>,
+    /// How long each call may run, in milliseconds (`STATEMENT_BUDGET`; shorter in tests).
+    budget_ms: Arc<AtomicU64>,
+}
+
+impl Deadline {
+    fn new() -> Self {
+        Deadline {
+            base: Instant::now(),
+            at: Arc::new(AtomicU64::new(0)),
+            budget_ms: Arc::new(AtomicU64::new(STATEMENT_BUDGET.as_millis() as u64)),
+        }
+    }
+
+    fn arm(&self) {
+        let at = self.base.elapsed().as_millis() as u64 + self.budget_ms.load(Ordering::Relaxed);
+        self.at.store(at, Ordering::Relaxed);
+    }
+
+    fn install(&self, conn: &mut Connection) -> rusqlite::Result<()> {
+        let d = self.clone();
+        conn.progress_handler(
+            10_000,
+            Some(move || {
+                let at = d.at.load(Ordering::Relaxed);
+                at != 0 && d.base.elapsed().as_millis() as u64 > at
+            }),
+        )
+    }
+}
+
+/// A SQLite database mounted as a host.
+pub struct DbHost {
+    /// Where the host is mounted in the world (`db/chinook`), for paths in results.
+    mount: String,
+    file: PathBuf,
+    /// The file's name, first part of every ref (`sqlite://chinook.db/Track/1`).
+    file_name: String,
+    writable: bool,
+    page_size: usize,
+    main: Mutex<Connection>,
+    main_deadline: Deadline,
+    reader: Mutex<Connection>,
+    reader_deadline: Deadline,
+    /// What the authorizer refused last on `reader`, for the error's words.
+    denied: Arc<Mutex<Option<String>>>,
+    store: Mutex<Connection>,
+}
+
+/// An entry of the tree, parsed from a path (names decoded, keys still raw).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    Root,
+    Tables,
+    Views,
+    Queries,
+    Table(String),
+    TableRows(String),
+    Row(String, String),
+    View(String),
+    ViewRows(String),
+    ViewRow(String, u64),
+    Query(i64),
+    QueryRows(i64),
+    QueryRow(i64, u64),
+}
+
+/// A positive number in canonical form.
+fn parse_number(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 18 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+impl Node {
+    fn parse(path: &[String]) -> Option<Node> {
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        let name = keys::decode_name;
+        Some(match p.as_slice() {
+            [] => Node::Root,
+            ["tables"] => Node::Tables,
+            ["views"] => Node::Views,
+            ["queries"] => Node::Queries,
+            ["tables", t] => Node::Table(name(t)?),
+            ["tables", t, "rows"] => Node::TableRows(name(t)?),
+            ["tables", t, "rows", k] => Node::Row(name(t)?, k.to_string()),
+            ["views", v] => Node::View(name(v)?),
+            ["views", v, "rows"] => Node::ViewRows(name(v)?),
+            ["views", v, "rows", n] => Node::ViewRow(name(v)?, parse_number(n)?),
+            ["queries", id] => Node::Query(parse_number(id)? as i64),
+            ["queries", id, "rows"] => Node::QueryRows(parse_number(id)? as i64),
+            ["queries", id, "rows", n] => {
+                Node::QueryRow(parse_number(id)? as i64, parse_number(n)?)
+            }
+            _ => return None,
+        })
+    }
+
+    fn path(&self) -> Vec<String> {
+        let e = keys::encode_name;
+        let v = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        match self {
+            Node::Root => Vec::new(),
+            Node::Tables => v(&["tables"]),
+            Node::Views => v(&["views"]),
+            Node::Queries => v(&["queries"]),
+            Node::Table(t) => v(&["tables", &e(t)]),
+            Node::TableRows(t) => v(&["tables", &e(t), "rows"]),
+            Node::Row(t, k) => v(&["tables", &e(t), "rows", k]),
+            Node::View(n) => v(&["views", &e(n)]),
+            Node::ViewRows(n) => v(&["views", &e(n), "rows"]),
+            Node::ViewRow(n, i) => v(&["views", &e(n), "rows", &i.to_string()]),
+            Node::Query(id) => v(&["queries", &id.to_string()]),
+            Node::QueryRows(id) => v(&["queries", &id.to_string(), "rows"]),
+            Node::QueryRow(id, n) => v(&["queries", &id.to_string(), "rows", &n.to_string()]),
+        }
+    }
+}
+
+/// SQLite's own words for an error (without rusqlite's wrapping).
+fn sqlite_words(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(err, Some(msg)) => {
+            if msg.is_empty() {
+                err.to_string()
+            } else {
+                msg.clone()
+            }
+        }
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn error_code(e: &rusqlite::Error) -> Option<ErrorCode> {
+    match e {
+        rusqlite::Error::SqliteFailure(err, _) => Some(err.code),
+        rusqlite::Error::SqlInputError { error, .. } => Some(error.code),
+        _ => None,
+    }
+}
+
+/// Failures of our own statements: timeouts and locks are `TimedOut`, the rest `Backend`.
+fn db_err(e: rusqlite::Error) -> HostError {
+    match error_code(&e) {
+        Some(ErrorCode::OperationInterrupted) => HostError::TimedOut(format!(
+            "the statement ran longer than {} s and was interrupted",
+            STATEMENT_BUDGET.as_secs()
+        )),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => HostError::TimedOut(format!(
+            "{} (waited {} s for another connection's lock)",
+            sqlite_words(&e),
+            BUSY_TIMEOUT.as_secs()
+        )),
+        _ => HostError::Backend(format!("database: {}", sqlite_words(&e))),
+    }
+}
+
+/// Failures of SQL or values a caller wrote: refusals are `Forbidden`, mistakes and
+/// constraint violations `InvalidArgs`, always with SQLite's words.
+fn user_err(e: rusqlite::Error) -> HostError {
+    let words = sqlite_words(&e);
+    match (&e, error_code(&e)) {
+        (rusqlite::Error::MultipleStatement, _) => {
+            HostError::Forbidden("one statement per query".to_string())
+        }
+        (_, Some(ErrorCode::AuthorizationForStatementDenied | ErrorCode::ReadOnly)) => {
+            HostError::Forbidden(format!("{words} (queries run on a read-only connection)"))
+        }
+        (
+            _,
+            Some(ErrorCode::Unknown | ErrorCode::ConstraintViolation | ErrorCode::TypeMismatch),
+        )
+        | (_, Some(ErrorCode::ParameterOutOfRange | ErrorCode::TooBig)) => {
+            HostError::InvalidArgs(words)
+        }
+        (
+            rusqlite::Error::InvalidParameterCount(..)
+            | rusqlite::Error::InvalidParameterName(_)
+            | rusqlite::Error::Empty,
+            _,
+        ) => HostError::InvalidArgs(words),
+        _ => db_err(e),
+    }
+}
+
+/// `{state}` → the state directory; relative → the launch directory.
+fn database_path(file: &str, ctx: &HostContext) -> PathBuf {
+    let expanded = file.replace("{state}", &ctx.state_dir.display().to_string());
+    let p = PathBuf::from(expanded);
+    if p.is_absolute() {
+        p
+    } else {
+        ctx.launch_dir.join(p)
+    }
+}
+
+fn store_path(mount_path: &str, state_dir: &Path) -> PathBuf {
+    state_dir.join(format!(
+        "db-{}-queries.db",
+        mount_path.trim_matches('/').replace('/', "_")
+    ))
+}
+
+impl DbHost {
+    pub fn open(
+        mount_path: &str,
+        settings: DbSettings,
+        ctx: &HostContext,
+    ) -> Result<DbHost, DbError> {
+        if settings.page_size == 0 {
+            return Err(DbError::PageSize);
+        }
+        let file = database_path(&settings.file, ctx);
+        if !file.is_file() {
+            return Err(DbError::Missing(file));
+        }
+        let wrap = |e: rusqlite::Error| DbError::Database {
+            path: file.clone(),
+            message: sqlite_words(&e),
+        };
+        // Never SQLITE_OPEN_CREATE: a missing file is an error above, never a new database.
+        let flags = if settings.writable {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let mut main = Connection::open_with_flags(&file, flags).map_err(wrap)?;
+        main.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        main.pragma_update(None, "foreign_keys", "ON")
+            .map_err(wrap)?;
+        // Reading the schema header is all we do at open: it says whether this is a database.
+        main.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+            .map_err(wrap)?;
+        let main_deadline = Deadline::new();
+        main_deadline.install(&mut main).map_err(wrap)?;
+
+        let denied = Arc::new(Mutex::new(None));
+        let mut reader = Connection::open_with_flags(
+            &file,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(wrap)?;
+        reader.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        reader
+            .pragma_update(None, "query_only", "ON")
+            .map_err(wrap)?;
+        let reader_deadline = Deadline::new();
+        reader_deadline.install(&mut reader).map_err(wrap)?;
+        query::install_authorizer(&mut reader, denied.clone()).map_err(wrap)?;
+
+        std::fs::create_dir_all(&ctx.state_dir).map_err(|source| DbError::StateDir {
+            path: ctx.state_dir.clone(),
+            source,
+        })?;
+        let spath = store_path(mount_path, &ctx.state_dir);
+        let store = query::open_store(&spath).map_err(|source| DbError::Store {
+            path: spath.clone(),
+            source,
+        })?;
+
+        let file_name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.display().to_string());
+        Ok(DbHost {
+            mount: mount_path.trim_matches('/').to_string(),
+            file,
+            file_name,
+            writable: settings.writable,
+            page_size: settings.page_size,
+            main: Mutex::new(main),
+            main_deadline,
+            reader: Mutex::new(reader),
+            reader_deadline,
+            denied,
+            store: Mutex::new(store),
+        })
+    }
+
+    /// The browsing (and writing) connection, with a fresh deadline.
+    fn main(&self) -> MutexGuard<'_, Connection> {
+        // A poisoned lock only means a call panicked; SQLite rolled its statement back.
+        let guard = self.main.lock().unwrap_or_else(|p| p.into_inner());
+        self.main_deadline.arm();
+        guard
+    }
+
+    /// The read-only, authorized connection that runs callers' SQL, with a fresh deadline.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        let guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        self.reader_deadline.arm();
+        *self.denied.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        guard
+    }
+
+    #[cfg(test)]
+    fn set_budget(&self, budget: Duration) {
+        for d in [&self.main_deadline, &self.reader_deadline] {
+            d.budget_ms
+                .store(budget.as_millis() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn store(&self) -> MutexGuard<'_, Connection> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A world path for results (`db/chinook/tables/Track/rows/1`).
+    fn world_path(&self, path: &[String]) -> String {
+        let mut out = self.mount.clone();
+        for p in path {
+            if !out.is_empty() {
+                out.push('/');
+            }
+            out.push_str(p);
+        }
+        out
+    }
+
+    fn not_found(&self, path: &[String]) -> HostError {
+        HostError::NotFound(format!(
+            "no entry {} in the database",
+            self.world_path(path)
+        ))
+    }
+
+    /// Refs: `sqlite://chinook.db` (root), `sqlite://chinook.db/T` (table or view),
+    /// `sqlite://chinook.db/T/K` (row), collections and query results after a `#`.
+    fn reference(&self, node: &Node) -> String {
+        let base = format!("sqlite://{}", self.file_name);
+        let e = keys::encode_name;
+        match node {
+            Node::Root => base,
+            Node::Tables => format!("{base}#tables"),
+            Node::Views => format!("{base}#views"),
+            Node::Queries => format!("{base}#queries"),
+            Node::Table(t) | Node::View(t) => format!("{base}/{}", e(t)),
+            Node::TableRows(t) | Node::ViewRows(t) => format!("{base}/{}#rows", e(t)),
+            Node::Row(t, k) => format!("{base}/{}/{k}", e(t)),
+            Node::ViewRow(v, n) => format!("{base}/{}#rows/{n}", e(v)),
+            Node::Query(id) => format!("{base}#queries/{id}"),
+            Node::QueryRows(id) => format!("{base}#queries/{id}/rows"),
+            Node::QueryRow(id, n) => format!("{base}#queries/{id}/rows/{n}"),
+        }
+    }
+}
+
+impl Host for DbHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        self.info(&node)
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        let node = self.existing(path)?;
+        self.list(&node)
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let node = self.existing(path)?;
+        Ok(ops::names(&node)
+            .iter()
+            .map(|op| self.spec(&node, op))
+            .collect())
+    }
+
+    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        let node = self.existing(path)?;
+        ops::offered(&node, op)?;
+        Ok(self.conditions(op))
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let node = self.existing(path)?;
+        ops::offered(&node, op)?;
+        let spec = self.spec(&node, op);
+        let args = ops::check_args(args, &spec)?;
+        let guard = self.conditions(op);
+        if !guard.allowed() {
+            return Err(HostError::Blocked(guard));
+        }
+        self.run(&node, op, &args)
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        self.resolve_ref(reference.trim()).unwrap_or_default()
+    }
+
+    /// A busy timeout bounds every lock wait and a progress handler every statement.
+    fn bounded_calls(&self) -> bool {
+        true
+    }
+
+    /// Another process may change the database (and its schema) at any time.
+    fn cache_ttl(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+impl DbHost {
+    /// The node at `path`, which must exist.
+    fn existing(&self, path: &[String]) -> HostResult<Node> {
+        match Node::parse(path) {
+            Some(node) if self.exists(&node)? => Ok(node),
+            _ => Err(self.not_found(path)),
+        }
+    }
+
+    fn resolve_ref(&self, reference: &str) -> HostResult<Vec<Vec<String>>> {
+        let base = format!("sqlite://{}", self.file_name);
+        let Some(rest) = reference.strip_prefix(&base) else {
+            return Ok(Vec::new());
+        };
+        let node = if rest.is_empty() {
+            Some(Node::Root)
+        } else if let Some(frag) = rest.strip_prefix('#') {
+            Node::parse(&split(frag))
+        } else if let Some(rest) = rest.strip_prefix('/') {
+            let (obj, frag) = match rest.split_once('#') {
+                Some((o, f)) => (o, Some(f)),
+                None => (rest, None),
+            };
+            let mut parts = obj.splitn(2, '/');
+            let name = parts.next().unwrap_or_default();
+            let key = parts.next();
+            let Some(decoded) = keys::decode_name(name) else {
+                return Ok(Vec::new());
+            };
+            let is_view = schema::view_exists(&self.main(), &decoded)?;
+            let dir = if is_view { "views" } else { "tables" };
+            let mut path = vec![dir.to_string(), name.to_string()];
+            match (key, frag) {
+                (None, None) => {}
+                (Some(k), None) if !is_view => path.extend(["rows".to_string(), k.to_string()]),
+                (None, Some(f)) => path.extend(split(f)),
+                _ => return Ok(Vec::new()),
+            }
+            Node::parse(&path)
+        } else {
+            None
+        };
+        match node {
+            Some(node) if self.exists(&node)? => Ok(vec![node.path()]),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+fn split(s: &str) -> Vec<String> {
+    s.split('/')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
