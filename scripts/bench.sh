@@ -158,7 +158,11 @@ echo "query p50: ${q_mount} us through the mount, ${q_sql} us rusqlite in-proces
 t_ls_zip=$(secs ls "$dbm/db/zip/tables/ZipCodes/rows")
 echo "ls of ZipCodes/rows (43,191 rows, first page): ${t_ls_zip} s, $(ls "$dbm/db/zip/tables/ZipCodes/rows" | wc -l) names"
 rss_db_before=$(rss_kb "$db_pid")
-for t in "$dbm"/db/*/tables/*/; do ls "$t/rows" > /dev/null; done
+for db in chinook zip; do
+  for t in $(ls "$dbm/db/$db/tables" | grep -v -x -e description -e ref -e ops); do
+    ls "$dbm/db/$db/tables/$t/rows" > /dev/null
+  done
+done
 echo "daemon RSS: ${rss_db_before} KiB before, $(rss_kb "$db_pid") KiB after listing every table's rows"
 "$bin/wip" umount "$dbm"
 python3 - "$work/big.db" <<'PY'

@@ -76,15 +76,20 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     let (manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
-    let ctx = HostContext {
+    let mut ctx = HostContext {
         state_dir: opts.state_dir.clone(),
         launch_dir: std::env::current_dir().context("cannot read the current directory")?,
         mount_point: opts.mount_point.clone(),
         identity: manifest.identity.clone(),
+        peers: Vec::new(),
     };
     let mut mounted = Vec::new();
     for spec in &manifest.hosts {
         let host = hosts::build(spec, &ctx)?;
+        ctx.peers.push(hosts::Peer {
+            path: spec.path.clone(),
+            host: Arc::clone(&host),
+        });
         mounted.push(Mounted {
             path: spec.path.split('/').map(str::to_string).collect(),
             kind: spec.kind.clone(),

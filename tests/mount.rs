@@ -88,6 +88,8 @@ fn explore_the_root_and_an_issue() {
     assert!(m.path("tracker/issues/1/description").exists());
     assert!(m.ok("ls tracker/issues/42/comments").lines().count() >= 3);
     assert!(!m.path("tracker/issues/99999").exists());
+    // A folder holding hosts says which.
+    assert!(m.read("db/description").contains("tracker (db)"));
     // The files host shows the launch directory.
     assert!(m.read("files/hello.txt/description").contains("file"));
 }
@@ -322,6 +324,17 @@ fn files_host_read_write_edit_and_escapes() {
         Err(EINVAL)
     );
     assert!(m.result("files/ops/edit").contains("2 times"));
+    // A child named like a reserved name is escaped, never shadowing it.
+    std::fs::write(m.root.join("description"), "mine\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(m.ok("ls files").lines().any(|l| l == "description~"));
+    assert!(m.read("files/description").starts_with("Files of"));
+    m.ok("echo > files/description~/ops/read/call");
+    assert!(m.result("files/description~/ops/read").contains("mine"));
+    // The tree is not edited by hand.
+    let out = m.sh("touch tracker/new; mkdir files/x; rm tracker/issues/42/description");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
     // Changes made behind the mount's back show up once the short cache lifetime passes.
     let listed = m.ok("ls files");
     assert!(!listed.contains("later.txt"));

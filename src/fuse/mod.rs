@@ -77,7 +77,10 @@ enum Handle {
     File {
         node: NodeId,
         session: u32,
+        /// Stable files are read once per open (one consistent version); live ones
+        /// (`guard`, `result`, `.wip/events` under `tail -f`) afresh at every read.
         snapshot: Option<Vec<u8>>,
+        live: bool,
     },
 }
 
@@ -220,7 +223,6 @@ impl WorldFs {
         if let Some(Handle::Call(c)) = self.handles().get_mut(&fh) {
             c.last_run = Some(report.run);
         }
-        self.inv.invalidate(&report.changed);
         match &report.outcome {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -399,6 +401,7 @@ impl Filesystem for WorldFs {
                 node,
                 session,
                 snapshot: None,
+                live: matches!(caching, Caching::Direct(_)),
             });
             // Nothing to flush on a read-only file: spare the kernel that round trip.
             let flags = FopenFlags::FOPEN_NOFLUSH
@@ -432,14 +435,19 @@ impl Filesystem for WorldFs {
         enum Want {
             Run(Option<i64>),
             Snapshot(Vec<u8>),
-            Fill(NodeId, u32),
+            Fill(NodeId, u32, bool),
         }
         let want = match self.handles().get(&fh.0) {
             Some(Handle::Call(c)) => Want::Run(c.last_run),
             Some(Handle::File {
                 snapshot: Some(s), ..
             }) => Want::Snapshot(s.clone()),
-            Some(Handle::File { node, session, .. }) => Want::Fill(node.clone(), *session),
+            Some(Handle::File {
+                node,
+                session,
+                live,
+                ..
+            }) => Want::Fill(node.clone(), *session, *live),
             _ => return reply.error(Errno::EBADF),
         };
         let bytes = match want {
@@ -449,11 +457,12 @@ impl Filesystem for WorldFs {
                 Err(e) => return reply.error(errno(&e)),
             },
             Want::Snapshot(s) => s,
-            Want::Fill(node, session) => match self.world.read(&node, session) {
+            Want::Fill(node, session, live) => match self.world.read(&node, session) {
                 Ok(b) => {
-                    // One snapshot per open: a reader sees one consistent version.
-                    if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh.0) {
-                        *snapshot = Some(b.clone());
+                    if !live {
+                        if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh.0) {
+                            *snapshot = Some(b.clone());
+                        }
                     }
                     b
                 }
@@ -629,6 +638,90 @@ impl Filesystem for WorldFs {
         }
         self.count_inodes(&self.inodes());
         reply.ok();
+    }
+
+    // The tree is the hosts' to shape: creating, removing or renaming by hand is refused
+    // with EACCES (changes are made by calling ops).
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EACCES);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EACCES);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: fuser::ReplyCreate,
+    ) {
+        reply.error(Errno::EACCES);
     }
 
     /// No extended attributes: ENOSYS makes the kernel stop asking (every write asks for

@@ -8,6 +8,7 @@ use crate::world::host::Host;
 
 pub mod db;
 pub mod files;
+pub mod search;
 pub mod tracker;
 
 /// What every host may know about the mount it is part of.
@@ -21,6 +22,25 @@ pub struct HostContext {
     pub mount_point: PathBuf,
     /// Who the mount acts as.
     pub identity: Identity,
+    /// Hosts built before this one (manifest order), for hosts that work across others
+    /// through the Host trait only (search indexes their `documents`).
+    pub peers: Vec<Peer>,
+}
+
+/// Another host of the same world and where it is mounted.
+#[derive(Clone)]
+pub struct Peer {
+    /// World path of its mount point, e.g. `tracker` or `db/chinook`.
+    pub path: String,
+    pub host: Arc<dyn Host>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +53,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db, search)")]
     UnknownKind(String),
 }
 
@@ -57,6 +77,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "db" => {
             let host = db::DbHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "search" => {
+            let host = search::SearchHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }

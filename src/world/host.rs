@@ -144,6 +144,10 @@ pub struct CallOutcome {
     pub discovered: Vec<Vec<String>>,
     /// Host-relative paths of entries whose description or children changed.
     pub changed: Vec<Vec<String>>,
+    /// World paths (`tracker/issues/42`) of other hosts' entries the call found, as a search
+    /// does: the runtime prints and links them like `discovered` and adds them to the known
+    /// world.
+    pub found_elsewhere: Vec<String>,
 }
 
 impl CallOutcome {
@@ -164,6 +168,21 @@ impl CallOutcome {
         self
     }
 }
+
+/// Text a host offers to the world's search index (see `Host::documents`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    /// Host-relative path of the entry the text belongs to.
+    pub path: Vec<String>,
+    pub title: String,
+    pub text: String,
+    /// Changes whenever title or text do (an update time, a hash): the indexer re-reads a
+    /// document only when its version changed.
+    pub version: String,
+}
+
+/// A page of documents and the cursor of the next page (`None`: that was the last).
+pub type DocumentPage = (Vec<Document>, Option<String>);
 
 /// Why a host call failed. Each kind has one errno (see `WorldError::errno`).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -219,6 +238,12 @@ pub trait Host: Send + Sync {
         args: &Value,
         caller: &Caller,
     ) -> HostResult<CallOutcome>;
+
+    /// The indexable text this host offers to search, a page at a time in a stable order,
+    /// from `cursor` (`None`: the start). Hosts with nothing to offer keep the default.
+    fn documents(&self, _cursor: Option<&str>, _limit: usize) -> HostResult<DocumentPage> {
+        Ok((Vec::new(), None))
+    }
 
     /// Host-relative paths where the object with this `ref` appears (empty if not ours).
     fn resolve(&self, _reference: &str) -> Vec<Vec<String>> {

@@ -36,6 +36,24 @@ pub struct Run {
     pub discovered: Vec<String>,
 }
 
+/// One line of the change feed (`.wip/events`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    /// Resumable position in the feed (set when stored).
+    pub cursor: i64,
+    pub at: String,
+    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry).
+    pub kind: String,
+    /// World path of the entry (for `call`: the entry whose op ran).
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
 pub struct Journal {
     conn: Mutex<Connection>,
 }
@@ -59,7 +77,11 @@ impl Journal {
                args TEXT NOT NULL, guard TEXT NOT NULL, status TEXT NOT NULL,
                errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
                discovered TEXT NOT NULL DEFAULT '[]');
-             CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);",
+             CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
+             CREATE TABLE IF NOT EXISTS events(
+               cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+               at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
+               op TEXT, run INTEGER, status TEXT);",
         )?;
         let interrupted = conn.execute(
             "UPDATE calls SET status = ?1, errno = ?2, finished = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
@@ -109,7 +131,7 @@ impl Journal {
         Ok(conn.last_insert_rowid())
     }
 
-    /// Record the outcome of a call.
+    /// Record the outcome of a call and the changes it made, in one transaction.
     pub fn finish(
         &self,
         id: i64,
@@ -117,16 +139,58 @@ impl Journal {
         errno: i32,
         result: &str,
         discovered: &[String],
+        events: &[Event],
     ) -> WorldResult<()> {
         let discovered = serde_json::to_string(discovered)
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
-        self.conn()?
-            .prepare_cached(
-                "UPDATE calls SET status = ?2, errno = ?3, result = ?4, discovered = ?5,
-                   finished = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1",
-            )?
-            .execute(params![id, status, errno, result, discovered])?;
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        tx.prepare_cached(
+            "UPDATE calls SET status = ?2, errno = ?3, result = ?4, discovered = ?5,
+               finished = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1",
+        )?
+        .execute(params![id, status, errno, result, discovered])?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO events(at, kind, path, op, run, status)
+                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for e in events {
+                insert.execute(params![e.kind, e.path, e.op, e.run, e.status])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
+    }
+
+    /// Events after `cursor`, oldest first, at most `limit`.
+    pub fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+        let conn = self.conn()?;
+        let mut st = conn.prepare_cached(
+            "SELECT cursor, at, kind, path, op, run, status FROM events
+             WHERE cursor > ?1 ORDER BY cursor LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![cursor, limit as i64], |r| {
+            Ok(Event {
+                cursor: r.get(0)?,
+                at: r.get(1)?,
+                kind: r.get(2)?,
+                path: r.get(3)?,
+                op: r.get(4)?,
+                run: r.get(5)?,
+                status: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// The cursor of the newest event (0 if none).
+    pub fn last_event(&self) -> WorldResult<i64> {
+        Ok(self
+            .conn()?
+            .query_row("SELECT coalesce(max(cursor), 0) FROM events", [], |r| {
+                r.get(0)
+            })?)
     }
 
     pub fn get(&self, id: i64) -> WorldResult<Option<Run>> {
@@ -210,7 +274,16 @@ mod tests {
             command: "bash".into(),
         };
         let done = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
-        j.finish(done, "ok", 0, "closed", &["/t/x".into()]).unwrap();
+        let ev = Event {
+            kind: "call".into(),
+            path: "/t".into(),
+            op: Some("close".into()),
+            run: Some(done),
+            status: Some("ok".into()),
+            ..Default::default()
+        };
+        j.finish(done, "ok", 0, "closed", &["/t/x".into()], &[ev])
+            .unwrap();
         let cut = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
         drop(j);
         let (j, n) = Journal::open(&path).unwrap();
@@ -221,5 +294,9 @@ mod tests {
         assert_eq!(ok.discovered, vec!["/t/x".to_string()]);
         assert_eq!(j.runs_of("/t", "close", 10).unwrap(), vec![cut, done]);
         assert_eq!(j.count().unwrap(), 2);
+        let events = j.events_after(0, 10).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].op.as_deref(), Some("close"));
+        assert_eq!(j.last_event().unwrap(), events[0].cursor);
     }
 }

@@ -9,12 +9,13 @@ pub mod caller;
 pub mod error;
 pub mod host;
 pub mod journal;
+pub mod known;
 pub mod names;
 pub mod node;
 mod pool;
 mod readme;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,7 +26,8 @@ use serde_json::{json, Value};
 use crate::manifest::{Identity, WorldSettings};
 use error::{ErrorKind, WorldError, WorldResult};
 use host::{CallOutcome, Caller, Guard, Host, OpSpec};
-use journal::{Journal, Run};
+use journal::{Event, Journal, Run};
+use known::{Known, KnownEntry};
 use node::*;
 
 /// Kernel cache lifetime for what never changes (schemas, op descriptions, the README).
@@ -38,6 +40,12 @@ const OPS_CACHE: Duration = Duration::from_secs(2);
 const RUNS_LISTED: usize = 1000;
 /// How many calls `.wip/log` shows.
 const LOG_LINES: usize = 200;
+/// How many known entries `.wip/known` lists (newest first; `ops/locate` searches all).
+const KNOWN_SHOWN: usize = 10_000;
+/// How many events `.wip/events` shows (those since the mount started; `ops/events` pages).
+const EVENTS_SHOWN: usize = 100_000;
+/// How many paths `locate` and `events` return at most.
+const FOUND_MAX: usize = 200;
 
 /// An entry's ops, shared between the cache and its readers.
 pub type OpList = Arc<Vec<OpSpec>>;
@@ -60,8 +68,6 @@ pub struct CallReport {
     /// The text now in `result` for this caller.
     pub text: String,
     pub outcome: Result<(), WorldError>,
-    /// Nodes whose content or listing changed.
-    pub changed: Vec<NodeId>,
 }
 
 /// Between a caller and the worker running its call: whichever comes second decides.
@@ -135,6 +141,8 @@ struct Outcome {
     result: String,
     discovered: Vec<(usize, Vec<String>)>,
     changed: Vec<(usize, Vec<String>)>,
+    /// World paths of entries of other hosts.
+    elsewhere: Vec<String>,
 }
 
 impl Outcome {
@@ -143,6 +151,7 @@ impl Outcome {
             result: o.result,
             discovered: o.discovered.into_iter().map(|p| (host, p)).collect(),
             changed: o.changed.into_iter().map(|p| (host, p)).collect(),
+            elsewhere: o.found_elsewhere,
         }
     }
 }
@@ -165,6 +174,11 @@ pub struct World {
     ops_cache: Mutex<HashMap<Target, (Instant, OpList)>>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
+    known: Known,
+    /// Entries seen to be non-indexable: their descendants are out of the indexable range.
+    hidden: Mutex<HashSet<EntryRef>>,
+    /// The change feed's cursor when this mount started (`.wip/events` shows what follows).
+    events_start: i64,
     /// Nodes the kernel currently holds (kept up to date by the FUSE layer).
     pub materialised: AtomicUsize,
     started: Instant,
@@ -188,6 +202,8 @@ impl World {
             ))
         })?;
         let (journal, interrupted) = Journal::open(&state_dir.join("journal.db"))?;
+        let known = Known::open(&state_dir.join("journal.db"))?;
+        let events_start = journal.last_event()?;
         Ok(World {
             settings,
             identity,
@@ -200,6 +216,9 @@ impl World {
             ops_cache: Mutex::new(HashMap::new()),
             sink: Mutex::new(None),
             pool: pool::Pool::default(),
+            known,
+            hidden: Mutex::new(HashSet::new()),
+            events_start,
             materialised: AtomicUsize::new(0),
             started: Instant::now(),
             interrupted_at_start: interrupted,
@@ -261,6 +280,29 @@ impl World {
         }
     }
 
+    /// Add an entry to the known world, with whether it is in the indexable range.
+    fn remember(&self, e: &EntryRef, info: &host::EntryInfo) {
+        let mut indexable = info.indexable;
+        if let Ok(mut hidden) = self.hidden.lock() {
+            if !info.indexable {
+                hidden.insert(e.clone());
+            }
+            indexable = indexable
+                && !(1..e.path.len()).any(|n| {
+                    hidden.contains(&EntryRef {
+                        host: e.host,
+                        path: e.path[..n].to_vec(),
+                    })
+                });
+        }
+        self.known.record(KnownEntry {
+            path: self.entry_path(e.host, &e.path),
+            reference: info.reference.clone(),
+            description: info.description.clone(),
+            indexable,
+        });
+    }
+
     /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.
     pub fn resolve_path(&self, world_path: &str) -> WorldResult<NodeId> {
         let mut node = NodeId::Root;
@@ -287,6 +329,9 @@ impl World {
                     .map(|f| NodeId::Info(Target::Root, f))
                     .or_else(|| self.branch_child(&[], name)),
             },
+            NodeId::Branch(prefix) if name == "description" => {
+                Some(NodeId::BranchDescription(prefix.clone()))
+            }
             NodeId::Branch(prefix) => self.branch_child(prefix, name),
             NodeId::Entry(e) => {
                 if name == "ops" {
@@ -299,9 +344,14 @@ impl World {
                             let mut path = e.path.clone();
                             path.push(raw);
                             let m = self.host(e)?;
-                            m.host
-                                .entry(&path)?
-                                .map(|_| NodeId::Entry(EntryRef { host: e.host, path }))
+                            match m.host.entry(&path)? {
+                                Some(info) => {
+                                    let child = EntryRef { host: e.host, path };
+                                    self.remember(&child, &info);
+                                    Some(NodeId::Entry(child))
+                                }
+                                None => None,
+                            }
                         }
                         None => None,
                     }
@@ -383,7 +433,14 @@ impl World {
                 out.extend(self.branch_children(&[]));
                 out
             }
-            NodeId::Branch(prefix) => self.branch_children(prefix),
+            NodeId::Branch(prefix) => {
+                let mut out = vec![(
+                    "description".to_string(),
+                    NodeId::BranchDescription(prefix.clone()),
+                )];
+                out.extend(self.branch_children(prefix));
+                out
+            }
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
@@ -551,7 +608,9 @@ impl World {
             NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
             // Guards and results change with calls, which invalidate them.
             NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
-            NodeId::WipFile(WipFile::Log | WipFile::Stats) => Caching::Direct(STABLE_TTL),
+            NodeId::WipFile(WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events) => {
+                Caching::Direct(STABLE_TTL)
+            }
             NodeId::RunFile(id, _) => {
                 // A run's files are final once it finished.
                 if self.run(*id)?.status == journal::RUNNING {
@@ -568,6 +627,19 @@ impl World {
     pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
         let text = match node {
             NodeId::Readme => readme::render(self),
+            NodeId::BranchDescription(prefix) => {
+                let held: Vec<String> = self
+                    .hosts
+                    .iter()
+                    .filter(|m| m.path.len() > prefix.len() && m.path.starts_with(prefix))
+                    .map(|m| format!("{} ({})", m.path[prefix.len()..].join("/"), m.kind))
+                    .collect();
+                line(&format!(
+                    "Folder of {}: {}",
+                    if held.len() == 1 { "one host" } else { "hosts" },
+                    held.join(", ")
+                ))
+            }
             NodeId::Info(Target::Root, InfoFile::Description) => line(&self.description()),
             NodeId::Info(Target::Root, InfoFile::Ref) => {
                 line(&format!("wip://{}", self.settings.name))
@@ -616,6 +688,14 @@ impl World {
             }
             NodeId::WipFile(WipFile::Log) => self.log_text()?,
             NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
+            NodeId::WipFile(WipFile::Known) => self.known_text()?,
+            NodeId::WipFile(WipFile::Events) => {
+                let mut out = String::new();
+                for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
+                    out.push_str(&event_line(&e));
+                }
+                out
+            }
             NodeId::WipFile(WipFile::Stats) => format!(
                 "materialised_nodes {}\ncalls {}\nuptime_s {}\n",
                 self.materialised.load(Ordering::Relaxed),
@@ -666,6 +746,22 @@ impl World {
             self.identity.role.as_str()
         ));
         text
+    }
+
+    fn known_text(&self) -> WorldResult<String> {
+        let (entries, total) = self.known.recent(KNOWN_SHOWN)?;
+        let mut out = String::new();
+        for e in &entries {
+            let mark = if e.indexable { "" } else { " (not indexable)" };
+            out.push_str(&format!("{}\t{}{mark}\n", e.path, e.description));
+        }
+        if total as usize > entries.len() {
+            out.push_str(&format!(
+                "… {} more known entries; search them all with ops/locate\n",
+                total as usize - entries.len()
+            ));
+        }
+        Ok(out)
     }
 
     fn log_text(&self) -> WorldResult<String> {
@@ -822,7 +918,6 @@ impl World {
                     run: 0,
                     text: format!("error: {e}\n"),
                     outcome: Err(e),
-                    changed: Vec::new(),
                 };
             }
         };
@@ -855,7 +950,6 @@ impl World {
                 run: 0,
                 text: format!("error: {error} (and the journal failed: {e})\n"),
                 outcome: Err(error),
-                changed: Vec::new(),
             },
         }
     }
@@ -931,14 +1025,26 @@ impl World {
     }
 
     fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
-        let (_, _, mut nodes) = self.record(id, outcome, "(finished after the caller timed out)\n");
+        let (_, _, mut nodes) = self.record(
+            target,
+            op,
+            id,
+            outcome,
+            "(finished after the caller timed out)\n",
+        );
         self.forget_guards();
         nodes.extend(Self::changed_by_any_call(target, op));
         // The run itself was final (timed out) and may be cached: it changed.
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
+        self.publish(&nodes);
+    }
+
+    /// Tell the kernel's caches what changed (the FUSE layer's sink), before the caller
+    /// hears back, so its next read sees the change.
+    fn publish(&self, nodes: &[NodeId]) {
         let sink = self.sink.lock().ok().and_then(|s| s.clone());
         if let Some(sink) = sink {
-            sink(&nodes);
+            sink(nodes);
         }
     }
 
@@ -946,21 +1052,17 @@ impl World {
     /// nodes it changed. A successful text starts with `prefix`.
     fn record(
         &self,
+        target: &Target,
+        op: &str,
         id: i64,
         outcome: WorldResult<Outcome>,
         prefix: &str,
     ) -> (Result<(), WorldError>, String, Vec<NodeId>) {
-        let (status, errno, text, discovered, changed, result) = match outcome {
+        let (status, errno, text, discovered, changed, mut events, result) = match outcome {
             Ok(o) => {
-                let (text, discovered, changed) = self.render_success(&o);
-                (
-                    "ok",
-                    0,
-                    format!("{prefix}{text}"),
-                    discovered,
-                    changed,
-                    Ok(()),
-                )
+                let (text, discovered, changed, events) = self.render_success(&o);
+                let text = format!("{prefix}{text}");
+                ("ok", 0, text, discovered, changed, events, Ok(()))
             }
             Err(e) => (
                 e.kind.status(),
@@ -968,22 +1070,39 @@ impl World {
                 format!("error: {e}\n"),
                 Vec::new(),
                 Vec::new(),
+                Vec::new(),
                 Err(e),
             ),
         };
-        if let Err(e) = self.journal.finish(id, status, errno, &text, &discovered) {
+        events.insert(
+            0,
+            Event {
+                kind: "call".into(),
+                path: self.target_path(target),
+                op: Some(op.to_string()),
+                run: Some(id),
+                status: Some(status.to_string()),
+                ..Default::default()
+            },
+        );
+        if let Err(e) = self
+            .journal
+            .finish(id, status, errno, &text, &discovered, &events)
+        {
             tracing::error!(run = id, "journal: {e}");
         }
         (result, text, changed)
     }
 
     /// What every call changes, whatever it did: its runs, its result, the log.
-    fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 4] {
+    fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
         [
             NodeId::Runs(target.clone(), op.to_string()),
             NodeId::OpFile(target.clone(), op.to_string(), OpFile::Result),
             NodeId::WipFile(WipFile::Log),
             NodeId::WipFile(WipFile::Stats),
+            NodeId::WipFile(WipFile::Known),
+            NodeId::WipFile(WipFile::Events),
         ]
     }
 
@@ -998,20 +1117,36 @@ impl World {
     }
 
     /// Result text, discovered world paths and changed nodes of a successful call.
-    fn render_success(&self, outcome: &Outcome) -> (String, Vec<String>, Vec<NodeId>) {
+    fn render_success(&self, outcome: &Outcome) -> (String, Vec<String>, Vec<NodeId>, Vec<Event>) {
         let mut text = outcome.result.clone();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         let mut discovered = Vec::new();
-        for (h, rel) in &outcome.discovered {
+        let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
+        for p in &outcome.elsewhere {
+            match self.resolve_path(p) {
+                Ok(NodeId::Entry(e)) => found.push((e.host, e.path)),
+                _ => tracing::debug!(path = p, "a found path is not an entry"),
+            }
+        }
+        for (h, rel) in &found {
             let world_path = self.entry_path(*h, rel);
-            let description = self
+            let info = self
                 .hosts
                 .get(*h)
-                .and_then(|m| m.host.entry(rel).ok().flatten())
-                .map(|i| i.description)
-                .unwrap_or_default();
+                .and_then(|m| m.host.entry(rel).ok().flatten());
+            let description = match &info {
+                Some(i) => {
+                    let e = EntryRef {
+                        host: *h,
+                        path: rel.clone(),
+                    };
+                    self.remember(&e, i);
+                    i.description.clone()
+                }
+                None => String::new(),
+            };
             text.push_str(&format!(
                 "{}\t{}\n",
                 self.absolute(&world_path),
@@ -1020,7 +1155,24 @@ impl World {
             discovered.push(world_path);
         }
         let mut changed = Vec::new();
+        let mut events: Vec<Event> = discovered
+            .iter()
+            .map(|p| Event {
+                kind: "discovered".into(),
+                path: p.clone(),
+                ..Default::default()
+            })
+            .collect();
         for (h, p) in &outcome.changed {
+            let gone = self
+                .hosts
+                .get(*h)
+                .is_some_and(|m| matches!(m.host.entry(p), Ok(None)));
+            events.push(Event {
+                kind: if gone { "removed" } else { "changed" }.into(),
+                path: self.entry_path(*h, p),
+                ..Default::default()
+            });
             let e = EntryRef {
                 host: *h,
                 path: p.clone(),
@@ -1039,7 +1191,7 @@ impl World {
             }
             changed.push(NodeId::Entry(e));
         }
-        (text, discovered, changed)
+        (text, discovered, changed, events)
     }
 
     fn complete(
@@ -1050,7 +1202,7 @@ impl World {
         id: i64,
         outcome: WorldResult<Outcome>,
     ) -> CallReport {
-        let (result, text, mut changed) = self.record(id, outcome, "");
+        let (result, text, mut changed) = self.record(target, op, id, outcome, "");
         if let Ok(mut results) = self.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
             r.latest = id;
@@ -1060,20 +1212,21 @@ impl World {
             self.forget_guards();
         }
         changed.extend(Self::changed_by_any_call(target, op));
+        self.publish(&changed);
         CallReport {
             run: id,
             text,
             outcome: result,
-            changed,
         }
     }
 
     // ---- root ops -----------------------------------------------------------------
 
     fn root_call(&self, op: &str, args: &Value) -> WorldResult<Outcome> {
+        let text_arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("").trim();
         match op {
             "resolve" => {
-                let reference = args.get("ref").and_then(Value::as_str).unwrap_or("").trim();
+                let reference = text_arg("ref");
                 let mut out = Outcome::default();
                 for (i, m) in self.hosts.iter().enumerate() {
                     for p in m.host.resolve(reference) {
@@ -1081,6 +1234,10 @@ impl World {
                             out.discovered.push((i, p));
                         }
                     }
+                }
+                // Other places the object was seen (search hits, query rows, …).
+                for path in self.known.paths_of(reference)? {
+                    self.push_known(&mut out, &path);
                 }
                 if out.discovered.is_empty() {
                     return Err(WorldError::not_found(format!(
@@ -1090,11 +1247,63 @@ impl World {
                 out.result = format!("{} path(s) for {reference}:", out.discovered.len());
                 Ok(out)
             }
+            "locate" => {
+                let query = text_arg("query");
+                let words: Vec<String> = query.split_whitespace().map(str::to_string).collect();
+                if words.is_empty() {
+                    return Err(WorldError::invalid(
+                        "locate needs a query: words to find in paths and descriptions",
+                    ));
+                }
+                let mut out = Outcome::default();
+                for e in self.known.locate(&words, FOUND_MAX)? {
+                    self.push_known(&mut out, &e.path);
+                }
+                out.result = format!(
+                    "{} known entr{} match {query:?} (the known world: what was looked at or discovered; .wip/known lists it)",
+                    out.discovered.len(),
+                    if out.discovered.len() == 1 { "y" } else { "ies" }
+                );
+                Ok(out)
+            }
+            "events" => {
+                let since = args.get("since").and_then(Value::as_i64).unwrap_or(0);
+                let events = self.journal.events_after(since, FOUND_MAX)?;
+                let mut text: String = events.iter().map(event_line).collect();
+                match events.last() {
+                    Some(last) if events.len() == FOUND_MAX => {
+                        text.push_str(&format!("… more: call again with since={}\n", last.cursor))
+                    }
+                    Some(_) => {}
+                    None => text.push_str(&format!("no events after {since}\n")),
+                }
+                Ok(Outcome {
+                    result: text,
+                    ..Default::default()
+                })
+            }
             other => Err(WorldError::not_found(format!(
                 "no op {other:?} at the root"
             ))),
         }
     }
+
+    /// Add a known world path to a root op's discovered entries, if it still exists.
+    fn push_known(&self, out: &mut Outcome, path: &str) {
+        if let Ok(NodeId::Entry(e)) = self.resolve_path(path) {
+            let item = (e.host, e.path);
+            if !out.discovered.contains(&item) {
+                out.discovered.push(item);
+            }
+        }
+    }
+}
+
+/// One line of the change feed: JSON with its cursor.
+fn event_line(e: &Event) -> String {
+    let mut line = serde_json::to_string(e).unwrap_or_default();
+    line.push('\n');
+    line
 }
 
 fn trim_root(p: &str) -> &str {
@@ -1115,14 +1324,38 @@ fn line(s: &str) -> String {
 }
 
 fn root_ops() -> Vec<OpSpec> {
-    vec![OpSpec {
-        name: "resolve".into(),
-        description: "resolve(ref): every path where the object with this ref appears".into(),
-        schema: json!({
-            "type": "object",
-            "properties": {"ref": {"type": "string", "description": "an object's ref, e.g. tracker://demo/issues/42"}},
-            "required": ["ref"],
-            "additionalProperties": false
-        }),
-    }]
+    vec![
+        OpSpec {
+            name: "resolve".into(),
+            description: "resolve(ref): every path where the object with this ref appears".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"ref": {"type": "string", "description": "an object's ref, e.g. tracker://demo/issues/42"}},
+                "required": ["ref"],
+                "additionalProperties": false
+            }),
+        },
+        OpSpec {
+            name: "locate".into(),
+            description:
+                "locate(query): known, indexable entries whose path or description holds every word"
+                    .into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "words, any case, all must match"}},
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        },
+        OpSpec {
+            name: "events".into(),
+            description:
+                "events(since?): the change feed after a cursor, as JSON lines (resumable)".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"since": {"type": "integer", "minimum": 0, "description": "the last cursor you saw; 0 for the start"}},
+                "additionalProperties": false
+            }),
+        },
+    ]
 }

@@ -45,6 +45,8 @@ pub enum WipFile {
     Log,
     Config,
     Stats,
+    Known,
+    Events,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -52,6 +54,8 @@ pub enum NodeId {
     Root,
     /// An intermediate folder of a multi-segment host path (`data/` of `data/db`).
     Branch(Vec<String>),
+    /// The `description` of such a folder: which hosts it holds.
+    BranchDescription(Vec<String>),
     Entry(EntryRef),
     Readme,
     Info(Target, InfoFile),
@@ -96,10 +100,12 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 3] = [
+    pub const ALL: [(&'static str, WipFile); 5] = [
         ("log", WipFile::Log),
         ("config", WipFile::Config),
         ("stats", WipFile::Stats),
+        ("known", WipFile::Known),
+        ("events", WipFile::Events),
     ];
 }
 

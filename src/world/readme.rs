@@ -54,7 +54,10 @@ result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME
 
 ## More
 `ops/resolve`: give a ref, get every path where that object appears.
-`.wip/log`: the recent calls. `.wip/config`: the effective manifest (secrets redacted).
+`ops/locate`: words → known entries (everything looked at or discovered) that match.
+`.wip/known`: the known world. `.wip/events`: every change as JSON lines (`tail -f` it;
+`ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
+effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
 This world is mounted at {mount}.
 "#,
         description = world.description(),

@@ -79,6 +79,7 @@ fn ctx(dir: &Path) -> HostContext {
         launch_dir: dir.to_path_buf(),
         mount_point: dir.join("mnt"),
         identity: Identity::default(),
+        peers: Vec::new(),
     }
 }
 

@@ -14,6 +14,7 @@
 //! FUSE mount.
 
 mod describe;
+pub mod documents;
 mod ops;
 mod resolve;
 #[cfg(test)]
@@ -28,7 +29,7 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 
 use resolve::Node;
@@ -257,6 +258,11 @@ impl Host for FilesHost {
             Ok(Some(_)) => vec![segs],
             _ => Vec::new(),
         }
+    }
+
+    /// Every UTF-8 text file under the root (see `documents`), by relative path.
+    fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {
+        self.documents_page(cursor, limit)
     }
 
     fn cache_ttl(&self) -> Duration {

@@ -24,6 +24,7 @@ fn ctx(launch: &Path, mount: &Path) -> HostContext {
         launch_dir: launch.to_path_buf(),
         mount_point: mount.to_path_buf(),
         identity: Identity::default(),
+        peers: Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! with the change it allows, across threads and across processes sharing the database.
 
 mod db;
+mod documents;
 mod ops;
 mod seed;
 #[cfg(test)]
@@ -24,7 +25,7 @@ use serde_json::Value;
 use crate::hosts::HostContext;
 use crate::manifest::Identity;
 use crate::world::host::{
-    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 
 /// The `[[host]]` table of a tracker, minus `kind` and `path`.
@@ -402,6 +403,11 @@ impl Host for TrackerHost {
     /// SQLite with a 10 s busy timeout: every call ends well within the call timeout.
     fn bounded_calls(&self) -> bool {
         true
+    }
+
+    /// One document per issue and pull request, by number (see `documents`).
+    fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {
+        self.documents_page(cursor, limit)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

@@ -20,6 +20,7 @@ fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
             user: user.to_string(),
             role,
         },
+        peers: Vec::new(),
     }
 }
 

@@ -1,0 +1,277 @@
+//! The tantivy side of the search host: schema, writing documents, BM25 queries, snippets.
+//!
+//! One tantivy document per (source, path): `key` (source NUL path, the delete term),
+//! `source` (exact, for the `source` filter), `path` (stored), `title` and `text` (English
+//! stemming, positions for phrases, stored for snippets and `read_body`).
+
+use std::path::Path;
+
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
+};
+use tantivy::snippet::{Snippet, SnippetGenerator};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::world::host::{Document, HostError, HostResult};
+
+/// Boost of a title match over a text match.
+const TITLE_BOOST: f32 = 2.0;
+/// Length of the stored snippet of a hit (characters of text around the best match).
+pub(super) const SNIPPET_CHARS: usize = 300;
+/// Memory of the index writer (one thread; tantivy's minimum is 15 MB).
+const WRITER_BYTES: usize = 32_000_000;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    key: Field,
+    source: Field,
+    path: Field,
+    title: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let stemmed = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let fields = Fields {
+        key: b.add_text_field("key", STRING),
+        source: b.add_text_field("source", STRING | STORED),
+        path: b.add_text_field("path", STORED),
+        title: b.add_text_field("title", stemmed.clone()),
+        text: b.add_text_field("text", stemmed),
+    };
+    (b.build(), fields)
+}
+
+/// One hit of a query, as stored with the result.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Hit {
+    pub score: f32,
+    /// World path of the host the document came from.
+    pub source: String,
+    /// Host-relative path, `/`-joined.
+    pub path: String,
+    pub title: String,
+    /// Text around the best match, matched words in `**…**`.
+    pub snippet: String,
+}
+
+/// The open index and its reader.
+pub(super) struct Engine {
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+}
+
+fn tantivy_err(e: tantivy::TantivyError) -> HostError {
+    HostError::Backend(format!("search index: {e}"))
+}
+
+pub(super) fn doc_key(source: &str, path: &str) -> String {
+    format!("{source}\0{path}")
+}
+
+impl Engine {
+    /// Open the index in `dir`, creating it, or rebuilding it from nothing when it is
+    /// unreadable or has another schema. The flag says the index started empty.
+    pub(super) fn open(dir: &Path) -> tantivy::Result<(Engine, bool)> {
+        let (schema, f) = schema();
+        std::fs::create_dir_all(dir)?;
+        let existing = match Index::open_in_dir(dir) {
+            Ok(index) if index.schema() == schema => Some(index),
+            Ok(_) => {
+                tracing::warn!("search index {}: other schema, rebuilding", dir.display());
+                None
+            }
+            Err(tantivy::TantivyError::OpenDirectoryError(e)) => {
+                return Err(tantivy::TantivyError::OpenDirectoryError(e))
+            }
+            Err(e) => {
+                if dir.join("meta.json").exists() {
+                    tracing::warn!("search index {}: {e}; rebuilding", dir.display());
+                }
+                None
+            }
+        };
+        let (index, fresh) = match existing {
+            Some(index) => (index, false),
+            None => {
+                // The index is a cache of the sources: start over.
+                std::fs::remove_dir_all(dir)?;
+                std::fs::create_dir_all(dir)?;
+                (Index::create_in_dir(dir, schema)?, true)
+            }
+        };
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok((Engine { index, reader, f }, fresh))
+    }
+
+    /// A writer, taking the index's lock (another process may hold it).
+    pub(super) fn writer(&self) -> tantivy::Result<IndexWriter> {
+        self.index.writer_with_num_threads(1, WRITER_BYTES)
+    }
+
+    /// Replace the document of (source, path).
+    pub(super) fn put(
+        &self,
+        w: &IndexWriter,
+        source: &str,
+        path: &str,
+        doc: &Document,
+    ) -> tantivy::Result<()> {
+        let key = doc_key(source, path);
+        w.delete_term(Term::from_field_text(self.f.key, &key));
+        let mut d = TantivyDocument::default();
+        d.add_text(self.f.key, &key);
+        d.add_text(self.f.source, source);
+        d.add_text(self.f.path, path);
+        d.add_text(self.f.title, &doc.title);
+        d.add_text(self.f.text, &doc.text);
+        w.add_document(d)?;
+        Ok(())
+    }
+
+    pub(super) fn remove(&self, w: &IndexWriter, source: &str, path: &str) {
+        w.delete_term(Term::from_field_text(self.f.key, &doc_key(source, path)));
+    }
+
+    pub(super) fn remove_source(&self, w: &IndexWriter, source: &str) {
+        w.delete_term(Term::from_field_text(self.f.source, source));
+    }
+
+    /// Make committed changes visible to searches.
+    pub(super) fn reload(&self) -> tantivy::Result<()> {
+        self.reader.reload()
+    }
+
+    /// Refuse a query tantivy cannot parse, with its words.
+    pub(super) fn check(&self, query: &str) -> HostResult<()> {
+        self.parse(query).map(|_| ())
+    }
+
+    fn parse(&self, query: &str) -> HostResult<Box<dyn Query>> {
+        let mut parser = QueryParser::for_index(&self.index, vec![self.f.title, self.f.text]);
+        parser.set_field_boost(self.f.title, TITLE_BOOST);
+        parser.parse_query(query).map_err(|e| {
+            // The strict parser only says "syntax error"; the lenient one says where.
+            let (_, errors) = parser.parse_query_lenient(query);
+            let words = match errors.first() {
+                Some(first) => first.to_string(),
+                None => e.to_string(),
+            };
+            HostError::InvalidArgs(format!("query {query:?}: {words}"))
+        })
+    }
+
+    /// The best `limit` documents for `query` (in `source` only, if given), and how many
+    /// match in all.
+    pub(super) fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        source: Option<&str>,
+    ) -> HostResult<(usize, Vec<Hit>)> {
+        let parsed = self.parse(query)?;
+        let query: Box<dyn Query> = match source {
+            Some(s) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, parsed),
+                (
+                    Occur::Must,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(self.f.source, s),
+                        IndexRecordOption::Basic,
+                    )),
+                ),
+            ])),
+            None => parsed,
+        };
+        let searcher = self.reader.searcher();
+        let (top, total) = searcher
+            .search(
+                &query,
+                &(TopDocs::with_limit(limit.max(1)).order_by_score(), Count),
+            )
+            .map_err(tantivy_err)?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &*query, self.f.text).map_err(tantivy_err)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(tantivy_err)?;
+            let get = |field: Field| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let snippet = snippets.snippet_from_doc(&doc);
+            let snippet = if snippet.is_empty() {
+                // A title-only match: the start of the text.
+                get(self.f.text).chars().take(SNIPPET_CHARS).collect()
+            } else {
+                marked(&snippet)
+            };
+            hits.push(Hit {
+                score,
+                source: get(self.f.source),
+                path: get(self.f.path),
+                title: get(self.f.title),
+                snippet,
+            });
+        }
+        Ok((total, hits))
+    }
+
+    /// The indexed text of (source, path), if it is still in the index.
+    pub(super) fn text_of(&self, source: &str, path: &str) -> HostResult<Option<String>> {
+        let searcher = self.reader.searcher();
+        let term = TermQuery::new(
+            Term::from_field_text(self.f.key, &doc_key(source, path)),
+            IndexRecordOption::Basic,
+        );
+        let top = searcher
+            .search(&term, &TopDocs::with_limit(1).order_by_score())
+            .map_err(tantivy_err)?;
+        let Some((_, addr)) = top.first() else {
+            return Ok(None);
+        };
+        let doc: TantivyDocument = searcher.doc(*addr).map_err(tantivy_err)?;
+        Ok(doc
+            .get_first(self.f.text)
+            .and_then(|v| v.as_str())
+            .map(str::to_string))
+    }
+}
+
+/// A snippet's fragment with the matched words in `**…**`.
+fn marked(snippet: &Snippet) -> String {
+    let fragment = snippet.fragment();
+    let mut out = String::with_capacity(fragment.len() + 16);
+    let mut at = 0;
+    for range in snippet.highlighted() {
+        let (Some(before), Some(word)) = (
+            fragment.get(at..range.start),
+            fragment.get(range.start..range.end),
+        ) else {
+            continue;
+        };
+        out.push_str(before);
+        out.push_str("**");
+        out.push_str(word);
+        out.push_str("**");
+        at = range.end;
+    }
+    out.push_str(fragment.get(at..).unwrap_or_default());
+    out
+}

@@ -1,0 +1,901 @@
+//! The search host: full-text search (BM25, tantivy) over the documents other hosts offer.
+//!
+//! Tree, host-relative: the root offers `search(query, limit?, source?)` and `reindex(full?)`;
+//! `results/ID/` (not listed by `results/`, reachable by id, kept across remounts) is one
+//! search, with `hits/1…N/`, best first, whose `ref` is the found object's own ref.
+//!
+//! Sources are peers: hosts mounted before this one, read through `Host::documents` only.
+//! Indexing is incremental (see `worker`): at open on a background thread, so mounting stays
+//! instant; on `reindex`; and before every search, for the sources it covers: a source whose
+//! last indexing took under 300 ms (the tracker) is read again for every search, so a comment
+//! made a moment ago is found; a slower one (a large directory) when its last indexing
+//! started more than 2 s ago. A search waits for that at most 5 s, then answers from what is
+//! indexed and says so.
+
+mod index;
+mod store;
+#[cfg(test)]
+mod tests;
+mod worker;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::hosts::{HostContext, Peer};
+use crate::world::host::{
+    CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+
+use index::{Engine, Hit};
+use store::{Search, Store};
+use worker::{Indexer, Shared};
+
+/// A search first re-reads every source whose last indexing took less than this…
+const CHEAP: Duration = Duration::from_millis(300);
+/// …and the slower ones when their last indexing started longer ago than this.
+const FRESH: Duration = Duration::from_secs(2);
+/// How long a search waits for that refresh before answering from what is indexed.
+const SEARCH_WAIT: Duration = Duration::from_secs(5);
+/// How long `reindex` waits for its pass.
+const REINDEX_WAIT: Duration = Duration::from_secs(20);
+/// Hits a search keeps unless `limit` says otherwise.
+const DEFAULT_LIMIT: usize = 10;
+/// Characters of a hit's snippet shown in its description.
+const DESCRIPTION_SNIPPET: usize = 120;
+/// Characters of the indexed text `read_body` adds after the snippet.
+const BODY_CHARS: usize = 4000;
+
+/// The `[[host]]` table of a search host, minus `kind` and `path`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    /// World mount paths of the hosts to index (each must be mounted before this one);
+    /// default: every host mounted before it.
+    #[serde(default)]
+    pub sources: Option<Vec<String>>,
+    /// Documents asked of a source per page, the largest `limit` of a search, and the bound
+    /// of the `results/` listing.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+    /// Where the index and its SQLite file live; default
+    /// `<state_dir>/search-<mount path, / as _>`. Relative to the launch directory.
+    #[serde(default)]
+    pub index_dir: Option<PathBuf>,
+    /// At most this many documents per source are indexed (the first, in source order).
+    #[serde(default = "default_max_documents")]
+    pub max_documents: usize,
+}
+
+fn default_page_size() -> usize {
+    50
+}
+
+fn default_max_documents() -> usize {
+    100_000
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            sources: None,
+            page_size: default_page_size(),
+            index_dir: None,
+            max_documents: default_max_documents(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("page_size must be at least 1")]
+    PageSize,
+    #[error("max_documents must be at least 1")]
+    MaxDocuments,
+    #[error("unknown source {name:?}: not a host mounted before this one (known: {known})")]
+    UnknownSource { name: String, known: String },
+    #[error("source {0:?} is listed twice")]
+    DuplicateSource(String),
+    #[error("cannot create index directory {path}: {source}")]
+    IndexDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("search index {path}: {source}")]
+    Index {
+        path: PathBuf,
+        source: tantivy::TantivyError,
+    },
+    #[error("search database {path}: {source}")]
+    Database {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("cannot start the indexing thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What the host and its indexing thread share.
+struct Inner {
+    engine: Engine,
+    store: Store,
+    shared: Shared,
+    sources: Vec<Peer>,
+    page_size: usize,
+    max_documents: usize,
+}
+
+impl Inner {
+    fn indexer(&self) -> Indexer<'_> {
+        Indexer {
+            engine: &self.engine,
+            store: &self.store,
+            shared: &self.shared,
+            sources: &self.sources,
+            page_size: self.page_size,
+            max_documents: self.max_documents,
+        }
+    }
+}
+
+/// The search host.
+pub struct SearchHost {
+    inner: Arc<Inner>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    /// Where the host is mounted in the world (`search`).
+    mount: String,
+}
+
+/// An entry of the tree, parsed from a host-relative path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    Root,
+    Results,
+    Result(i64),
+    Hits(i64),
+    Hit(i64, i64),
+}
+
+/// A positive number in canonical form, so every entry has exactly one path.
+fn parse_number(s: &str) -> Option<i64> {
+    if s.is_empty() || s.len() > 18 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+impl Node {
+    fn parse(path: &[String]) -> Option<Node> {
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        Some(match p.as_slice() {
+            [] => Node::Root,
+            ["results"] => Node::Results,
+            ["results", id] => Node::Result(parse_number(id)?),
+            ["results", id, "hits"] => Node::Hits(parse_number(id)?),
+            ["results", id, "hits", n] => Node::Hit(parse_number(id)?, parse_number(n)?),
+            _ => return None,
+        })
+    }
+}
+
+fn default_index_dir(mount_path: &str, ctx: &HostContext) -> PathBuf {
+    ctx.state_dir.join(format!(
+        "search-{}",
+        mount_path.trim_matches('/').replace('/', "_")
+    ))
+}
+
+/// `text` cut to `max` characters on one line, with `…` where it was cut.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn plural(n: i64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+impl SearchHost {
+    pub fn open(
+        mount_path: &str,
+        settings: SearchSettings,
+        ctx: &HostContext,
+    ) -> Result<SearchHost, SearchError> {
+        if settings.page_size == 0 {
+            return Err(SearchError::PageSize);
+        }
+        if settings.max_documents == 0 {
+            return Err(SearchError::MaxDocuments);
+        }
+        let sources = match &settings.sources {
+            None => ctx.peers.clone(),
+            Some(names) => {
+                let mut out: Vec<Peer> = Vec::new();
+                for name in names {
+                    let want = name.trim_matches('/');
+                    let Some(peer) = ctx.peers.iter().find(|p| p.path.trim_matches('/') == want)
+                    else {
+                        let known: Vec<&str> = ctx.peers.iter().map(|p| p.path.as_str()).collect();
+                        return Err(SearchError::UnknownSource {
+                            name: name.clone(),
+                            known: if known.is_empty() {
+                                "none".to_string()
+                            } else {
+                                known.join(", ")
+                            },
+                        });
+                    };
+                    if out.iter().any(|p| p.path == peer.path) {
+                        return Err(SearchError::DuplicateSource(name.clone()));
+                    }
+                    out.push(peer.clone());
+                }
+                out
+            }
+        };
+        let dir = match &settings.index_dir {
+            Some(d) if d.is_absolute() => d.clone(),
+            Some(d) => ctx.launch_dir.join(d),
+            None => default_index_dir(mount_path, ctx),
+        };
+        std::fs::create_dir_all(&dir).map_err(|source| SearchError::IndexDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let tantivy_dir = dir.join("tantivy");
+        let (engine, fresh) = Engine::open(&tantivy_dir).map_err(|source| SearchError::Index {
+            path: tantivy_dir.clone(),
+            source,
+        })?;
+        let db = dir.join("state.db");
+        let wrap = |source| SearchError::Database {
+            path: db.clone(),
+            source,
+        };
+        // A new index holds nothing, whatever the store remembers.
+        let store = Store::open(&db, fresh).map_err(wrap)?;
+        let inner = Arc::new(Inner {
+            engine,
+            store,
+            shared: Shared::default(),
+            sources,
+            page_size: settings.page_size,
+            max_documents: settings.max_documents,
+        });
+        inner.shared.request(false, None);
+        let for_worker = Arc::clone(&inner);
+        let worker = std::thread::Builder::new()
+            .name(format!("wip-search-{}", mount_path.trim_matches('/')))
+            .spawn(move || for_worker.indexer().run())
+            .map_err(SearchError::Thread)?;
+        Ok(SearchHost {
+            inner,
+            worker: Mutex::new(Some(worker)),
+            mount: mount_path.trim_matches('/').to_string(),
+        })
+    }
+
+    /// World path of the entry at a host path.
+    fn world_path(&self, parts: &[&str]) -> String {
+        let mut p = self.mount.clone();
+        for part in parts {
+            if !p.is_empty() {
+                p.push('/');
+            }
+            p.push_str(part);
+        }
+        p
+    }
+
+    fn reference(&self, tail: &str) -> String {
+        if tail.is_empty() {
+            format!("search://{}", self.mount)
+        } else {
+            format!("search://{}/{tail}", self.mount)
+        }
+    }
+
+    fn source_names(&self) -> Vec<String> {
+        self.inner.sources.iter().map(|p| p.path.clone()).collect()
+    }
+
+    fn search_row(&self, id: i64) -> HostResult<Option<Search>> {
+        self.inner.store.search(id)
+    }
+
+    /// The node at `path`, which must exist.
+    fn existing(&self, path: &[String]) -> HostResult<Node> {
+        let missing = || {
+            HostError::NotFound(format!(
+                "no entry {} in the search host",
+                if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path.join("/")
+                }
+            ))
+        };
+        let node = Node::parse(path).ok_or_else(missing)?;
+        let exists = match node {
+            Node::Root | Node::Results => true,
+            Node::Result(id) | Node::Hits(id) => self.search_row(id)?.is_some(),
+            Node::Hit(id, n) => self.inner.store.hit(id, n)?.is_some(),
+        };
+        if exists {
+            Ok(node)
+        } else {
+            Err(missing())
+        }
+    }
+
+    /// What the indexer has done, for the root's description and results.
+    fn index_state(&self) -> String {
+        let s = self.inner.shared.lock();
+        let mut out = match (&s.running, &s.last_start) {
+            (Some(_), _) => format!("indexing now ({} documents read so far)", s.progress),
+            (None, _) if s.finished == 0 => "indexing now (starting)".to_string(),
+            (None, Some(at)) => format!("indexed {} s ago", at.elapsed().as_secs()),
+            (None, None) => "never indexed".to_string(),
+        };
+        if let Some(e) = &s.last_error {
+            out.push_str(&format!(" · last pass failed: {}", one_line(e, 200)));
+        }
+        out
+    }
+
+    fn root_description(&self) -> HostResult<String> {
+        let counts = self.inner.store.counts()?;
+        let total: i64 = counts.values().sum();
+        let per_source: Vec<String> = self
+            .inner
+            .sources
+            .iter()
+            .map(|p| format!("{} {}", p.path, counts.get(&p.path).copied().unwrap_or(0)))
+            .collect();
+        let from = if per_source.is_empty() {
+            "no sources".to_string()
+        } else {
+            per_source.join(", ")
+        };
+        Ok(format!(
+            "Full-text search (BM25) over {} from {from} · {} · search: echo 'words' > {}",
+            plural(total, "document", "documents"),
+            self.index_state(),
+            self.world_path(&["ops", "search", "call"]),
+        ))
+    }
+
+    fn result_description(&self, s: &Search) -> String {
+        let mut out = format!(
+            "Search {} · {:?} · {}",
+            s.id,
+            s.query,
+            plural(s.total, "hit", "hits")
+        );
+        if s.kept < s.total {
+            out.push_str(&format!(", best {} in hits/", s.kept));
+        }
+        if let Some(src) = &s.source {
+            out.push_str(&format!(" · in {src}"));
+        }
+        out
+    }
+
+    /// The world path of a hit's object: `tracker/issues/42`.
+    fn hit_target(hit: &Hit) -> String {
+        if hit.path.is_empty() {
+            hit.source.clone()
+        } else {
+            format!("{}/{}", hit.source, hit.path)
+        }
+    }
+
+    fn peer(&self, source: &str) -> Option<&Peer> {
+        self.inner.sources.iter().find(|p| p.path == source)
+    }
+
+    fn hit_segments(hit: &Hit) -> Vec<String> {
+        if hit.path.is_empty() {
+            Vec::new()
+        } else {
+            hit.path.split('/').map(str::to_string).collect()
+        }
+    }
+
+    /// The found object's own entry, if it still exists.
+    fn hit_entry(&self, hit: &Hit) -> Option<EntryInfo> {
+        let peer = self.peer(&hit.source)?;
+        peer.host.entry(&Self::hit_segments(hit)).ok().flatten()
+    }
+
+    fn hit_info(&self, id: i64, n: i64, hit: &Hit) -> EntryInfo {
+        let target = self.hit_entry(hit);
+        let gone = if target.is_none() { "gone · " } else { "" };
+        // Texts often begin with their title (the tracker's do): do not show it twice.
+        let snippet = one_line(&hit.snippet.replace("**", ""), usize::MAX);
+        let snippet = snippet
+            .strip_prefix(&one_line(&hit.title, usize::MAX))
+            .unwrap_or(&snippet);
+        let description = format!(
+            "{gone}{:.2} · {} · {} · {}",
+            hit.score,
+            Self::hit_target(hit),
+            one_line(&hit.title, 100),
+            one_line(snippet, DESCRIPTION_SNIPPET),
+        );
+        let reference = match target {
+            Some(info) => info.reference,
+            None => self.reference(&format!("results/{id}/hits/{n}")),
+        };
+        EntryInfo::new(description, reference)
+    }
+
+    fn info(&self, node: Node) -> HostResult<Option<EntryInfo>> {
+        Ok(Some(match node {
+            Node::Root => EntryInfo::new(self.root_description()?, self.reference("")),
+            Node::Results => {
+                let (_, total) = self.inner.store.searches(0)?;
+                EntryInfo::new(
+                    format!(
+                        "{} so far; each is results/ID/ (not listed here: reach it by id, \
+                         as every search's result prints)",
+                        plural(total, "search", "searches")
+                    ),
+                    self.reference("results"),
+                )
+            }
+            Node::Result(id) => {
+                let Some(s) = self.search_row(id)? else {
+                    return Ok(None);
+                };
+                let mut info = EntryInfo::new(
+                    self.result_description(&s),
+                    self.reference(&format!("results/{id}")),
+                );
+                info.indexable = false;
+                info
+            }
+            Node::Hits(id) => {
+                let Some(s) = self.search_row(id)? else {
+                    return Ok(None);
+                };
+                EntryInfo::new(
+                    format!(
+                        "{} of search {id} ({:?}), best first: hits/1 … hits/{}",
+                        plural(s.kept, "hit", "hits"),
+                        s.query,
+                        s.kept
+                    ),
+                    self.reference(&format!("results/{id}/hits")),
+                )
+            }
+            Node::Hit(id, n) => {
+                let Some(hit) = self.inner.store.hit(id, n)? else {
+                    return Ok(None);
+                };
+                self.hit_info(id, n, &hit)
+            }
+        }))
+    }
+
+    fn list(&self, node: Node) -> HostResult<Vec<Child>> {
+        Ok(match node {
+            Node::Root => vec![Child {
+                name: "results".to_string(),
+                info: self
+                    .info(Node::Results)?
+                    .ok_or_else(|| HostError::Backend("results vanished".to_string()))?,
+            }],
+            Node::Results => {
+                let (rows, _) = self.inner.store.searches(self.inner.page_size)?;
+                rows.iter()
+                    .map(|s| {
+                        let mut info = EntryInfo::new(
+                            self.result_description(s),
+                            self.reference(&format!("results/{}", s.id)),
+                        );
+                        info.indexable = false;
+                        Child {
+                            name: s.id.to_string(),
+                            info,
+                        }
+                    })
+                    .collect()
+            }
+            Node::Result(id) => match self.info(Node::Hits(id))? {
+                Some(info) => vec![Child {
+                    name: "hits".to_string(),
+                    info,
+                }],
+                None => Vec::new(),
+            },
+            Node::Hits(id) => self
+                .inner
+                .store
+                .hits(id)?
+                .iter()
+                .enumerate()
+                .map(|(i, hit)| {
+                    let n = i as i64 + 1;
+                    Child {
+                        name: n.to_string(),
+                        info: self.hit_info(id, n, hit),
+                    }
+                })
+                .collect(),
+            Node::Hit(..) => Vec::new(),
+        })
+    }
+
+    // ------------------------------------------------------------ ops
+
+    fn op_names(node: Node) -> &'static [&'static str] {
+        match node {
+            Node::Root => &["search", "reindex"],
+            Node::Result(_) | Node::Hit(..) => &["read_body"],
+            Node::Results | Node::Hits(_) => &[],
+        }
+    }
+
+    fn spec(&self, node: Node, op: &str) -> Option<OpSpec> {
+        let (description, schema) = match (node, op) {
+            (Node::Root, "search") => (
+                format!(
+                    "Full-text search (BM25; words, \"phrases\", AND/OR/-word, title:word): \
+                     query, limit (1–{}, default {DEFAULT_LIMIT}), source (one of the indexed \
+                     hosts). Makes results/ID/ with hits/1…N.",
+                    self.inner.page_size
+                ),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1,
+                                  "description": "what to look for (tantivy query syntax)"},
+                        "limit": {"type": "integer", "minimum": 1,
+                                  "maximum": self.inner.page_size,
+                                  "description": "how many hits to keep"},
+                        "source": {"type": "string", "enum": self.source_names(),
+                                   "description": "search only the documents of this host"}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            ),
+            (Node::Root, "reindex") => (
+                "Bring the index up to date with every source now (full: rebuild it from \
+                 nothing)."
+                    .to_string(),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "full": {"type": "boolean",
+                                 "description": "drop the index and read everything again"}
+                    },
+                    "additionalProperties": false
+                }),
+            ),
+            (Node::Result(_), "read_body") => (
+                "Print this search's hits again: rank, score, world path, title.".to_string(),
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            (Node::Hit(..), "read_body") => (
+                "Print the hit's snippet (matched words in **…**) and the indexed text of the \
+                 object."
+                    .to_string(),
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            _ => return None,
+        };
+        Some(OpSpec {
+            name: op.to_string(),
+            description,
+            schema,
+        })
+    }
+
+    fn offered(&self, node: Node, op: &str) -> HostResult<OpSpec> {
+        self.spec(node, op)
+            .ok_or_else(|| HostError::NotFound(format!("no operation {op:?} here")))
+    }
+
+    fn conditions(&self, node: Node, op: &str) -> Vec<Condition> {
+        match (node, op) {
+            (Node::Root, "search") | (Node::Root, "reindex") => {
+                let names = self.source_names();
+                vec![Condition::check(
+                    "has_sources",
+                    !names.is_empty(),
+                    if names.is_empty() {
+                        "no host to index: list hosts mounted before this one in `sources` \
+                         (a setting of the manifest; you cannot change it from here)"
+                            .to_string()
+                    } else {
+                        format!("indexes {}", names.join(", "))
+                    },
+                )]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn run(&self, node: Node, op: &str, args: &Value) -> HostResult<CallOutcome> {
+        let spec = self.offered(node, op)?;
+        let map = check_args(args, &spec)?;
+        let guard = Guard::new(self.conditions(node, op));
+        if !guard.allowed() {
+            return Err(HostError::Blocked(guard));
+        }
+        match (node, op) {
+            (Node::Root, "search") => {
+                let query = map
+                    .get("query")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|q| !q.is_empty())
+                    .ok_or_else(|| HostError::InvalidArgs("query: a non-empty string".into()))?;
+                let limit = match map.get("limit") {
+                    None => DEFAULT_LIMIT.min(self.inner.page_size),
+                    Some(v) => v
+                        .as_u64()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .filter(|n| (1..=self.inner.page_size).contains(n))
+                        .ok_or_else(|| {
+                            HostError::InvalidArgs(format!(
+                                "limit: an integer from 1 to {}",
+                                self.inner.page_size
+                            ))
+                        })?,
+                };
+                let source = match map.get("source") {
+                    None => None,
+                    Some(v) => {
+                        let s = v.as_str().unwrap_or_default();
+                        if self.peer(s).is_none() {
+                            return Err(HostError::InvalidArgs(format!(
+                                "source {v}: not an indexed host (indexed: {})",
+                                self.source_names().join(", ")
+                            )));
+                        }
+                        Some(s)
+                    }
+                };
+                self.search(query, limit, source)
+            }
+            (Node::Root, "reindex") => {
+                let full = map.get("full").and_then(Value::as_bool).unwrap_or(false);
+                let n = self.inner.shared.request(full, None);
+                let done = self.inner.shared.wait(n, REINDEX_WAIT);
+                let s = self.inner.shared.lock();
+                let text = match (&s.last, done) {
+                    (Some(st), true) => format!(
+                        "indexed: {} read, {} written, {} removed in {} ms{}",
+                        st.read,
+                        st.written,
+                        st.removed,
+                        st.took.as_millis(),
+                        s.last_error
+                            .as_deref()
+                            .map(|e| format!("\nerrors: {e}"))
+                            .unwrap_or_default()
+                    ),
+                    (None, true) => format!(
+                        "indexing failed: {}",
+                        s.last_error.as_deref().unwrap_or("unknown error")
+                    ),
+                    (_, false) => format!(
+                        "still indexing in the background ({} documents read so far); \
+                         {} shows when it is done",
+                        s.progress,
+                        self.world_path(&["description"])
+                    ),
+                };
+                drop(s);
+                Ok(CallOutcome::text(text).changed(Vec::new()))
+            }
+            (Node::Result(id), "read_body") => {
+                let hits = self.inner.store.hits(id)?;
+                let s = self
+                    .search_row(id)?
+                    .ok_or_else(|| HostError::NotFound(format!("no search {id}")))?;
+                let mut out = format!("{}\n", self.result_description(&s));
+                out.push_str(&self.hit_lines(&hits));
+                Ok(CallOutcome::text(out))
+            }
+            (Node::Hit(id, n), "read_body") => {
+                let hit = self
+                    .inner
+                    .store
+                    .hit(id, n)?
+                    .ok_or_else(|| HostError::NotFound(format!("no hit {n} in search {id}")))?;
+                let mut out = format!(
+                    "{} — {} (score {:.2})\n\n…{}…\n",
+                    Self::hit_target(&hit),
+                    hit.title,
+                    hit.score,
+                    hit.snippet.trim()
+                );
+                match self.inner.engine.text_of(&hit.source, &hit.path)? {
+                    Some(text) => {
+                        let cut: String = text.chars().take(BODY_CHARS).collect();
+                        out.push_str("\n--- indexed text");
+                        if cut.len() < text.len() {
+                            out.push_str(&format!(" (first {BODY_CHARS} characters)"));
+                        }
+                        out.push_str(" ---\n");
+                        out.push_str(&cut);
+                        if !cut.ends_with('\n') {
+                            out.push('\n');
+                        }
+                    }
+                    None => out.push_str("\n(no longer in the index)\n"),
+                }
+                Ok(CallOutcome::text(out))
+            }
+            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
+        }
+    }
+
+    /// `1. 0.87 tracker/issues/42 — Issue #42: …`, one line per hit.
+    fn hit_lines(&self, hits: &[Hit]) -> String {
+        let mut out = String::new();
+        for (i, h) in hits.iter().enumerate() {
+            out.push_str(&format!(
+                "{}. {:.2} {} — {}\n",
+                i + 1,
+                h.score,
+                Self::hit_target(h),
+                one_line(&h.title, 120)
+            ));
+        }
+        out
+    }
+
+    fn search(&self, query: &str, limit: usize, source: Option<&str>) -> HostResult<CallOutcome> {
+        // Refuse bad syntax before waiting for the index.
+        let shared = &self.inner.shared;
+        self.inner.engine.check(query)?;
+        let wanted = match source {
+            Some(s) => vec![s.to_string()],
+            None => self.source_names(),
+        };
+        let caught_up = match shared.ensure_fresh(&wanted, CHEAP, FRESH) {
+            Some(n) => shared.wait(n, SEARCH_WAIT),
+            None => true,
+        };
+        let (total, hits) = self.inner.engine.search(query, limit, source)?;
+        let id = self.inner.store.add_search(query, source, total, &hits)?;
+        let dir = format!("results/{id}");
+        let mut out = format!(
+            "{} for {query:?}{} (search {id}; each hit is {}/hits/N, its ref the object's)\n",
+            plural(total as i64, "hit", "hits"),
+            source.map(|s| format!(" in {s}")).unwrap_or_default(),
+            self.world_path(&[&dir]),
+        );
+        if hits.len() < total {
+            out.push_str(&format!("best {}:\n", hits.len()));
+        }
+        out.push_str(&self.hit_lines(&hits));
+        if !caught_up {
+            out.push_str(&format!(
+                "(the index is still catching up: {}; search again for the latest)\n",
+                self.index_state()
+            ));
+        }
+        let mut outcome = CallOutcome::text(out)
+            .discovered(vec!["results".to_string(), id.to_string()])
+            .changed(vec!["results".to_string()]);
+        // The hits' own entries, where they live: printed, linked and remembered by the
+        // runtime like anything a call discovers.
+        outcome.found_elsewhere = hits.iter().map(Self::hit_target).collect();
+        Ok(outcome)
+    }
+}
+
+/// The args as an object with only the schema's properties.
+fn check_args<'a>(args: &'a Value, spec: &OpSpec) -> HostResult<&'a Map<String, Value>> {
+    let map = match args {
+        Value::Object(m) => m,
+        other => {
+            return Err(HostError::InvalidArgs(format!(
+                "arguments must be a JSON object, got {other}"
+            )))
+        }
+    };
+    let props = spec.schema.get("properties").and_then(Value::as_object);
+    for key in map.keys() {
+        if !props.is_some_and(|p| p.contains_key(key)) {
+            return Err(HostError::InvalidArgs(format!(
+                "unknown argument {key:?} for {}",
+                spec.name
+            )));
+        }
+    }
+    Ok(map)
+}
+
+impl Drop for SearchHost {
+    fn drop(&mut self) {
+        self.inner.shared.shutdown();
+        let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Host for SearchHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        match Node::parse(path) {
+            Some(node) => self.info(node),
+            None => Ok(None),
+        }
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        let node = self.existing(path)?;
+        self.list(node)
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let node = self.existing(path)?;
+        Ok(Self::op_names(node)
+            .iter()
+            .filter_map(|op| self.spec(node, op))
+            .collect())
+    }
+
+    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        let node = self.existing(path)?;
+        self.offered(node, op)?;
+        Ok(Guard::new(self.conditions(node, op)))
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let node = self.existing(path)?;
+        self.run(node, op, args)
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        let prefix = self.reference("");
+        let Some(rest) = reference.trim().strip_prefix(&prefix) else {
+            return Vec::new();
+        };
+        let segs: Vec<String> = match rest.strip_prefix('/') {
+            Some(r) => r.split('/').map(str::to_string).collect(),
+            None if rest.is_empty() => Vec::new(),
+            None => return Vec::new(),
+        };
+        // Hits carry their objects' refs: only our own entries resolve here.
+        match self.existing(&segs) {
+            Ok(Node::Hit(..)) | Err(_) => Vec::new(),
+            Ok(_) => vec![segs],
+        }
+    }
+
+    /// Searches wait for indexing at most a few seconds: bounded.
+    fn bounded_calls(&self) -> bool {
+        true
+    }
+
+    /// The root's description follows the indexer; results are added by calls.
+    fn cache_ttl(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

@@ -1,0 +1,317 @@
+//! Incremental indexing on one background thread.
+//!
+//! A pass pages through every source's `documents`, compares each version with the one
+//! recorded in the store, writes only what changed, and removes what a source no longer
+//! offers. The tantivy commit comes first, the store's record second: a crash in between
+//! only makes the next pass rewrite those documents again (a rewrite is a delete by key and
+//! an add, so it is idempotent).
+//!
+//! Callers ask for a pass with `request` and may wait for it with `wait`; a request made
+//! while a pass runs is served by the next pass, which starts right after. A pass covers
+//! every source or only some (a search refreshes only the sources that are stale).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tantivy::IndexWriter;
+
+use super::index::Engine;
+use super::store::{Change, Store};
+use crate::hosts::Peer;
+
+/// What the indexer is doing and has done.
+#[derive(Debug, Default)]
+pub(super) struct Status {
+    /// A pass runs now, started at this instant.
+    pub running: Option<Instant>,
+    /// Documents read by the running pass so far.
+    pub progress: usize,
+    /// A pass over every source is wanted (set by `request`, taken by the worker).
+    pub pending_all: bool,
+    /// A pass over these sources is wanted.
+    pub pending_some: BTreeSet<String>,
+    /// The wanted pass rebuilds everything.
+    pub pending_full: bool,
+    /// When each source's last finished indexing started, and how long it took.
+    pub per_source: HashMap<String, (Instant, Duration)>,
+    pub started: u64,
+    pub finished: u64,
+    /// When the last finished pass started: everything changed before is in the index.
+    pub last_start: Option<Instant>,
+    pub last: Option<PassStats>,
+    /// Why the last pass failed (entirely or for some sources).
+    pub last_error: Option<String>,
+    pub shutdown: bool,
+}
+
+/// What a pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct PassStats {
+    pub read: usize,
+    pub written: usize,
+    pub removed: usize,
+    pub took: Duration,
+}
+
+/// The indexer's state, shared by the worker thread and the host.
+#[derive(Default)]
+pub(super) struct Shared {
+    status: Mutex<Status>,
+    cv: Condvar,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ask for a pass over `sources` (None: all); returns the number the pass that serves
+    /// it will have.
+    pub(super) fn request(&self, full: bool, sources: Option<Vec<String>>) -> u64 {
+        let mut s = self.lock();
+        match sources {
+            None => s.pending_all = true,
+            Some(list) => s.pending_some.extend(list),
+        }
+        s.pending_full |= full;
+        self.cv.notify_all();
+        s.started + 1
+    }
+
+    /// The pass to wait for so that the index holds everything the `sources` offered when
+    /// this is called, if any. A source whose last indexing was quick (under `cheap`) is
+    /// read again for every search; a slow one only when its last indexing started more
+    /// than `fresh` ago.
+    pub(super) fn ensure_fresh(
+        &self,
+        sources: &[String],
+        cheap: Duration,
+        fresh: Duration,
+    ) -> Option<u64> {
+        let stale: Vec<String> = {
+            let s = self.lock();
+            sources
+                .iter()
+                .filter(|name| match s.per_source.get(*name) {
+                    Some((at, took)) => *took < cheap || at.elapsed() >= fresh,
+                    None => true,
+                })
+                .cloned()
+                .collect()
+        };
+        (!stale.is_empty()).then(|| self.request(false, Some(stale)))
+    }
+
+    /// Wait until pass `n` has finished, at most `timeout`; true if it has.
+    pub(super) fn wait(&self, n: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.lock();
+        while s.finished < n && !s.shutdown {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            s = match self.cv.wait_timeout(s, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        s.finished >= n
+    }
+
+    pub(super) fn shutdown(&self) {
+        self.lock().shutdown = true;
+        self.cv.notify_all();
+    }
+
+    fn stopping(&self) -> bool {
+        self.lock().shutdown
+    }
+}
+
+/// Everything a pass needs.
+pub(super) struct Indexer<'a> {
+    pub engine: &'a Engine,
+    pub store: &'a Store,
+    pub shared: &'a Shared,
+    pub sources: &'a [Peer],
+    pub page_size: usize,
+    pub max_documents: usize,
+}
+
+impl Indexer<'_> {
+    /// The worker thread's loop: one pass per request, until shutdown.
+    pub(super) fn run(&self) {
+        loop {
+            let (full, only) = {
+                let mut s = self.shared.lock();
+                while !s.pending_all && s.pending_some.is_empty() && !s.shutdown {
+                    s = match self.shared.cv.wait(s) {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                }
+                if s.shutdown {
+                    return;
+                }
+                let some = std::mem::take(&mut s.pending_some);
+                let only = (!std::mem::take(&mut s.pending_all)).then_some(some);
+                s.started += 1;
+                s.running = Some(Instant::now());
+                s.progress = 0;
+                (std::mem::take(&mut s.pending_full), only)
+            };
+            let started = Instant::now();
+            let outcome = self.pass(full, only.as_ref());
+            let mut s = self.shared.lock();
+            s.running = None;
+            s.finished += 1;
+            match outcome {
+                Ok((mut stats, errors)) => {
+                    stats.took = started.elapsed();
+                    s.last_start = Some(started);
+                    s.last = Some(stats);
+                    s.last_error = (!errors.is_empty()).then(|| errors.join("; "));
+                }
+                Err(e) => {
+                    tracing::warn!("search indexing failed: {e}");
+                    s.last_error = Some(e);
+                }
+            }
+            self.shared.cv.notify_all();
+        }
+    }
+
+    /// One pass over every source. Errors of one source are collected (its documents stay
+    /// as they were); errors of the index fail the pass.
+    fn pass(
+        &self,
+        full: bool,
+        only: Option<&BTreeSet<String>>,
+    ) -> Result<(PassStats, Vec<String>), String> {
+        // A full rebuild drops everything: it must read every source again.
+        let only = only.filter(|_| !full);
+        let mut writer: Option<IndexWriter> = None;
+        let engine = self.engine;
+        let open = |w: &mut Option<IndexWriter>| -> Result<(), String> {
+            if w.is_none() {
+                *w = Some(engine.writer().map_err(|e| format!("search index: {e}"))?);
+            }
+            Ok(())
+        };
+        let mut stats = PassStats::default();
+        let mut errors = Vec::new();
+        let mut changes: Vec<Change> = Vec::new();
+        let mut timings: Vec<(String, Instant, Duration)> = Vec::new();
+        if full {
+            open(&mut writer)?;
+            if let Some(w) = &writer {
+                w.delete_all_documents()
+                    .map_err(|e| format!("search index: {e}"))?;
+            }
+        }
+        // Sources no longer configured.
+        let known: Vec<String> = self.store.sources().map_err(|e| e.to_string())?;
+        let dropped: Vec<String> = known
+            .into_iter()
+            .filter(|s| !self.sources.iter().any(|p| &p.path == s))
+            .collect();
+        if !dropped.is_empty() {
+            open(&mut writer)?;
+            if let Some(w) = &writer {
+                for s in &dropped {
+                    engine.remove_source(w, s);
+                }
+            }
+        }
+        for peer in self.sources {
+            if only.is_some_and(|set| !set.contains(&peer.path)) {
+                continue;
+            }
+            let source_start = Instant::now();
+            let mut indexed = if full {
+                Default::default()
+            } else {
+                self.store.versions(&peer.path).map_err(|e| e.to_string())?
+            };
+            let mut cursor: Option<String> = None;
+            let mut seen = 0usize;
+            let complete = loop {
+                if self.shared.stopping() {
+                    return Err("stopped".to_string());
+                }
+                let (docs, next) = match peer.host.documents(cursor.as_deref(), self.page_size) {
+                    Ok(page) => page,
+                    Err(e) => {
+                        errors.push(format!("{}: {e}", peer.path));
+                        break false;
+                    }
+                };
+                for doc in docs {
+                    if seen >= self.max_documents {
+                        break;
+                    }
+                    seen += 1;
+                    stats.read += 1;
+                    let path = doc.path.join("/");
+                    if indexed.remove(&path).as_deref() == Some(doc.version.as_str()) {
+                        continue;
+                    }
+                    open(&mut writer)?;
+                    if let Some(w) = &writer {
+                        engine
+                            .put(w, &peer.path, &path, &doc)
+                            .map_err(|e| format!("search index: {e}"))?;
+                    }
+                    stats.written += 1;
+                    changes.push((peer.path.clone(), path, Some(doc.version)));
+                }
+                self.shared.lock().progress = stats.read;
+                match next {
+                    Some(c) if seen < self.max_documents => {
+                        if cursor.as_deref() == Some(c.as_str()) {
+                            errors.push(format!("{}: documents cursor did not advance", peer.path));
+                            break false;
+                        }
+                        cursor = Some(c);
+                    }
+                    _ => break true,
+                }
+            };
+            // What a complete walk did not meet is gone.
+            if complete && !indexed.is_empty() {
+                open(&mut writer)?;
+                if let Some(w) = &writer {
+                    for path in indexed.into_keys() {
+                        engine.remove(w, &peer.path, &path);
+                        stats.removed += 1;
+                        changes.push((peer.path.clone(), path, None));
+                    }
+                }
+            }
+            if complete {
+                timings.push((peer.path.clone(), source_start, source_start.elapsed()));
+            }
+        }
+        if let Some(mut w) = writer {
+            w.commit()
+                .map_err(|e| format!("search index commit: {e}"))?;
+            // Merge segments now rather than let them pile up pass after pass.
+            w.wait_merging_threads()
+                .map_err(|e| format!("search index merge: {e}"))?;
+            engine
+                .reload()
+                .map_err(|e| format!("search index reload: {e}"))?;
+        }
+        self.store
+            .apply(full, &dropped, &changes)
+            .map_err(|e| e.to_string())?;
+        // Only now is what each source offered searchable.
+        let mut s = self.shared.lock();
+        for (source, start, took) in timings {
+            s.per_source.insert(source, (start, took));
+        }
+        Ok((stats, errors))
+    }
+}
