@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search.
+SECTIONS=${SECTIONS:-walk,db,search}
+on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
 cargo build --release --bins -q
@@ -24,7 +27,7 @@ m=$work/world f=$work/floor
 floor_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -71,6 +74,9 @@ walk_find() { find "$1" > /dev/null; }
 walk_stat() { find "$1" -printf '%s\n' > /dev/null; }
 walk_cat() { find "$1" -name description -print0 | xargs -0 cat > /dev/null; }
 
+p50() { sed -n "s/^$1.*p50_us=\([0-9.]*\).*/\1/p" "$2"; }
+
+if on walk; then
 echo "# seeding and mounting (ISSUES=$ISSUES)"
 mount_wip
 rss_empty=$(rss_kb "$wip_pid")
@@ -128,12 +134,13 @@ echo "RSS per materialised node: $(echo "scale=0; ($rss_full - $rss_empty) * 102
 echo "# call latency (get_metadata on an issue, $CALLS calls)"
 "$bin/wip-bench" mount-call "$m/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | tee "$work/mount.txt"
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
-p50() { sed -n "s/^$1.*p50_us=\([0-9.]*\).*/\1/p" "$2"; }
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
 umount_wip
+fi
 
+if on db; then
 echo "# db host (Chinook, zipcodes.db; a generated 1 GB database)"
 scripts/fixtures.sh "$work/fx" > /dev/null
 dbm=$work/dbworld
@@ -180,3 +187,27 @@ t_mount_big=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/bigm' --
 t_mount_small=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/smallm' --state '$work/smallstate' --manifest '$work/empty.toml'")
 "$bin/wip" umount "$work/smallm"
 echo "mount time: $(du -h "$work/big.db" | cut -f1) database ${t_mount_big} s, a files-only world ${t_mount_small} s"
+fi
+
+if on search; then
+echo "# search host (the Rust documentation installed with the toolchain)"
+docs=${DOCS:-$(rustc --print sysroot)/share/doc/rust/html}
+sm=$work/searchworld
+printf '[[host]]\nkind = "files"\npath = "docs"\nroot = "%s"\nread_only = true\n[[host]]\nkind = "search"\npath = "search"\n' "$docs" > "$work/search.toml"
+t0=$(now)
+(cd "$work/files" && "$bin/wip" mount "$sm" --state "$work/searchstate" --manifest "$work/search.toml" > /dev/null)
+while grep -q "indexing" "$sm/search/description"; do sleep 0.5; done
+t1=$(now)
+idx_s=$(echo "scale=2; ($t1 - $t0) / 1000000000" | bc)
+cat "$sm/search/description"
+docs_n=$(sed -n 's/.* over \([0-9]*\) documents.*/\1/p' "$sm/search/description")
+echo "wip indexing (walk, read, HTML to text, index): ${docs_n} documents in ${idx_s} s = $(echo "scale=0; $docs_n / $idx_s" | bc) docs/s"
+"$bin/wip-bench" tantivy "$docs"
+"$bin/wip-bench" mount-call "$sm/search/ops/search/call" '{"query":"ownership borrow checker"}' 300 | tee "$work/searchmount.txt"
+"$bin/wip" umount "$sm"
+"$bin/wip-bench" host-call --state "$work/searchstate" --manifest "$work/search.toml" /search search '{"query":"ownership borrow checker"}' 300 | tee "$work/searchin.txt"
+s_mount=$(p50 "through the mount" "$work/searchmount.txt")
+s_in=$(p50 "in-process host.call" "$work/searchin.txt")
+echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"
+echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
+fi

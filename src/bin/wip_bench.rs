@@ -4,6 +4,7 @@
 //!   wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N
 //!   wip-bench mount-call CALL_FILE ARGS N
 //!   wip-bench sql DB_FILE SQL N      (the same SQL through rusqlite, read-only, in-process)
+//!   wip-bench tantivy DIR            (index DIR's HTML text with tantivy directly)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -122,12 +123,69 @@ fn sql(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The baseline for the search host's indexing: the same pages' text (extracted first, not
+/// timed) indexed by tantivy directly with the same field options, one writer thread.
+fn tantivy_direct(args: &[String]) -> Result<()> {
+    use tantivy::schema::{IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+    let [dir] = args else {
+        bail!("usage: wip-bench tantivy DIR");
+    };
+    let mut pages = Vec::new();
+    let mut stack = vec![PathBuf::from(dir)];
+    let extract = Instant::now();
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "html" || e == "htm") {
+                let html = std::fs::read_to_string(&path).unwrap_or_default();
+                let page = wip::hosts::files::documents::html_to_text(&html);
+                pages.push((page.title.unwrap_or_default(), page.text));
+            }
+        }
+    }
+    let extract_s = extract.elapsed().as_secs_f64();
+    let mut b = Schema::builder();
+    let opts = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let title = b.add_text_field("title", opts.clone());
+    let text = b.add_text_field("text", opts);
+    let index_dir = tempfile::tempdir()?;
+    let index = tantivy::Index::create_in_dir(index_dir.path(), b.build())?;
+    let t = Instant::now();
+    let mut w: tantivy::IndexWriter = index.writer_with_num_threads(1, 64 << 20)?;
+    for (t_title, t_text) in &pages {
+        let mut d = tantivy::TantivyDocument::default();
+        d.add_text(title, t_title);
+        d.add_text(text, t_text);
+        w.add_document(d)?;
+    }
+    w.commit()?;
+    let index_s = t.elapsed().as_secs_f64();
+    println!(
+        "tantivy direct: {} pages, extraction {:.1} s, indexing {:.1} s = {:.0} docs/s (with extraction {:.0} docs/s)",
+        pages.len(),
+        extract_s,
+        index_s,
+        pages.len() as f64 / index_s,
+        pages.len() as f64 / (index_s + extract_s)
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("host-call") => host_call(&args[1..]),
         Some("mount-call") => mount_call(&args[1..]),
         Some("sql") => sql(&args[1..]),
+        Some("tantivy") => tantivy_direct(&args[1..]),
         _ => bail!("usage: wip-bench host-call … | mount-call …"),
     }
 }
