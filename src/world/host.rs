@@ -56,6 +56,51 @@ pub struct OpSpec {
     pub schema: Value,
 }
 
+impl OpSpec {
+    /// The arguments as an object, with only this op's properties and all required ones.
+    /// The runtime validates against the full schema before a call; hosts check this much
+    /// again because they are also called directly.
+    pub fn check_args(&self, args: &Value) -> HostResult<serde_json::Map<String, Value>> {
+        let map = match args {
+            Value::Object(m) => m.clone(),
+            Value::Null => serde_json::Map::new(),
+            _ => {
+                return Err(HostError::InvalidArgs(
+                    "arguments must be a JSON object".to_string(),
+                ))
+            }
+        };
+        let props = self.schema.get("properties").and_then(Value::as_object);
+        for key in map.keys() {
+            if !props.is_some_and(|p| p.contains_key(key)) {
+                let allowed: Vec<&str> = props
+                    .map(|p| p.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                return Err(HostError::InvalidArgs(format!(
+                    "unknown argument `{key}` for {} (allowed: {})",
+                    self.name,
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                )));
+            }
+        }
+        if let Some(required) = self.schema.get("required").and_then(Value::as_array) {
+            for r in required.iter().filter_map(Value::as_str) {
+                if !map.contains_key(r) {
+                    return Err(HostError::InvalidArgs(format!(
+                        "missing argument `{r}` for {}",
+                        self.name
+                    )));
+                }
+            }
+        }
+        Ok(map)
+    }
+}
+
 /// One precondition of an operation and whether it holds now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {

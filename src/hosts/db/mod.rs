@@ -473,7 +473,7 @@ impl Host for DbHost {
         let node = self.existing(path)?;
         ops::offered(&node, op)?;
         let spec = self.spec(&node, op);
-        let args = ops::check_args(args, &spec)?;
+        let args = spec.check_args(args)?;
         let guard = self.conditions(op);
         if !guard.allowed() {
             return Err(HostError::Blocked(guard));

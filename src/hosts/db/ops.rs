@@ -80,48 +80,6 @@ fn where_schema() -> Value {
         "description": "SQL condition (runs on the read-only connection), e.g. \"Composer LIKE ?\""})
 }
 
-/// The arguments as an object, checked against the op's schema: only known keys, all
-/// required ones (the runtime validates too; a host never trusts that alone).
-pub(super) fn check_args(args: &Value, spec: &OpSpec) -> HostResult<Map<String, Value>> {
-    let map = match args {
-        Value::Object(m) => m.clone(),
-        Value::Null => Map::new(),
-        _ => {
-            return Err(HostError::InvalidArgs(
-                "arguments must be a JSON object".to_string(),
-            ))
-        }
-    };
-    let props = spec.schema["properties"].as_object();
-    for key in map.keys() {
-        if !props.is_some_and(|p| p.contains_key(key)) {
-            let allowed: Vec<&str> = props
-                .map(|p| p.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            return Err(HostError::InvalidArgs(format!(
-                "unknown argument `{key}` for {} (allowed: {})",
-                spec.name,
-                if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                }
-            )));
-        }
-    }
-    if let Some(required) = spec.schema["required"].as_array() {
-        for r in required.iter().filter_map(Value::as_str) {
-            if !map.contains_key(r) {
-                return Err(HostError::InvalidArgs(format!(
-                    "missing argument `{r}` for {}",
-                    spec.name
-                )));
-            }
-        }
-    }
-    Ok(map)
-}
-
 fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
     match map.get(key) {
         None => Ok(None),

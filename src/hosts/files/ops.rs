@@ -179,49 +179,6 @@ fn exists_condition(t: &Target) -> Condition {
     }
 }
 
-fn args_map(args: &Value) -> HostResult<Map<String, Value>> {
-    match args {
-        Value::Object(m) => Ok(m.clone()),
-        Value::Null => Ok(Map::new()),
-        _ => Err(HostError::InvalidArgs(
-            "arguments must be a JSON object".to_string(),
-        )),
-    }
-}
-
-/// Check the arguments against the op's schema: only known keys, all required ones.
-/// (The runtime validates too; a host never trusts that alone.)
-fn check_args(map: &Map<String, Value>, spec: &OpSpec) -> HostResult<()> {
-    let props = spec.schema["properties"].as_object();
-    for key in map.keys() {
-        if !props.is_some_and(|p| p.contains_key(key)) {
-            let allowed: Vec<&str> = props
-                .map(|p| p.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            return Err(HostError::InvalidArgs(format!(
-                "unknown argument `{key}` for {} (allowed: {})",
-                spec.name,
-                if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                }
-            )));
-        }
-    }
-    if let Some(required) = spec.schema["required"].as_array() {
-        for r in required.iter().filter_map(Value::as_str) {
-            if !map.contains_key(r) {
-                return Err(HostError::InvalidArgs(format!(
-                    "missing argument `{r}` for {}",
-                    spec.name
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
     match map.get(key) {
         None => Ok(None),
@@ -517,8 +474,7 @@ impl FilesHost {
     pub(super) fn run(&self, loc: &Located, op: &str, args: &Value) -> HostResult<CallOutcome> {
         let kind = self.op_named(loc, op)?;
         let spec = spec(kind, matches!(loc.node, Node::Dir { .. }), self.page_size);
-        let map = args_map(args)?;
-        check_args(&map, &spec)?;
+        let map = spec.check_args(args)?;
         // A `path` that is not a string would otherwise read as "no path" to the guard.
         str_arg(&map, "path")?;
         let plan = self.plan(loc, op, Some(&Value::Object(map.clone())))?;

@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::hosts::{HostContext, Peer};
 use crate::world::host::{
@@ -631,7 +631,7 @@ impl SearchHost {
 
     fn run(&self, node: Node, op: &str, args: &Value) -> HostResult<CallOutcome> {
         let spec = self.offered(node, op)?;
-        let map = check_args(args, &spec)?;
+        let map = &spec.check_args(args)?;
         let guard = Guard::new(self.conditions(node, op));
         if !guard.allowed() {
             return Err(HostError::Blocked(guard));
@@ -800,28 +800,6 @@ impl SearchHost {
         outcome.found_elsewhere = hits.iter().map(Self::hit_target).collect();
         Ok(outcome)
     }
-}
-
-/// The args as an object with only the schema's properties.
-fn check_args<'a>(args: &'a Value, spec: &OpSpec) -> HostResult<&'a Map<String, Value>> {
-    let map = match args {
-        Value::Object(m) => m,
-        other => {
-            return Err(HostError::InvalidArgs(format!(
-                "arguments must be a JSON object, got {other}"
-            )))
-        }
-    };
-    let props = spec.schema.get("properties").and_then(Value::as_object);
-    for key in map.keys() {
-        if !props.is_some_and(|p| p.contains_key(key)) {
-            return Err(HostError::InvalidArgs(format!(
-                "unknown argument {key:?} for {}",
-                spec.name
-            )));
-        }
-    }
-    Ok(map)
 }
 
 impl Drop for SearchHost {
