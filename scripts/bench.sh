@@ -203,9 +203,9 @@ cat "$sm/search/description"
 docs_n=$(sed -n 's/.* over \([0-9]*\) documents.*/\1/p' "$sm/search/description")
 echo "wip indexing (walk, read, HTML to text, index): ${docs_n} documents in ${idx_s} s = $(echo "scale=0; $docs_n / $idx_s" | bc) docs/s"
 "$bin/wip-bench" tantivy "$docs"
-"$bin/wip-bench" mount-call "$sm/search/ops/search/call" '{"query":"ownership borrow checker"}' 300 | tee "$work/searchmount.txt"
+"$bin/wip-bench" mount-call "$sm/search/ops/search/call" '{"query":"ownership borrow checker"}' 100 | tee "$work/searchmount.txt"
 "$bin/wip" umount "$sm"
-"$bin/wip-bench" host-call --state "$work/searchstate" --manifest "$work/search.toml" /search search '{"query":"ownership borrow checker"}' 300 | tee "$work/searchin.txt"
+"$bin/wip-bench" host-call --state "$work/searchstate" --manifest "$work/search.toml" /search search '{"query":"ownership borrow checker"}' 100 | tee "$work/searchin.txt"
 s_mount=$(p50 "through the mount" "$work/searchmount.txt")
 s_in=$(p50 "in-process host.call" "$work/searchin.txt")
 echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"

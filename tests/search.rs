@@ -109,10 +109,21 @@ fn locate_finds_an_issue_discovered_through_search() {
         m.result("ops/locate")
     );
     assert!(m.read(".wip/known").contains("/tracker/issues/42\t"));
-    // A comment made a moment ago is searchable.
+    // A comment made a moment ago becomes searchable (a search says when the index is
+    // still catching up; searching again gets the latest).
     m.ok("echo 'zebra-quokka-walrus reproduces here' > tracker/issues/17/ops/comment/call");
-    let r = search(&m, "quokka");
-    assert!(r.contains("/tracker/issues/17\t"), "{r}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = search(&m, "quokka");
+        if r.contains("/tracker/issues/17\t") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new comment never became searchable: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 #[test]

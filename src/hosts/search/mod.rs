@@ -770,7 +770,8 @@ impl SearchHost {
             None => self.source_names(),
         };
         let caught_up = match shared.ensure_fresh(&wanted, CHEAP, FRESH) {
-            Some(n) => shared.wait(n, SEARCH_WAIT),
+            Some((n, true)) => shared.wait(n, SEARCH_WAIT),
+            Some((_, false)) => false,
             None => true,
         };
         let (total, hits) = self.inner.engine.search(query, limit, source)?;

@@ -511,7 +511,10 @@ fn searches_reread_quick_sources_always_and_slow_ones_after_two_seconds() {
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let (cheap, fresh) = (Duration::from_millis(300), Duration::from_secs(2));
     // Never indexed: stale.
-    assert_eq!(shared.ensure_fresh(&names(&["a"]), cheap, fresh), Some(1));
+    assert_eq!(
+        shared.ensure_fresh(&names(&["a"]), cheap, fresh),
+        Some((1, true))
+    );
     let mut s = shared.lock();
     s.pending_some.clear();
     let now = std::time::Instant::now();
@@ -523,7 +526,7 @@ fn searches_reread_quick_sources_always_and_slow_ones_after_two_seconds() {
     assert_eq!(shared.ensure_fresh(&names(&["slow"]), cheap, fresh), None);
     assert_eq!(
         shared.ensure_fresh(&names(&["slow", "quick"]), cheap, fresh),
-        Some(1)
+        Some((1, true))
     );
     assert_eq!(
         shared.lock().pending_some.iter().collect::<Vec<_>>(),
@@ -535,9 +538,10 @@ fn searches_reread_quick_sources_always_and_slow_ones_after_two_seconds() {
         (now - Duration::from_secs(3), Duration::from_secs(1)),
     );
     drop(s);
+    // A slow source is refreshed in the background: the search does not wait for it.
     assert_eq!(
         shared.ensure_fresh(&names(&["slow"]), cheap, fresh),
-        Some(1)
+        Some((1, false))
     );
     assert!(!shared.wait(1, Duration::from_millis(10)));
 }

@@ -88,19 +88,26 @@ impl Shared {
         sources: &[String],
         cheap: Duration,
         fresh: Duration,
-    ) -> Option<u64> {
-        let stale: Vec<String> = {
+    ) -> Option<(u64, bool)> {
+        let (stale, worth_waiting): (Vec<String>, bool) = {
             let s = self.lock();
-            sources
+            let stale: Vec<String> = sources
                 .iter()
                 .filter(|name| match s.per_source.get(*name) {
                     Some((at, took)) => *took < cheap || at.elapsed() >= fresh,
                     None => true,
                 })
                 .cloned()
-                .collect()
+                .collect();
+            // Wait only for cheap passes (or a first index): a large source (a whole
+            // documentation tree) is refreshed in the background, not on every search.
+            let worth = stale.iter().all(|name| match s.per_source.get(name) {
+                Some((_, took)) => *took < cheap,
+                None => true,
+            });
+            (stale, worth)
         };
-        (!stale.is_empty()).then(|| self.request(false, Some(stale)))
+        (!stale.is_empty()).then(|| (self.request(false, Some(stale)), worth_waiting))
     }
 
     /// Wait until pass `n` has finished, at most `timeout`; true if it has.
