@@ -303,6 +303,24 @@ impl World {
         });
     }
 
+    /// The host entry at a world path (`tracker/issues/42`), asking its host once rather than
+    /// looking up every ancestor (a hit deep in a large directory tree stays cheap).
+    fn entry_at(&self, world_path: &str) -> Option<EntryRef> {
+        let segs: Vec<&str> = world_path.split('/').filter(|s| !s.is_empty()).collect();
+        let (host, m) = self
+            .hosts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| segs.len() >= m.path.len() && segs[..m.path.len()] == m.path[..])
+            .max_by_key(|(_, m)| m.path.len())?;
+        let path = segs[m.path.len()..]
+            .iter()
+            .map(|s| names::unescape(s))
+            .collect::<Option<Vec<String>>>()?;
+        m.host.entry(&path).ok().flatten()?;
+        Some(EntryRef { host, path })
+    }
+
     /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.
     pub fn resolve_path(&self, world_path: &str) -> WorldResult<NodeId> {
         let mut node = NodeId::Root;
@@ -1125,9 +1143,9 @@ impl World {
         let mut discovered = Vec::new();
         let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
         for p in &outcome.elsewhere {
-            match self.resolve_path(p) {
-                Ok(NodeId::Entry(e)) => found.push((e.host, e.path)),
-                _ => tracing::debug!(path = p, "a found path is not an entry"),
+            match self.entry_at(p) {
+                Some(e) => found.push((e.host, e.path)),
+                None => tracing::debug!(path = p, "a found path is not an entry"),
             }
         }
         for (h, rel) in &found {

@@ -506,7 +506,7 @@ fn tracker_documents_cover_items_and_change_with_comments() {
 }
 
 #[test]
-fn searches_reread_quick_sources_always_and_slow_ones_after_two_seconds() {
+fn searches_reread_quick_sources_always_and_slow_ones_after_ten_passes() {
     let shared = worker::Shared::default();
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let (cheap, fresh) = (Duration::from_millis(300), Duration::from_secs(2));
@@ -532,10 +532,18 @@ fn searches_reread_quick_sources_always_and_slow_ones_after_two_seconds() {
         shared.lock().pending_some.iter().collect::<Vec<_>>(),
         ["quick"]
     );
+    // A source whose pass took 1 s is re-read after ten times that, not after 2 s.
     let mut s = shared.lock();
     s.per_source.insert(
         "slow".into(),
         (now - Duration::from_secs(3), Duration::from_secs(1)),
+    );
+    drop(s);
+    assert_eq!(shared.ensure_fresh(&names(&["slow"]), cheap, fresh), None);
+    let mut s = shared.lock();
+    s.per_source.insert(
+        "slow".into(),
+        (now - Duration::from_secs(11), Duration::from_secs(1)),
     );
     drop(s);
     // A slow source is refreshed in the background: the search does not wait for it.

@@ -94,7 +94,9 @@ impl Shared {
             let stale: Vec<String> = sources
                 .iter()
                 .filter(|name| match s.per_source.get(*name) {
-                    Some((at, took)) => *took < cheap || at.elapsed() >= fresh,
+                    // A slow source is re-read at most every ten times its last pass: a
+                    // documentation tree that takes 40 s is not re-walked every 2 s.
+                    Some((at, took)) => *took < cheap || at.elapsed() >= fresh.max(*took * 10),
                     None => true,
                 })
                 .cloned()
