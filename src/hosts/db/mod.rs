@@ -14,6 +14,7 @@
 //! queries, so `queries/ID` survives a remount. A progress handler bounds every statement to
 //! `STATEMENT_BUDGET` and a busy timeout bounds every lock wait: every call is bounded.
 
+mod documents;
 mod keys;
 mod ops;
 mod query;
@@ -33,7 +34,7 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 
 /// How long a lock on the database may be waited for.
@@ -55,6 +56,9 @@ pub struct DbSettings {
     /// How many rows (and tables, and referencing rows) a listing shows.
     #[serde(default = "default_page_size")]
     pub page_size: usize,
+    /// Tables whose rows are offered to the world's search index (default: none).
+    #[serde(default)]
+    pub search: Vec<String>,
 }
 
 fn default_page_size() -> usize {
@@ -126,6 +130,8 @@ pub struct DbHost {
     file_name: String,
     writable: bool,
     page_size: usize,
+    /// Tables offered to search (`DbSettings::search`).
+    search: Vec<String>,
     main: Mutex<Connection>,
     main_deadline: Deadline,
     reader: Mutex<Connection>,
@@ -322,6 +328,14 @@ impl DbHost {
         // Reading the schema header is all we do at open: it says whether this is a database.
         main.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
             .map_err(wrap)?;
+        for name in &settings.search {
+            if schema::table(&main, name).ok().flatten().is_none() {
+                return Err(DbError::Database {
+                    path: file.clone(),
+                    message: format!("search names the table {name:?}, which does not exist"),
+                });
+            }
+        }
         let main_deadline = Deadline::new();
         main_deadline.install(&mut main).map_err(wrap)?;
 
@@ -359,6 +373,7 @@ impl DbHost {
             file_name,
             writable: settings.writable,
             page_size: settings.page_size,
+            search: settings.search,
             main: Mutex::new(main),
             main_deadline,
             reader: Mutex::new(reader),
@@ -437,6 +452,14 @@ impl DbHost {
 }
 
 impl Host for DbHost {
+    fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {
+        if self.search.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let conn = self.main.lock().unwrap_or_else(|p| p.into_inner());
+        documents::page(&conn, &self.search, cursor, limit)
+    }
+
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
         let Some(node) = Node::parse(path) else {
             return Ok(None);

@@ -88,6 +88,7 @@ fn open(ctx: &HostContext, file: &str, writable: bool) -> DbHost {
         file: file.to_string(),
         writable,
         page_size: 200,
+        search: Vec::new(),
     };
     match DbHost::open("db/test", settings, ctx) {
         Ok(h) => h,
@@ -758,6 +759,7 @@ fn opening() {
         file: "missing.db".to_string(),
         writable: true,
         page_size: 200,
+        search: Vec::new(),
     };
     let err = DbHost::open("db/x", settings, &c).err().expect("error");
     assert!(err.to_string().contains("does not exist"), "{err}");
@@ -777,6 +779,7 @@ fn opening() {
         file: "junk.db".to_string(),
         writable: false,
         page_size: 200,
+        search: Vec::new(),
     };
     assert!(DbHost::open("db/junk", settings, &c).is_err());
     // Settings are strict.
@@ -833,4 +836,55 @@ fn a_runaway_query_is_cut_off() {
     assert!(ok(&h, "", "query", json!({"sql": "SELECT 1"}))
         .result
         .starts_with("1\n1\n"));
+}
+
+#[test]
+fn rows_of_the_configured_tables_are_offered_to_search() {
+    let f = Fixture::new();
+    let settings = DbSettings {
+        file: "test.db".to_string(),
+        writable: false,
+        page_size: 200,
+        search: vec!["Artist".to_string(), "Playlist".to_string()],
+    };
+    let h = DbHost::open("db/test", settings, &f.ctx()).expect("open");
+    let (mut all, mut cursor) = (Vec::new(), None);
+    loop {
+        let (docs, next) = h.documents(cursor.as_deref(), 2).expect("documents");
+        assert!(docs.len() <= 2);
+        all.extend(docs);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let artists = f.count("Artist") as usize;
+    let playlists = f.count("Playlist") as usize;
+    assert_eq!(all.len(), artists + playlists);
+    let first = &all[0];
+    assert_eq!(
+        first.path[..2],
+        ["tables".to_string(), "Artist".to_string()]
+    );
+    assert!(
+        h.entry(&first.path).expect("entry").is_some(),
+        "{:?}",
+        first.path
+    );
+    assert!(first.text.contains("Name: "), "{}", first.text);
+    // Not configured: nothing offered; a missing table is an error at open.
+    assert!(f
+        .host(false)
+        .documents(None, 10)
+        .expect("docs")
+        .0
+        .is_empty());
+    let bad = DbSettings {
+        file: "test.db".to_string(),
+        writable: false,
+        page_size: 200,
+        search: vec!["NoSuch".to_string()],
+    };
+    let err = DbHost::open("db/test", bad, &f.ctx()).err().expect("error");
+    assert!(err.to_string().contains("NoSuch"), "{err}");
 }
