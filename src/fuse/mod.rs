@@ -94,6 +94,8 @@ struct CallHandle {
     /// Bytes arrived since the last run.
     pending: bool,
     last_run: Option<i64>,
+    /// The words of the last call, for when it could not even be journaled (run 0).
+    last_text: String,
 }
 
 pub struct WorldFs {
@@ -222,6 +224,7 @@ impl WorldFs {
         let report = self.world.call(&target, &op, &bytes, &caller);
         if let Some(Handle::Call(c)) = self.handles().get_mut(&fh) {
             c.last_run = Some(report.run);
+            c.last_text = report.text.clone();
         }
         match &report.outcome {
             Ok(()) => Ok(()),
@@ -385,6 +388,7 @@ impl Filesystem for WorldFs {
                     buf: Vec::new(),
                     pending: false,
                     last_run: None,
+                    last_text: String::new(),
                 }));
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
@@ -433,12 +437,12 @@ impl Filesystem for WorldFs {
         // Take what is needed out of the handle table before asking the world (which may be
         // slow), so other descriptors are not held up.
         enum Want {
-            Run(Option<i64>),
+            Run(Option<i64>, String),
             Snapshot(Vec<u8>),
             Fill(NodeId, u32, bool),
         }
         let want = match self.handles().get(&fh.0) {
-            Some(Handle::Call(c)) => Want::Run(c.last_run),
+            Some(Handle::Call(c)) => Want::Run(c.last_run, c.last_text.clone()),
             Some(Handle::File {
                 snapshot: Some(s), ..
             }) => Want::Snapshot(s.clone()),
@@ -451,8 +455,10 @@ impl Filesystem for WorldFs {
             _ => return reply.error(Errno::EBADF),
         };
         let bytes = match want {
-            Want::Run(None) => Vec::new(),
-            Want::Run(Some(id)) => match self.world.run_result(id) {
+            Want::Run(None, _) => Vec::new(),
+            // Not journaled (the state database failed): only this descriptor has the words.
+            Want::Run(Some(0), text) => text.into_bytes(),
+            Want::Run(Some(id), _) => match self.world.run_result(id) {
                 Ok(t) => t.into_bytes(),
                 Err(e) => return reply.error(errno(&e)),
             },
