@@ -41,6 +41,16 @@ pub fn is_valid(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
+/// A positive number written canonically (no sign, no leading zero, at most 18 digits), so
+/// that a numbered object (issue, run, row position) has exactly one name.
+pub fn canonical_number<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || s.len() > 18 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +74,13 @@ mod tests {
         assert_eq!(escape("ops"), "ops~");
         assert_eq!(unescape("ops"), None);
         assert_eq!(escape("plain"), "plain");
+    }
+
+    #[test]
+    fn numbers_have_one_spelling() {
+        assert_eq!(canonical_number::<i64>("42"), Some(42));
+        for bad in ["", "0", "042", "+1", "-1", "1e3", "1234567890123456789"] {
+            assert_eq!(canonical_number::<i64>(bad), None, "{bad}");
+        }
     }
 }

@@ -147,13 +147,9 @@ enum Node {
     User(String),
 }
 
-/// A positive number in canonical form, so every object has exactly one path.
+/// Numbers in paths have one spelling (see `names::canonical_number`).
 fn parse_number(s: &str) -> Option<i64> {
-    if s.is_empty() || s.len() > 18 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    s.parse().ok()
+    crate::world::names::canonical_number(s)
 }
 
 impl Node {
