@@ -14,6 +14,7 @@ pub mod names;
 pub mod node;
 mod pool;
 mod readme;
+pub mod time;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
