@@ -441,15 +441,26 @@ impl DbHost {
         Ok((t, key))
     }
 
+    /// The row at `seg`, which must exist: its table, key and values.
+    fn existing_row(
+        &self,
+        conn: &rusqlite::Connection,
+        table: &str,
+        seg: &str,
+    ) -> HostResult<(Table, Vec<SqlValue>, Vec<SqlValue>)> {
+        let (t, key) = self.row_of(conn, table, seg)?;
+        let row = whole_row(conn, &t, &key)?
+            .ok_or_else(|| HostError::NotFound(format!("no row {seg} in {table}")))?;
+        Ok((t, key, row))
+    }
+
     fn row_path(&self, table: &str, key: &[SqlValue]) -> Vec<String> {
         Node::Row(table.to_string(), super::keys::encode_key(key)).path()
     }
 
     fn row_body(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
         let conn = self.main();
-        let (t, key) = self.row_of(&conn, table, seg)?;
-        let values = whole_row(&conn, &t, &key)?
-            .ok_or_else(|| HostError::NotFound(format!("no row {seg} in {table}")))?;
+        let (t, key, values) = self.existing_row(&conn, table, seg)?;
         let mut out = String::new();
         if let Key::Rowid(name) = &t.key {
             out.push_str(&format!("{name}: {}\n", full(&key[0])));
@@ -481,9 +492,7 @@ impl DbHost {
 
     fn references(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
         let conn = self.main();
-        let (t, key) = self.row_of(&conn, table, seg)?;
-        let row = whole_row(&conn, &t, &key)?
-            .ok_or_else(|| HostError::NotFound(format!("no row {seg} in {table}")))?;
+        let (t, key, row) = self.existing_row(&conn, table, seg)?;
         let mut out = CallOutcome::default();
         let mut lines = Vec::new();
         for fk in &t.fks {
@@ -554,9 +563,7 @@ impl DbHost {
 
     fn referenced_by(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
         let conn = self.main();
-        let (t, key) = self.row_of(&conn, table, seg)?;
-        let row = whole_row(&conn, &t, &key)?
-            .ok_or_else(|| HostError::NotFound(format!("no row {seg} in {table}")))?;
+        let (t, key, row) = self.existing_row(&conn, table, seg)?;
         let mut out = CallOutcome::default();
         let mut lines = Vec::new();
         let mut budget = self.page_size;
