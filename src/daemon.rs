@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use crate::hosts::{self, HostContext};
 use crate::manifest::{Manifest, DEFAULT_MANIFEST};
+use crate::world::host::Changes;
 use crate::world::{Mounted, World};
 
 /// How long `wip mount` waits for the background daemon to be ready.
@@ -76,15 +77,18 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     let (manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
+    let (changes, change_rx) = Changes::channel();
     let mut ctx = HostContext {
         state_dir: opts.state_dir.clone(),
         launch_dir: std::env::current_dir().context("cannot read the current directory")?,
         mount_point: opts.mount_point.clone(),
         identity: manifest.identity.clone(),
         peers: Vec::new(),
+        changes: Changes::detached(),
     };
     let mut mounted = Vec::new();
-    for spec in &manifest.hosts {
+    for (index, spec) in manifest.hosts.iter().enumerate() {
+        ctx.changes = changes.for_host(index);
         let host = hosts::build(spec, &ctx)?;
         ctx.peers.push(hosts::Peer {
             path: spec.path.clone(),
@@ -110,7 +114,14 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
             "calls cut off by the last stop are marked interrupted in the journal"
         );
     }
-    Ok(Arc::new(world))
+    // Only the hosts keep senders: the listener ends when the world's hosts are gone.
+    drop(changes);
+    drop(ctx);
+    let world = Arc::new(world);
+    world
+        .listen_for_host_changes(change_rx)
+        .context("cannot start the host-changes thread")?;
+    Ok(world)
 }
 
 fn is_root() -> bool {

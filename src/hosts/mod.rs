@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::manifest::{HostSpec, Identity, ManifestError};
-use crate::world::host::Host;
+use crate::world::host::{Changes, Host};
 
 pub mod db;
 pub mod files;
@@ -25,6 +25,8 @@ pub struct HostContext {
     /// Hosts built before this one (manifest order), for hosts that work across others
     /// through the Host trait only (search indexes their `documents`).
     pub peers: Vec<Peer>,
+    /// Where this host reports entries that changed on their own (see `Changes`).
+    pub changes: Changes,
 }
 
 /// Another host of the same world and where it is mounted.

@@ -313,3 +313,61 @@ pub trait Host: Send + Sync {
 pub fn path_of(segments: &[&str]) -> Vec<String> {
     segments.iter().map(|s| s.to_string()).collect()
 }
+
+/// Entries of one host that changed on their own, not through a call of this mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostChange {
+    /// Index of the host in the world (manifest order).
+    pub host: usize,
+    /// Host-relative paths of entries whose description or children changed.
+    pub paths: Vec<Vec<String>>,
+}
+
+/// A host's way to tell the runtime that entries changed behind the mount's back (a
+/// backend's notification, a background job that finished). The runtime journals them in
+/// the change feed and drops the kernel's cached copies, as it does for a call's changes.
+#[derive(Clone, Debug)]
+pub struct Changes {
+    host: usize,
+    tx: Option<std::sync::mpsc::Sender<HostChange>>,
+}
+
+impl Changes {
+    /// One sender per host (`for_host`) and the runtime's receiving end.
+    pub fn channel() -> (Changes, std::sync::mpsc::Receiver<HostChange>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (
+            Changes {
+                host: 0,
+                tx: Some(tx),
+            },
+            rx,
+        )
+    }
+
+    /// Changes that go nowhere: for hosts used without a mount (tests, benchmarks).
+    pub fn detached() -> Changes {
+        Changes { host: 0, tx: None }
+    }
+
+    /// The sender for the host at `index` in manifest order.
+    pub fn for_host(&self, index: usize) -> Changes {
+        Changes {
+            host: index,
+            tx: self.tx.clone(),
+        }
+    }
+
+    /// Report changed entries; never blocks, and is a no-op once the mount is gone.
+    pub fn changed(&self, paths: Vec<Vec<String>>) {
+        if paths.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(HostChange {
+                host: self.host,
+                paths,
+            });
+        }
+    }
+}

@@ -163,6 +163,26 @@ impl Journal {
         Ok(())
     }
 
+    /// Record changes that no call made (a host's own notifications), in one transaction.
+    pub fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO events(at, kind, path, op, run, status)
+                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for e in events {
+                insert.execute(params![e.kind, e.path, e.op, e.run, e.status])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Events after `cursor`, oldest first, at most `limit`.
     pub fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
         let conn = self.conn()?;
@@ -298,5 +318,23 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].op.as_deref(), Some("close"));
         assert_eq!(j.last_event().unwrap(), events[0].cursor);
+    }
+
+    #[test]
+    fn events_without_a_call_join_the_feed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(&dir.path().join("journal.db")).unwrap();
+        j.record_events(&[]).unwrap();
+        assert_eq!(j.last_event().unwrap(), 0);
+        let ev = Event {
+            kind: "changed".into(),
+            path: "agents/conversations/1".into(),
+            ..Default::default()
+        };
+        j.record_events(&[ev.clone(), ev]).unwrap();
+        let events = j.events_after(0, 10).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[1].kind, "changed");
+        assert_eq!(events[1].run, None);
     }
 }

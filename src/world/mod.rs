@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::manifest::{Identity, WorldSettings};
 use error::{ErrorKind, WorldError, WorldResult};
-use host::{CallOutcome, Caller, Guard, Host, OpSpec};
+use host::{CallOutcome, Caller, Guard, Host, HostChange, OpSpec};
 use journal::{Event, Journal, Run};
 use known::{Known, KnownEntry};
 use node::*;
@@ -1173,7 +1173,6 @@ impl World {
             ));
             discovered.push(world_path);
         }
-        let mut changed = Vec::new();
         let mut events: Vec<Event> = discovered
             .iter()
             .map(|p| Event {
@@ -1182,7 +1181,16 @@ impl World {
                 ..Default::default()
             })
             .collect();
-        for (h, p) in &outcome.changed {
+        let (changed, change_events) = self.changed_entries(&outcome.changed);
+        events.extend(change_events);
+        (text, discovered, changed, events)
+    }
+
+    /// The nodes and change-feed events of entries that changed.
+    fn changed_entries(&self, entries: &[(usize, Vec<String>)]) -> (Vec<NodeId>, Vec<Event>) {
+        let mut changed = Vec::new();
+        let mut events = Vec::new();
+        for (h, p) in entries {
             let gone = self
                 .hosts
                 .get(*h)
@@ -1210,7 +1218,45 @@ impl World {
             }
             changed.push(NodeId::Entry(e));
         }
-        (text, discovered, changed, events)
+        (changed, events)
+    }
+
+    /// Entries a host reports changed on their own: journal them in the change feed and
+    /// drop the kernel's cached copies.
+    pub fn host_changed(&self, change: &HostChange) {
+        if change.host >= self.hosts.len() {
+            return;
+        }
+        self.forget_guards();
+        let entries: Vec<(usize, Vec<String>)> = change
+            .paths
+            .iter()
+            .map(|p| (change.host, p.clone()))
+            .collect();
+        let (mut nodes, events) = self.changed_entries(&entries);
+        if let Err(e) = self.journal.record_events(&events) {
+            tracing::error!("journal: {e}");
+        }
+        nodes.push(NodeId::WipFile(WipFile::Events));
+        self.publish(&nodes);
+    }
+
+    /// Apply hosts' own changes as they arrive, until every sender is gone.
+    pub fn listen_for_host_changes(
+        self: &Arc<Self>,
+        changes: std::sync::mpsc::Receiver<HostChange>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let world = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("host-changes".into())
+            .spawn(move || {
+                while let Ok(change) = changes.recv() {
+                    match world.upgrade() {
+                        Some(w) => w.host_changed(&change),
+                        None => break,
+                    }
+                }
+            })
     }
 
     fn complete(

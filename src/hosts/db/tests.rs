@@ -80,6 +80,7 @@ fn ctx(dir: &Path) -> HostContext {
         mount_point: dir.join("mnt"),
         identity: Identity::default(),
         peers: Vec::new(),
+        changes: crate::world::host::Changes::detached(),
     }
 }
 

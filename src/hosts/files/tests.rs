@@ -25,6 +25,7 @@ fn ctx(launch: &Path, mount: &Path) -> HostContext {
         mount_point: mount.to_path_buf(),
         identity: Identity::default(),
         peers: Vec::new(),
+        changes: crate::world::host::Changes::detached(),
     }
 }
 

@@ -60,6 +60,7 @@ fn world() -> World {
         mount_point: base.join("mnt"),
         identity: Identity::default(),
         peers: Vec::new(),
+        changes: crate::world::host::Changes::detached(),
     };
     let tracker = Arc::new(TrackerHost::open("tracker", TrackerSettings::default(), &ctx).unwrap());
     let files = FilesHost::open(

@@ -21,6 +21,7 @@ fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
             role,
         },
         peers: Vec::new(),
+        changes: crate::world::host::Changes::detached(),
     }
 }
 
