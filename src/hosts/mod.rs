@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::manifest::{HostSpec, Identity, ManifestError};
 use crate::world::host::{Changes, Host};
 
+pub mod agent;
 pub mod db;
 pub mod files;
 pub mod search;
@@ -55,7 +56,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db, search)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent)")]
     UnknownKind(String),
 }
 
@@ -84,6 +85,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "search" => {
             let host = search::SearchHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "agent" => {
+            let host = agent::AgentHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }
