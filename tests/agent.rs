@@ -1,0 +1,319 @@
+//! The agents host mounted for real, driven with bash as an agent would, with the scripted
+//! agent of tests/agents/echo_agent.py (deterministic; see its header).
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+const EPERM: i32 = libc::EPERM;
+const EIO: i32 = libc::EIO;
+
+fn agent_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/agents/echo_agent.py")
+}
+
+/// A world with the scripted agent at `agents/echo`; `wait_ms` is how long ask waits.
+fn mount(wait_ms: u64) -> Mount {
+    // The agent runs in the launch directory (the mount's root): it writes its pids there.
+    Mount::start(Some(&format!(
+        "[[host]]\nkind = \"agent\"\npath = \"agents/echo\"\n\
+         command = [\"python3\", {script:?}]\n\
+         description = \"Echoes the last message (a scripted agent)\"\n\
+         wait_ms = {wait_ms}\nenv = {{ AGENT_PIDS = \"pids\" }}\n",
+        script = agent_script().display().to_string(),
+    )))
+}
+
+/// The pids the agent wrote (see AGENT_PIDS).
+fn pids(m: &Mount) -> Vec<i32> {
+    std::fs::read_to_string(m.root.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn abs(m: &Mount, rel: &str) -> String {
+    m.path(rel).display().to_string()
+}
+
+#[test]
+fn ask_reply_and_browse_by_path() {
+    let m = mount(10_000);
+    let root = m.read("agents/echo/description");
+    assert!(root.starts_with("Echoes the last message"), "{root}");
+    assert!(root.contains("0 conversations"), "{root}");
+    m.ok("echo 'hello world' > agents/echo/ops/ask/call");
+    let r = m.result("agents/echo/ops/ask");
+    assert!(
+        r.starts_with("echo: hello world [1 messages: user]\n"),
+        "{r}"
+    );
+    // The conversation's path is printed, absolute, with its description.
+    let conv = abs(&m, "agents/echo/conversations/1");
+    assert!(
+        r.contains(&format!("{conv}\tConversation 1 · done · 2 messages")),
+        "{r}"
+    );
+    assert!(r.contains(&format!("{conv}/messages/2\tagent · echo: hello world")));
+    // Not listed by the host's root (out of find and grep -r), listed by its own ls.
+    let ls = m.ok("ls agents/echo");
+    assert!(!ls.contains("conversations"), "{ls}");
+    assert_eq!(
+        m.ok("ls agents/echo/conversations | grep -v -x -e description -e ref -e ops"),
+        "1\n"
+    );
+    assert!(m
+        .ok("find agents")
+        .lines()
+        .all(|l| !l.contains("conversations")));
+    assert_eq!(
+        m.read("agents/echo/conversations/1/description"),
+        "Conversation 1 · done · 2 messages · \"hello world\"\n"
+    );
+    assert_eq!(
+        m.ok("ls agents/echo/conversations/1/messages | grep -v -x -e description -e ref -e ops"),
+        "1\n2\n"
+    );
+    assert_eq!(
+        m.read("agents/echo/conversations/1/messages/2/ref"),
+        "agent://agents/echo/conversations/1/messages/2\n"
+    );
+    // Reply in plain text: the agent sees the whole conversation.
+    m.ok("echo 'and again' > agents/echo/conversations/1/ops/reply/call");
+    let r = m.result("agents/echo/conversations/1/ops/reply");
+    assert!(
+        r.starts_with("echo: and again [3 messages: user,agent,user]"),
+        "{r}"
+    );
+    m.ok("echo > agents/echo/conversations/1/messages/4/ops/read_body/call");
+    assert_eq!(
+        m.result("agents/echo/conversations/1/messages/4/ops/read_body"),
+        "echo: and again [3 messages: user,agent,user]\n"
+    );
+    m.ok("echo > agents/echo/conversations/1/ops/read_body/call");
+    let all = m.result("agents/echo/conversations/1/ops/read_body");
+    assert_eq!(all.matches("\n--- ").count(), 4, "{all}");
+    // A conversation that does not exist is not there.
+    assert!(!m.path("agents/echo/conversations/2").exists());
+    assert!(m
+        .read("agents/echo/description")
+        .contains("1 conversation "));
+}
+
+#[test]
+fn a_slow_answer_says_working_then_wait_returns_it() {
+    let m = mount(300);
+    let started = Instant::now();
+    m.ok("echo 'slow 3' > agents/echo/ops/ask/call");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let r = m.result("agents/echo/ops/ask");
+    assert!(r.starts_with("conversation 1 is working"), "{r}");
+    assert!(
+        r.contains("echo > agents/echo/conversations/1/ops/wait/call"),
+        "{r}"
+    );
+    assert!(r.contains(&abs(&m, "agents/echo/conversations/1")), "{r}");
+    assert!(m
+        .read("agents/echo/conversations/1/description")
+        .contains("· working "));
+    // Reply is blocked while working, with the way out; cancel is allowed.
+    let g = m.read("agents/echo/conversations/1/ops/reply/guard");
+    assert!(
+        g.starts_with("blocked\n✗ not_working: conversation 1 is working"),
+        "{g}"
+    );
+    assert_eq!(
+        m.call("agents/echo/conversations/1/ops/reply", "more\n"),
+        Err(EPERM)
+    );
+    assert!(m
+        .result("agents/echo/conversations/1/ops/reply")
+        .starts_with("error: blocked by guard not_working"));
+    assert!(m
+        .read("agents/echo/conversations/1/ops/cancel/guard")
+        .starts_with("allowed\n"));
+    // wait blocks until the answer is there.
+    m.ok("echo > agents/echo/conversations/1/ops/wait/call");
+    let r = m.result("agents/echo/conversations/1/ops/wait");
+    assert!(r.starts_with("echo: slow 3 [1 messages: user]"), "{r}");
+    assert!(m
+        .read("agents/echo/conversations/1/description")
+        .contains("· done · 2 messages"));
+    assert!(m
+        .read("agents/echo/conversations/1/ops/cancel/guard")
+        .starts_with("blocked\n✗ working: conversation 1 is done"));
+    assert_eq!(
+        m.call("agents/echo/conversations/1/ops/cancel", "\n"),
+        Err(EPERM)
+    );
+    assert!(m
+        .read("agents/echo/conversations/1/ops/reply/guard")
+        .starts_with("allowed\n"));
+}
+
+#[test]
+fn a_background_answer_shows_in_the_change_feed() {
+    let m = mount(200);
+    m.ok("echo 'slow 1' > agents/echo/ops/ask/call");
+    assert!(m.result("agents/echo/ops/ask").contains("working"));
+    // Nobody waits: the description turns done on its own, and the feed says so.
+    wait_until("conversation done", || {
+        m.read("agents/echo/conversations/1/description")
+            .contains("· done ·")
+    });
+    wait_until("the feed shows the answer", || {
+        m.read(".wip/events")
+            .contains("\"kind\":\"changed\",\"path\":\"/agents/echo/conversations/1/messages/2\"")
+    });
+    let events = m.read(".wip/events");
+    assert!(
+        events.contains("\"kind\":\"changed\",\"path\":\"/agents/echo/conversations/1\""),
+        "{events}"
+    );
+    assert_eq!(
+        m.ok("ls agents/echo/conversations/1/messages | grep -v -x -e description -e ref -e ops"),
+        "1\n2\n"
+    );
+}
+
+#[test]
+fn cancel_stops_the_agent_and_everything_it_started() {
+    let m = mount(300);
+    m.ok("echo 'slow 60' > agents/echo/ops/ask/call");
+    wait_until("agent and sleeper started", || pids(&m).len() >= 2);
+    let procs = pids(&m);
+    assert!(procs.iter().all(|&p| alive(p)), "{procs:?}");
+    let started = Instant::now();
+    m.ok("echo > agents/echo/conversations/1/ops/cancel/call");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let r = m.result("agents/echo/conversations/1/ops/cancel");
+    assert!(r.starts_with("cancelled conversation 1"), "{r}");
+    for p in procs {
+        assert!(!alive(p), "process {p} survived the cancel");
+    }
+    let d = m.read("agents/echo/conversations/1/description");
+    assert!(
+        d.contains("· cancelled: stopped by a call of cancel ·"),
+        "{d}"
+    );
+    // wait has no answer to give: EIO in words.
+    assert_eq!(
+        m.call("agents/echo/conversations/1/ops/wait", "\n"),
+        Err(EIO)
+    );
+    assert!(m
+        .result("agents/echo/conversations/1/ops/wait")
+        .contains("was cancelled"));
+    assert_eq!(
+        m.call("agents/echo/conversations/1/ops/cancel", "\n"),
+        Err(EPERM)
+    );
+}
+
+#[test]
+fn a_failing_agent_fails_the_ask_with_its_words() {
+    let m = mount(10_000);
+    assert_eq!(m.call("agents/echo/ops/ask", "fail\n"), Err(EIO));
+    let r = m.result("agents/echo/ops/ask");
+    assert!(
+        r.starts_with("error: the agent failed: exit status 1: "),
+        "{r}"
+    );
+    assert!(r.contains("something broke: no model named fail"), "{r}");
+    assert!(r.contains("agents/echo/conversations/1 is kept"), "{r}");
+    let d = m.read("agents/echo/conversations/1/description");
+    assert!(d.contains("· failed: exit status 1: "), "{d}");
+    assert!(d.contains("something broke"), "{d}");
+    // bash sees the failure as a failed write.
+    let out = m.sh("echo fail > agents/echo/conversations/1/ops/reply/call");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    assert!(m
+        .read("agents/echo/conversations/1/description")
+        .contains("· 2 messages ·"));
+}
+
+#[test]
+fn conversations_persist_and_a_cut_turn_shows_interrupted() {
+    let mut m = mount(300);
+    m.ok("echo 'keep me' > agents/echo/ops/ask/call");
+    wait_until("first answer", || {
+        m.read("agents/echo/conversations/1/description")
+            .contains("· done ·")
+    });
+    m.ok("echo 'slow 60' > agents/echo/ops/ask/call");
+    wait_until("slow agent started", || pids(&m).len() >= 3);
+    // A clean stop ends the agent and everything it started.
+    m.unmount();
+    wait_until("agents gone with a clean stop", || {
+        pids(&m).iter().all(|&p| !alive(p))
+    });
+    m.remount();
+    assert_eq!(
+        m.ok("ls agents/echo/conversations | grep -v -x -e description -e ref -e ops"),
+        "1\n2\n"
+    );
+    assert!(m
+        .read("agents/echo/conversations/1/description")
+        .contains("· done · 2 messages"));
+    let d = m.read("agents/echo/conversations/2/description");
+    assert!(
+        d.contains("· interrupted: the daemon stopped while the agent was answering ·"),
+        "{d}"
+    );
+    m.ok("echo > agents/echo/conversations/1/messages/2/ops/read_body/call");
+    assert_eq!(
+        m.result("agents/echo/conversations/1/messages/2/ops/read_body"),
+        "echo: keep me [1 messages: user]\n"
+    );
+    // A crash of the daemon while the agent answers: the agent dies with it, and the
+    // turn shows interrupted at the next mount.
+    m.ok("echo 'slow 60' > agents/echo/conversations/2/ops/reply/call");
+    wait_until("second slow agent started", || pids(&m).len() >= 5);
+    let (agent, sleeper) = (pids(&m)[3], pids(&m)[4]);
+    m.kill_daemon();
+    let out = std::process::Command::new(common::WIP)
+        .arg("umount")
+        .arg(&m.mount)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    wait_until("the agent gone with the daemon", || !alive(agent));
+    // What the agent started itself is not ours to find after a crash (see SEMANTICS).
+    unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    m.remount();
+    let d = m.read("agents/echo/conversations/2/description");
+    assert!(
+        d.contains("· interrupted: ") && d.contains("· 2 messages ·"),
+        "{d}"
+    );
+    // Taken up again after the interruptions.
+    m.ok("echo 'go on' > agents/echo/conversations/2/ops/reply/call");
+    m.ok("echo > agents/echo/conversations/2/ops/wait/call");
+    assert!(m
+        .result("agents/echo/conversations/2/ops/wait")
+        .starts_with("echo: go on [3 messages: user,user,user]"));
+    assert!(m.path("agents/echo/conversations/2/messages/4").exists());
+}
