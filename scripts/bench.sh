@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search.
-SECTIONS=${SECTIONS:-walk,db,search}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent.
+SECTIONS=${SECTIONS:-walk,db,search,agent}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -27,7 +27,7 @@ m=$work/world f=$work/floor
 floor_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -210,4 +210,19 @@ s_mount=$(p50 "through the mount" "$work/searchmount.txt")
 s_in=$(p50 "in-process host.call" "$work/searchin.txt")
 echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"
 echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
+fi
+
+if on agent; then
+echo "# agents host: ask on an instant agent vs running the command directly"
+am=$work/agentworld
+ASKS=${ASKS:-200}
+mkdir -p "$am"
+printf '[[host]]\nkind = "agent"\npath = "agents/echo"\ncommand = ["sh", "-c", "cat > /dev/null; echo hi"]\n' > "$work/agent.toml"
+(cd "$work/files" && "$bin/wip" mount "$am" --state "$work/agentstate" --manifest "$work/agent.toml" > /dev/null)
+direct() { for _ in $(seq 1 "$ASKS"); do printf '{"role":"user","content":"hi"}\n' | sh -c 'cat > /dev/null; echo hi' > /dev/null; done; }
+asks() { for _ in $(seq 1 "$ASKS"); do echo hi > "$am/agents/echo/ops/ask/call"; done; }
+t_direct=$(secs direct)
+t_ask=$(secs asks)
+"$bin/wip" umount "$am"
+echo "agent: $ASKS turns, direct $(echo "scale=2; $t_direct * 1000 / $ASKS" | bc) ms each, ask through the mount $(echo "scale=2; $t_ask * 1000 / $ASKS" | bc) ms each; ratio $(ratio "$t_ask" "$t_direct")"
 fi

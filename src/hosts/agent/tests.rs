@@ -609,3 +609,36 @@ fn the_reader_decides_by_the_first_line() {
     r.line("{\"status\": \"only progress\"}");
     assert_eq!(r.answer(), None);
 }
+
+#[test]
+fn the_example_manifest_and_agent_work() {
+    let manifest = crate::manifest::Manifest::load(&repo().join("mounts/agents.toml")).unwrap();
+    let spec = manifest
+        .hosts
+        .iter()
+        .find(|h| h.kind == "agent")
+        .expect("an agent host");
+    let dir = tempfile::tempdir().unwrap();
+    let h = AgentHost::open(
+        &spec.path,
+        spec.settings().unwrap(),
+        &ctx(dir.path(), Changes::detached()),
+    )
+    .unwrap();
+    let out = call(
+        &h,
+        "",
+        "ask",
+        json!({"message": "how do I count the lines of a file?"}),
+    )
+    .unwrap();
+    assert!(out.result.starts_with("wc -l FILE\n"), "{}", out.result);
+    let out = call(
+        &h,
+        "conversations/1",
+        "reply",
+        json!({"message": "another"}),
+    )
+    .unwrap();
+    assert!(out.result.starts_with("wc -w FILE\n"), "{}", out.result);
+}
