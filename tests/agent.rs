@@ -77,6 +77,10 @@ fn ask_reply_and_browse_by_path() {
         "{r}"
     );
     assert!(r.contains(&format!("{conv}/messages/2\tagent · echo: hello world")));
+    // Discovered, but out of the indexable range: locate does not offer it.
+    m.ok("echo 'hello world' > ops/locate/call");
+    let found = m.result("ops/locate");
+    assert!(!found.contains("conversations"), "{found}");
     // Not listed by the host's root (out of find and grep -r), listed by its own ls.
     let ls = m.ok("ls agents/echo");
     assert!(!ls.contains("conversations"), "{ls}");

@@ -987,10 +987,20 @@ impl Drop for AgentHost {
 
 impl Host for AgentHost {
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
-        match Node::parse(path) {
-            Some(node) => self.inner.info(node),
-            None => Ok(None),
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        let mut info = self.inner.info(node)?;
+        // Everything under `conversations/` is out of the indexable range. Listings inside
+        // it still show their children (`children` marks them listable), but an entry
+        // looked up or discovered directly says so itself: the runtime places a discovered
+        // entry in the range without looking at ancestors it has not seen yet.
+        if let Some(i) = info.as_mut() {
+            if !matches!(node, Node::Root) {
+                i.indexable = false;
+            }
         }
+        Ok(info)
     }
 
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {

@@ -153,6 +153,16 @@ fn ask_answers_and_makes_a_conversation() {
     let d = description(&h, "conversations/1");
     assert_eq!(d, "Conversation 1 · done · 2 messages · \"hello there\"");
     assert_eq!(names(&h, "conversations"), vec!["1"]);
+    // Listed inside conversations/, yet out of the indexable range when looked up.
+    assert!(h.children(&p("conversations")).unwrap()[0].info.indexable);
+    for inside in [
+        "conversations/1",
+        "conversations/1/messages",
+        "conversations/1/messages/2",
+    ] {
+        assert!(!h.entry(&p(inside)).unwrap().unwrap().indexable, "{inside}");
+    }
+    assert!(h.entry(&[]).unwrap().unwrap().indexable);
     assert_eq!(names(&h, "conversations/1"), vec!["messages"]);
     assert_eq!(names(&h, "conversations/1/messages"), vec!["1", "2"]);
     assert_eq!(
