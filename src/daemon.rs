@@ -85,6 +85,7 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
         identity: manifest.identity.clone(),
         peers: Vec::new(),
         changes: Changes::detached(),
+        call_timeout: manifest.world.call_timeout(),
     };
     let mut mounted = Vec::new();
     for (index, spec) in manifest.hosts.iter().enumerate() {

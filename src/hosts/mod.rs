@@ -26,6 +26,9 @@ pub struct HostContext {
     /// Hosts built before this one (manifest order), for hosts that work across others
     /// through the Host trait only (search indexes their `documents`).
     pub peers: Vec<Peer>,
+    /// How long the runtime lets a call run before answering ETIMEDOUT (the world's
+    /// `call_timeout_ms`): a host that blocks on purpose (`wait`) stays below it.
+    pub call_timeout: std::time::Duration,
     /// Where this host reports entries that changed on their own (see `Changes`).
     pub changes: Changes,
 }

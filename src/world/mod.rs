@@ -178,6 +178,8 @@ pub struct World {
     known: Known,
     /// Entries seen to be non-indexable: their descendants are out of the indexable range.
     hidden: Mutex<HashSet<EntryRef>>,
+    /// Ancestors of discovered entries seen to be indexable (bounded; see `note_ancestors`).
+    shown: Mutex<HashSet<EntryRef>>,
     /// The change feed's cursor when this mount started (`.wip/events` shows what follows).
     events_start: i64,
     /// Nodes the kernel currently holds (kept up to date by the FUSE layer).
@@ -219,6 +221,7 @@ impl World {
             pool: pool::Pool::default(),
             known,
             hidden: Mutex::new(HashSet::new()),
+            shown: Mutex::new(HashSet::new()),
             events_start,
             materialised: AtomicUsize::new(0),
             started: Instant::now(),
@@ -302,6 +305,45 @@ impl World {
             description: info.description.clone(),
             indexable,
         });
+    }
+
+    /// A call can discover an entry before anyone looked up its ancestors: ask the host
+    /// about those not seen yet, so an entry under a non-indexable folder stays out of the
+    /// indexable range.
+    fn note_ancestors(&self, e: &EntryRef) {
+        const SHOWN_MAX: usize = 100_000;
+        let Some(m) = self.hosts.get(e.host) else {
+            return;
+        };
+        for n in 1..e.path.len() {
+            let prefix = EntryRef {
+                host: e.host,
+                path: e.path[..n].to_vec(),
+            };
+            if self.hidden.lock().is_ok_and(|h| h.contains(&prefix)) {
+                return;
+            }
+            if self.shown.lock().is_ok_and(|s| s.contains(&prefix)) {
+                continue;
+            }
+            match m.host.entry(&prefix.path) {
+                Ok(Some(info)) if !info.indexable => {
+                    if let Ok(mut h) = self.hidden.lock() {
+                        h.insert(prefix);
+                    }
+                    return;
+                }
+                Ok(Some(_)) => {
+                    if let Ok(mut s) = self.shown.lock() {
+                        if s.len() >= SHOWN_MAX {
+                            s.clear();
+                        }
+                        s.insert(prefix);
+                    }
+                }
+                _ => return,
+            }
+        }
     }
 
     /// The host entry at a world path (`tracker/issues/42`), asking its host once rather than
@@ -1161,6 +1203,7 @@ impl World {
                         host: *h,
                         path: rel.clone(),
                     };
+                    self.note_ancestors(&e);
                     self.remember(&e, i);
                     i.description.clone()
                 }

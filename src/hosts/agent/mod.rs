@@ -54,10 +54,11 @@ pub struct AgentSettings {
     /// A turn's hard limit: then its process group is stopped and the conversation failed.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
-    /// The longest `wait` may block (and its default); keep it below the world's
-    /// `call_timeout_ms` so a wait answers in words rather than by the runtime's timeout.
-    #[serde(default = "default_wait_limit_ms")]
-    pub wait_limit_ms: u64,
+    /// The longest `wait` may block (and its default). It must stay below the world's
+    /// `call_timeout_ms` so a wait answers in words rather than by the runtime's timeout;
+    /// by default it is that timeout less 5 s (at least 1 s).
+    #[serde(default)]
+    pub wait_limit_ms: Option<u64>,
     /// Extra environment variables of the command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -74,10 +75,6 @@ fn default_timeout_ms() -> u64 {
     600_000
 }
 
-fn default_wait_limit_ms() -> u64 {
-    25_000
-}
-
 fn default_page_size() -> usize {
     200
 }
@@ -90,6 +87,11 @@ pub enum AgentError {
     Timeout,
     #[error("wait_limit_ms must be at least 1")]
     WaitLimit,
+    #[error(
+        "wait_limit_ms ({limit}) must be below the world's call_timeout_ms ({call_timeout}), \
+         or a wait would end in the runtime's timeout instead of words"
+    )]
+    WaitAboveCallTimeout { limit: u64, call_timeout: u64 },
     #[error("wait_ms ({wait}) must not exceed wait_limit_ms ({limit})")]
     WaitAboveLimit { wait: u64, limit: u64 },
     #[error("page_size must be at least 1")]
@@ -212,13 +214,23 @@ impl AgentHost {
         if settings.timeout_ms == 0 {
             return Err(AgentError::Timeout);
         }
-        if settings.wait_limit_ms == 0 {
+        let call_timeout_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
+        let wait_limit_ms = settings
+            .wait_limit_ms
+            .unwrap_or_else(|| call_timeout_ms.saturating_sub(5_000).max(1_000));
+        if wait_limit_ms == 0 {
             return Err(AgentError::WaitLimit);
         }
-        if settings.wait_ms > settings.wait_limit_ms {
+        if wait_limit_ms >= call_timeout_ms {
+            return Err(AgentError::WaitAboveCallTimeout {
+                limit: wait_limit_ms,
+                call_timeout: call_timeout_ms,
+            });
+        }
+        if settings.wait_ms > wait_limit_ms {
             return Err(AgentError::WaitAboveLimit {
                 wait: settings.wait_ms,
-                limit: settings.wait_limit_ms,
+                limit: wait_limit_ms,
             });
         }
         if settings.page_size == 0 {
@@ -259,7 +271,7 @@ impl AgentHost {
                 },
                 description: settings.description,
                 wait: Duration::from_millis(settings.wait_ms),
-                wait_limit: Duration::from_millis(settings.wait_limit_ms),
+                wait_limit: Duration::from_millis(wait_limit_ms),
                 page_size: settings.page_size,
                 store,
                 running: Mutex::new(HashMap::new()),

@@ -22,6 +22,7 @@ fn ctx(state: &Path, changes: Changes) -> HostContext {
         identity: Identity::default(),
         peers: Vec::new(),
         changes,
+        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
     }
 }
 
@@ -36,7 +37,7 @@ fn settings(extra: &[&str]) -> AgentSettings {
         description: Some("Echoes what it is told".to_string()),
         wait_ms: 5_000,
         timeout_ms: 60_000,
-        wait_limit_ms: 20_000,
+        wait_limit_ms: Some(20_000),
         env: BTreeMap::new(),
         page_size: 200,
     }
@@ -578,11 +579,19 @@ fn settings_are_checked() {
             page_size: 0,
             ..settings(&[])
         },
+        // A wait that could outlast the runtime's call timeout.
+        AgentSettings {
+            wait_limit_ms: Some(30_000),
+            ..settings(&[])
+        },
     ] {
         assert!(AgentHost::open("a", bad, &c).is_err());
     }
     let parsed: AgentSettings = toml::from_str("command = [\"python3\", \"x.py\"]\n").unwrap();
     assert_eq!(parsed.wait_ms, 2_000);
+    let host = AgentHost::open("a", parsed, &c).unwrap();
+    // The default wait limit follows the world's call timeout (30 s by default).
+    assert_eq!(host.inner.wait_limit, Duration::from_secs(25));
     assert!(toml::from_str::<AgentSettings>("command = [\"x\"]\nnope = 1\n").is_err());
 }
 

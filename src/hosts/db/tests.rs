@@ -81,6 +81,7 @@ fn ctx(dir: &Path) -> HostContext {
         identity: Identity::default(),
         peers: Vec::new(),
         changes: crate::world::host::Changes::detached(),
+        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
     }
 }
 

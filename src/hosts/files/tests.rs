@@ -26,6 +26,7 @@ fn ctx(launch: &Path, mount: &Path) -> HostContext {
         identity: Identity::default(),
         peers: Vec::new(),
         changes: crate::world::host::Changes::detached(),
+        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
     }
 }
 

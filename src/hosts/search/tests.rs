@@ -61,6 +61,7 @@ fn world() -> World {
         identity: Identity::default(),
         peers: Vec::new(),
         changes: crate::world::host::Changes::detached(),
+        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
     };
     let tracker = Arc::new(TrackerHost::open("tracker", TrackerSettings::default(), &ctx).unwrap());
     let files = FilesHost::open(

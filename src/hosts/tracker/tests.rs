@@ -22,6 +22,7 @@ fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
         },
         peers: Vec::new(),
         changes: crate::world::host::Changes::detached(),
+        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
     }
 }
 
