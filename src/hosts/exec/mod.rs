@@ -12,9 +12,9 @@ pub mod protocol;
 mod tests;
 pub mod transport;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -104,7 +104,13 @@ pub struct ExecHost {
     ttl_ms: AtomicU64,
     max_children: usize,
     page_size: usize,
+    /// The last ops each path answered: served while the host is down, so an op's
+    /// `result` and `runs/` stay readable right after the call that brought it down.
+    last_ops: Mutex<HashMap<Vec<String>, Vec<OpSpec>>>,
 }
+
+/// Paths whose ops are remembered (the memory is cleared when full).
+const LAST_OPS_MAX: usize = 1024;
 
 impl ExecHost {
     pub fn open(mount: &str, settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
@@ -162,6 +168,7 @@ impl ExecHost {
             ttl_ms: AtomicU64::new(settings.cache_ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
             max_children: settings.max_children,
             page_size: settings.page_size,
+            last_ops: Mutex::new(HashMap::new()),
         })
     }
 
@@ -271,9 +278,27 @@ impl Host for ExecHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let v = self.read("ops", json!({ "path": path }))?;
-        let ops: Vec<WireOp> = self.decode("ops", v)?;
-        Ok(ops.into_iter().map(WireOp::into_spec).collect())
+        let answer = self
+            .read("ops", json!({ "path": path }))
+            .and_then(|v| self.decode::<Vec<WireOp>>("ops", v));
+        let mut last = self.last_ops.lock().unwrap_or_else(|e| e.into_inner());
+        match answer {
+            Ok(ops) => {
+                let ops: Vec<OpSpec> = ops.into_iter().map(WireOp::into_spec).collect();
+                if last.len() >= LAST_OPS_MAX {
+                    last.clear();
+                }
+                last.insert(path.to_vec(), ops.clone());
+                Ok(ops)
+            }
+            Err(e @ (HostError::Backend(_) | HostError::TimedOut(_))) => {
+                match (last.get(path), self.client.health()) {
+                    (Some(ops), Health::Down(..)) => Ok(ops.clone()),
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
