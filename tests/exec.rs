@@ -161,6 +161,23 @@ fn processes_over_stdio_as_an_agent_would() {
 }
 
 #[test]
+fn the_example_manifest_mounts_the_processes_host() {
+    // mounts/processes.toml names the script relative to the launch directory.
+    let root = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(repo().join("examples"), root.path().join("examples")).unwrap();
+    let manifest = std::fs::read_to_string(repo().join("mounts/processes.toml")).unwrap();
+    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let d = m.read("processes/description");
+    assert!(d.starts_with("Processes of "), "{d}");
+    m.ok("echo > processes/ops/summary/call");
+    let r = m.result("processes/ops/summary");
+    assert!(
+        r.contains(" processes (") && r.contains("load average"),
+        "{r}"
+    );
+}
+
+#[test]
 fn a_process_that_exits_on_its_own_reaches_the_change_feed() {
     let m = Mount::start(Some(&format!(
         "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
@@ -225,7 +242,7 @@ fn misbehaving_world() -> Mount {
     for mode in ["crash", "hang", "junk", "mute"] {
         manifest.push_str(&format!(
             "[[host]]\nkind = \"exec\"\npath = \"bad/{mode}\"\ncommand = [\"python3\", {py:?}, \"{mode}\"]\n\
-             timeout_ms = 1500\ncall_timeout_ms = 1500\n"
+             timeout_ms = 1500\nstart_timeout_ms = 3000\ncall_timeout_ms = 1500\n"
         ));
     }
     Mount::start(Some(&manifest))
@@ -241,7 +258,7 @@ fn responsive(m: &Mount) {
         assert!(d.contains("misbehaves") || d.contains("is down"), "{d}");
     }
     assert!(
-        t.elapsed() < Duration::from_secs(1),
+        t.elapsed() < Duration::from_secs(2),
         "the mount took {:?}",
         t.elapsed()
     );
@@ -250,6 +267,12 @@ fn responsive(m: &Mount) {
 #[test]
 fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
     let m = misbehaving_world();
+    // The hosts start in the background; a slow start is reported, not waited for.
+    wait_for("the hosts to start", || {
+        ["processes", "bad/crash", "bad/hang", "bad/junk"]
+            .iter()
+            .all(|h| !m.read(&format!("{h}/description")).contains("starting"))
+    });
     responsive(&m);
 
     // Crashes mid-call: EIO with the exit status; the host comes back after its backoff.

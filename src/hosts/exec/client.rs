@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -158,19 +158,24 @@ pub struct Client {
     init: InitializeParams,
     changes: Changes,
     state: Mutex<State>,
-    /// One connection attempt at a time.
-    connecting: Mutex<()>,
+    /// How long starting (or reaching) the host and its handshake may take.
+    pub start_timeout: Duration,
+    /// When the connection attempt in progress started (one at a time).
+    attempt: Mutex<Option<Instant>>,
+    attempt_done: Condvar,
+    /// The cache lifetime the host asked for at its last handshake (0: none).
+    ttl_hint_ms: AtomicU64,
 }
 
 impl Client {
     pub fn new(
         name: String,
         endpoint: Endpoint,
-        read_timeout: Duration,
-        call_timeout: Duration,
+        timeouts: [Duration; 3],
         init: InitializeParams,
         changes: Changes,
     ) -> Arc<Client> {
+        let [read_timeout, call_timeout, start_timeout] = timeouts;
         Arc::new(Client {
             name,
             endpoint,
@@ -179,7 +184,10 @@ impl Client {
             init,
             changes,
             state: Mutex::new(State::default()),
-            connecting: Mutex::new(()),
+            start_timeout,
+            attempt: Mutex::new(None),
+            attempt_done: Condvar::new(),
+            ttl_hint_ms: AtomicU64::new(0),
         })
     }
 
@@ -228,6 +236,14 @@ impl Client {
         }
     }
 
+    /// The cache lifetime the host asked for, if it did.
+    pub fn ttl_hint(&self) -> Option<Duration> {
+        match self.ttl_hint_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
     /// What the host said of itself at the last handshake.
     pub fn hello(&self) -> Option<InitializeResult> {
         lock(&self.state).hello.clone()
@@ -258,12 +274,63 @@ impl Client {
         if let Some(r) = check(&lock(&self.state)) {
             return r;
         }
-        let _one = lock(&self.connecting);
-        if let Some(r) = check(&lock(&self.state)) {
-            return r;
+        // The attempt runs on its own thread; a caller waits for it at most a read's
+        // timeout, so a slow start never holds a caller longer than an answer would.
+        let deadline = Instant::now() + self.read_timeout;
+        let mut attempt = lock(&self.attempt);
+        loop {
+            if let Some(r) = check(&lock(&self.state)) {
+                return r;
+            }
+            let started = match *attempt {
+                Some(t) => t,
+                None => {
+                    let me = Arc::clone(self);
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("exec-{}-start", self.name))
+                        .spawn(move || {
+                            let opened = me.open();
+                            // Errors are recorded in the state, where callers find them.
+                            let _ = me.adopt(opened);
+                            *lock(&me.attempt) = None;
+                            me.attempt_done.notify_all();
+                        });
+                    if let Err(e) = spawned {
+                        return Err(HostError::Backend(format!(
+                            "host {}: cannot start a thread to connect: {e}",
+                            self.name
+                        )));
+                    }
+                    let now = Instant::now();
+                    *attempt = Some(now);
+                    now
+                }
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(HostError::Backend(format!(
+                    "host {} is starting ({:.1} s so far; it may take up to {} ms)",
+                    self.name,
+                    started.elapsed().as_secs_f64(),
+                    self.start_timeout.as_millis()
+                )));
+            }
+            attempt = self
+                .attempt_done
+                .wait_timeout(attempt, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
         }
-        match self.open() {
+    }
+
+    fn adopt(
+        &self,
+        opened: Result<(Arc<Conn>, InitializeResult), String>,
+    ) -> HostResult<Arc<Conn>> {
+        match opened {
             Ok((conn, hello)) => {
+                let hint = hello.capabilities.cache_ttl_ms.unwrap_or(0);
+                self.ttl_hint_ms.store(hint, Ordering::Relaxed);
                 let mut st = lock(&self.state);
                 st.conn = Some(Arc::clone(&conn));
                 st.hello = Some(hello);
@@ -314,7 +381,7 @@ impl Client {
     /// Start or connect to the host and shake hands.
     fn open(self: &Arc<Self>) -> Result<(Arc<Conn>, InitializeResult), String> {
         let where_ = self.endpoint.describe();
-        let link = transport::open(&self.endpoint, self.read_timeout)
+        let link = transport::open(&self.endpoint, self.start_timeout)
             .map_err(|e| format!("cannot start or reach {where_}: {e}"))?;
         let Link {
             reader,
@@ -342,7 +409,7 @@ impl Client {
                 format!("cannot start threads for the host: {e}")
             })?;
         let params = serde_json::to_value(&self.init).map_err(|e| e.to_string())?;
-        let hello = match self.send_and_wait(&conn, "initialize", params, self.read_timeout) {
+        let hello = match self.send_and_wait(&conn, "initialize", params, self.start_timeout) {
             Ok(v) => serde_json::from_value::<InitializeResult>(v).map_err(|e| {
                 format!("{where_} answered initialize with a result of the wrong shape: {e}")
             }),
@@ -353,7 +420,7 @@ impl Client {
             Err(Waited::Lost(why)) => Err(format!("{why} during initialize")),
             Err(Waited::TimedOut) => Err(format!(
                 "{where_} sent no answer to initialize within {} ms",
-                self.read_timeout.as_millis()
+                self.start_timeout.as_millis()
             )),
         };
         let hello = match hello {

@@ -13,7 +13,6 @@ mod tests;
 pub mod transport;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +43,9 @@ pub struct ExecSettings {
     /// How long a read (entry, children, ops, guard, ...) may wait for its answer.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// How long starting (or reaching) the host and its `initialize` answer may take.
+    #[serde(default = "default_start_timeout_ms")]
+    pub start_timeout_ms: u64,
     /// How long a `call` may wait for its answer (keep it below the world's call_timeout_ms
     /// so the host's own words and restart happen before the runtime gives up).
     #[serde(default = "default_call_timeout_ms")]
@@ -65,6 +67,10 @@ pub struct ExecSettings {
 
 fn default_timeout_ms() -> u64 {
     5_000
+}
+
+fn default_start_timeout_ms() -> u64 {
+    10_000
 }
 
 fn default_call_timeout_ms() -> u64 {
@@ -90,7 +96,7 @@ pub enum ExecError {
     EmptyCommand,
     #[error("{0}")]
     Connect(String),
-    #[error("timeout_ms, call_timeout_ms, max_children and page_size must be at least 1")]
+    #[error("timeout_ms, start_timeout_ms, call_timeout_ms, max_children and page_size must be at least 1")]
     Zero,
 }
 
@@ -99,9 +105,8 @@ pub struct ExecHost {
     client: Arc<Client>,
     /// World path of the mount point (`processes`), for the root's fallback ref.
     mount: String,
-    ttl_override: Option<u64>,
-    /// The cache lifetime in force (from the manifest, else the host's capabilities).
-    ttl_ms: AtomicU64,
+    /// The manifest's cache lifetime, which wins over the host's wish.
+    ttl: Option<Duration>,
     max_children: usize,
     page_size: usize,
     /// The last ops each path answered: served while the host is down, so an op's
@@ -155,8 +160,11 @@ impl ExecHost {
         let client = Client::new(
             mount.to_string(),
             endpoint,
-            Duration::from_millis(settings.timeout_ms),
-            Duration::from_millis(settings.call_timeout_ms),
+            [
+                Duration::from_millis(settings.timeout_ms),
+                Duration::from_millis(settings.call_timeout_ms),
+                Duration::from_millis(settings.start_timeout_ms),
+            ],
             init,
             ctx.changes.clone(),
         );
@@ -164,8 +172,7 @@ impl ExecHost {
         Ok(ExecHost {
             client,
             mount: mount.to_string(),
-            ttl_override: settings.cache_ttl_ms,
-            ttl_ms: AtomicU64::new(settings.cache_ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
+            ttl: settings.cache_ttl_ms.map(Duration::from_millis),
             max_children: settings.max_children,
             page_size: settings.page_size,
             last_ops: Mutex::new(HashMap::new()),
@@ -178,24 +185,8 @@ impl ExecHost {
     }
 
     fn read(&self, method: &str, params: Value) -> HostResult<Value> {
-        let v = self
-            .client
-            .request(method, params, self.client.read_timeout);
-        self.adopt_hello();
-        v
-    }
-
-    /// Take the host's cache lifetime from its handshake unless the manifest set one.
-    fn adopt_hello(&self) {
-        if self.ttl_override.is_none() {
-            if let Some(ttl) = self
-                .client
-                .hello()
-                .and_then(|h| h.capabilities.cache_ttl_ms)
-            {
-                self.ttl_ms.store(ttl, Ordering::Relaxed);
-            }
-        }
+        self.client
+            .request(method, params, self.client.read_timeout)
     }
 
     fn decode<T: serde::de::DeserializeOwned>(&self, method: &str, v: Value) -> HostResult<T> {
@@ -215,7 +206,12 @@ impl ExecHost {
                 format!("{why}; next attempt in {:.1} s", next.as_secs_f64())
             }
             Health::Down(why, _) => why,
-            _ => err.to_string(),
+            _ => {
+                return EntryInfo::new(
+                    format!("exec host {}: {err}", self.mount),
+                    format!("exec://{}", self.mount),
+                )
+            }
         };
         EntryInfo::new(
             format!("exec host {} is down: {why}", self.mount),
@@ -359,6 +355,8 @@ impl Host for ExecHost {
     }
 
     fn cache_ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+        self.ttl
+            .or_else(|| self.client.ttl_hint())
+            .unwrap_or(Duration::from_millis(DEFAULT_TTL_MS))
     }
 }

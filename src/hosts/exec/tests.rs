@@ -383,7 +383,7 @@ fn processes(extra: &str, changes: Changes) -> ExecHost {
 
 fn misbehave(mode: &str) -> ExecHost {
     let s = settings(&format!(
-        "command = [\"python3\", \"tests/hosts/misbehave.py\", \"{mode}\"]\ntimeout_ms = 2000\ncall_timeout_ms = 1000"
+        "command = [\"python3\", \"tests/hosts/misbehave.py\", \"{mode}\"]\ntimeout_ms = 2000\nstart_timeout_ms = 1500\ncall_timeout_ms = 1000"
     ));
     ExecHost::open(&format!("bad/{mode}"), s, &ctx(Changes::detached())).unwrap()
 }
@@ -520,7 +520,7 @@ fn a_host_that_never_shakes_hands_or_speaks_another_version_is_down_with_words()
     let root = mute.entry(&[]).unwrap().unwrap();
     assert!(
         root.description
-            .contains("no answer to initialize within 2000 ms"),
+            .contains("no answer to initialize within 1500 ms"),
         "{}",
         root.description
     );
