@@ -11,7 +11,8 @@ does what MODE says:
 Two more modes misbehave from the start:
     mute    never answers initialize
     future  answers initialize with protocol version 99
-Its stderr says what it does, so the daemon's log shows it.
+Its stderr says what it does, so the daemon's log shows it. $MISBEHAVE_NOTE, if set, is
+appended to its root's description (to see a manifest's `env` arrive).
 """
 
 import json
@@ -51,7 +52,8 @@ def main():
             ok(mid, {"protocol": "wip-host-protocol", "version": 99 if MODE == "future" else 1,
                      "name": f"misbehave-{MODE}"})
         elif method == "entry":
-            ok(mid, {"description": f"a host that misbehaves ({MODE}), pid {os.getpid()}",
+            note = os.environ.get("MISBEHAVE_NOTE", "")
+            ok(mid, {"description": f"a host that misbehaves ({MODE}){note}, pid {os.getpid()}",
                      "ref": f"misbehave://{MODE}"} if params.get("path") == [] else None)
         elif method == "children":
             ok(mid, {"children": []})

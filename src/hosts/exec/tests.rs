@@ -537,3 +537,20 @@ fn a_host_that_never_shakes_hands_or_speaks_another_version_is_down_with_words()
         "{err:?}"
     );
 }
+
+#[test]
+fn the_command_gets_the_manifest_env_and_runs_in_the_launch_directory() {
+    let s = settings(
+        "command = [\"python3\", \"tests/hosts/misbehave.py\", \"junk\"]\n\
+         env = { MISBEHAVE_NOTE = \" with a note\" }\n",
+    );
+    let host = ExecHost::open("noted", s, &ctx(Changes::detached())).unwrap();
+    let root = host.entry(&[]).unwrap().unwrap();
+    assert!(
+        root.description
+            .starts_with("a host that misbehaves (junk) with a note, pid"),
+        "{}",
+        root.description
+    );
+    assert_eq!(host.cache_ttl(), Duration::from_millis(1000));
+}
