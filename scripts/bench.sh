@@ -32,7 +32,7 @@ cleanup() {
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
-  [ -n "$exec_pid" ] && kill "$exec_pid" 2>/dev/null || true
+  [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
   rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -215,10 +215,11 @@ echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
 fi
 
 if on exec; then
-echo "# exec host (examples/hosts/processes.py, Python): read_body of PID 1, $CALLS calls"
+echo "# exec host (examples/hosts/processes.py, Python): read_body of a sleep process, $CALLS calls"
 em=$work/execworld
 sock=$work/processes.sock
 python3 examples/hosts/processes.py --listen "unix:$sock" 2> /dev/null & exec_pid=$!
+sleep 3600 & target=$!; exec_pid="$exec_pid $target"
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 cat > "$work/exec.toml" <<TOML
 [[host]]
@@ -233,14 +234,14 @@ TOML
 mkdir -p "$em"
 (cd "$work/files" && "$bin/wip" mount "$em" --state "$work/execstate" --manifest "$work/exec.toml" > /dev/null)
 for t in stdio unix; do
-  "$bin/wip-bench" mount-call "$em/$t/1/ops/read_body/call" $'\n' "$CALLS" | tee "$work/exec-$t-mount.txt"
+  "$bin/wip-bench" mount-call "$em/$t/$target/ops/read_body/call" $'\n' "$CALLS" | tee "$work/exec-$t-mount.txt"
 done
 "$bin/wip" umount "$em"
 for t in stdio unix; do
-  "$bin/wip-bench" host-call --state "$work/execstate" --manifest "$work/exec.toml" "/$t/1" read_body '{}' "$CALLS" | tee "$work/exec-$t-in.txt"
+  "$bin/wip-bench" host-call --state "$work/execstate" --manifest "$work/exec.toml" "/$t/$target" read_body '{}' "$CALLS" | tee "$work/exec-$t-in.txt"
   e_mount=$(p50 "through the mount" "$work/exec-$t-mount.txt")
   e_in=$(p50 "in-process host.call" "$work/exec-$t-in.txt")
   echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
 done
-kill "$exec_pid"; exec_pid=""
+kill $exec_pid; exec_pid=""
 fi
