@@ -284,6 +284,12 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
         m.call("bad/crash/ops/echo", "back\n").is_ok()
     });
     assert_eq!(m.result("bad/crash/ops/echo"), "echo: back\n");
+    // Going down and coming back changed the host's root: the change feed has it.
+    wait_for("the crash in .wip/events", || {
+        m.read(".wip/events")
+            .lines()
+            .any(|l| l.contains("\"/bad/crash\"") && l.contains("\"changed\""))
+    });
 
     // Never answers: ETIMEDOUT after call_timeout_ms, while the rest of the mount answers.
     let hung = {

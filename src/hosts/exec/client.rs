@@ -137,6 +137,8 @@ struct State {
     failures: u32,
     last_failure: Option<String>,
     retry_at: Option<Instant>,
+    /// Whether the host is known to be down (its root says so).
+    down: bool,
 }
 
 /// The health of a host, for its root's description.
@@ -335,6 +337,10 @@ impl Client {
                 st.conn = Some(Arc::clone(&conn));
                 st.hello = Some(hello);
                 st.retry_at = None;
+                if st.down {
+                    st.down = false;
+                    self.changes.changed(vec![Vec::new()]);
+                }
                 tracing::info!(host = %self.name, "connected to {}", self.endpoint.describe());
                 Ok(conn)
             }
@@ -364,6 +370,11 @@ impl Client {
         st.last_failure = Some(reason);
         st.retry_at = Some(Instant::now() + wait);
         st.conn = None;
+        if !st.down {
+            st.down = true;
+            // The root's description now says the host is down: drop cached copies.
+            self.changes.changed(vec![Vec::new()]);
+        }
     }
 
     /// Drop `conn` for `reason` and schedule the next attempt (once per connection). The

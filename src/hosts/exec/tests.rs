@@ -324,7 +324,8 @@ fn junk_and_silence_fail_with_words_then_fail_fast_while_restarting() {
         )
         .unwrap(),
     });
-    let host = socket_host(&path, "", Changes::detached());
+    let (changes, rx) = Changes::channel();
+    let host = socket_host(&path, "", changes);
     assert_eq!(
         host.entry(&["x".into()]).unwrap().unwrap().description,
         "ok"
@@ -350,6 +351,11 @@ fn junk_and_silence_fail_with_words_then_fail_fast_while_restarting() {
         host.entry(&["x".into()]).unwrap().unwrap().description,
         "ok"
     );
+    // Going down and coming back each changed the root's description: reported.
+    for _ in 0..2 {
+        let c = rx.recv_timeout(Duration::from_secs(1)).unwrap();
+        assert_eq!(c.paths, vec![Vec::<String>::new()]);
+    }
     let t = Instant::now();
     let err = host.entry(&["silent".into()]).unwrap_err();
     assert!(
