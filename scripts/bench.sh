@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent.
-SECTIONS=${SECTIONS:-walk,db,search,agent}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent, exec.
+SECTIONS=${SECTIONS:-walk,db,search,agent,exec}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -25,12 +25,14 @@ work=$(mktemp -d /tmp/wip-bench.XXXXXX)
 shm=$(mktemp -d /dev/shm/wip-bench.XXXXXX)
 m=$work/world f=$work/floor
 floor_pid=""
+exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
+  [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
   rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -225,4 +227,36 @@ t_direct=$(secs direct)
 t_ask=$(secs asks)
 "$bin/wip" umount "$am"
 echo "agent: $ASKS turns, direct $(echo "scale=2; $t_direct * 1000 / $ASKS" | bc) ms each, ask through the mount $(echo "scale=2; $t_ask * 1000 / $ASKS" | bc) ms each; ratio $(ratio "$t_ask" "$t_direct")"
+fi
+
+if on exec; then
+echo "# exec host (examples/hosts/processes.py, Python): read_body of a sleep process, $CALLS calls"
+em=$work/execworld
+sock=$work/processes.sock
+python3 examples/hosts/processes.py --listen "unix:$sock" 2> /dev/null & exec_pid=$!
+sleep 3600 & target=$!; exec_pid="$exec_pid $target"
+for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
+cat > "$work/exec.toml" <<TOML
+[[host]]
+kind = "exec"
+path = "stdio"
+command = ["python3", "$PWD/examples/hosts/processes.py"]
+[[host]]
+kind = "exec"
+path = "unix"
+connect = "unix:$sock"
+TOML
+mkdir -p "$em"
+(cd "$work/files" && "$bin/wip" mount "$em" --state "$work/execstate" --manifest "$work/exec.toml" > /dev/null)
+for t in stdio unix; do
+  "$bin/wip-bench" mount-call "$em/$t/$target/ops/read_body/call" $'\n' "$CALLS" | tee "$work/exec-$t-mount.txt"
+done
+"$bin/wip" umount "$em"
+for t in stdio unix; do
+  "$bin/wip-bench" host-call --state "$work/execstate" --manifest "$work/exec.toml" "/$t/$target" read_body '{}' "$CALLS" | tee "$work/exec-$t-in.txt"
+  e_mount=$(p50 "through the mount" "$work/exec-$t-mount.txt")
+  e_in=$(p50 "in-process host.call" "$work/exec-$t-in.txt")
+  echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
+done
+kill $exec_pid; exec_pid=""
 fi

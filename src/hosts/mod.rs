@@ -8,6 +8,7 @@ use crate::world::host::{Changes, Host};
 
 pub mod agent;
 pub mod db;
+pub mod exec;
 pub mod files;
 pub mod search;
 pub mod tracker;
@@ -59,7 +60,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent, exec)")]
     UnknownKind(String),
 }
 
@@ -93,6 +94,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "agent" => {
             let host = agent::AgentHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "exec" => {
+            let host = exec::ExecHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }

@@ -1,0 +1,374 @@
+//! The exec host: any program speaking the wip host protocol (`docs/host-protocol.md`),
+//! started by the runtime on stdin/stdout (`command = [...]`) or reached on a unix or TCP
+//! socket (`connect = "unix:PATH"` / `"tcp:HOST:PORT"`). Every `Host` method is one request;
+//! `client` keeps the connection alive, times requests out and restarts the host with
+//! backoff, so a host that dies, hangs or talks nonsense costs a caller one error with
+//! words and never hangs the mount. While the host is down its root entry still exists and
+//! its description says why.
+
+pub mod client;
+pub mod protocol;
+#[cfg(test)]
+mod tests;
+pub mod transport;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::hosts::HostContext;
+use crate::world::host::{
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+use client::{Client, Health};
+use protocol::{
+    ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireCaller,
+    WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
+};
+use transport::Endpoint;
+
+/// The `[[host]]` table of an exec host (minus `kind` and `path`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSettings {
+    /// The program and its arguments, started in the launch directory.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// `unix:PATH` (relative to the launch directory) or `tcp:HOST:PORT`.
+    #[serde(default)]
+    pub connect: Option<String>,
+    /// How long a read (entry, children, ops, guard, ...) may wait for its answer.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// How long starting (or reaching) the host and its `initialize` answer may take.
+    #[serde(default = "default_start_timeout_ms")]
+    pub start_timeout_ms: u64,
+    /// How long a `call` may wait for its answer. It must be below the world's
+    /// call_timeout_ms so the host's own words and restart happen before the runtime gives
+    /// up; by default it is that timeout less 5 s (at least 1 s).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// Extra environment variables for the command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// How long the kernel may cache what the host shows; default: what the host asks for
+    /// in its capabilities, else 1 s (a program's world usually changes on its own).
+    #[serde(default)]
+    pub cache_ttl_ms: Option<u64>,
+    /// How many children one listing gathers at most, page by page.
+    #[serde(default = "default_max_children")]
+    pub max_children: usize,
+    /// How many children one `children` request asks for.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+}
+
+fn default_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_start_timeout_ms() -> u64 {
+    10_000
+}
+
+fn default_max_children() -> usize {
+    5_000
+}
+
+fn default_page_size() -> usize {
+    500
+}
+
+/// The cache lifetime when neither the manifest nor the host says.
+const DEFAULT_TTL_MS: u64 = 1_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("give exactly one of command = [...] (a program on stdin/stdout) and connect = \"unix:PATH\" or \"tcp:HOST:PORT\"")]
+    Transport,
+    #[error("command must name a program: command = [\"python3\", \"host.py\"]")]
+    EmptyCommand,
+    #[error("{0}")]
+    Connect(String),
+    #[error(
+        "call_timeout_ms ({call}) must be below the world's call_timeout_ms ({world}), or a \
+         hung host would end in the runtime's timeout instead of its own words and restart"
+    )]
+    CallTimeout { call: u64, world: u64 },
+    #[error("timeout_ms, start_timeout_ms, call_timeout_ms, max_children and page_size must be at least 1")]
+    Zero,
+}
+
+/// A host behind the wip host protocol.
+pub struct ExecHost {
+    client: Arc<Client>,
+    /// World path of the mount point (`processes`), for the root's fallback ref.
+    mount: String,
+    /// The manifest's cache lifetime, which wins over the host's wish.
+    ttl: Option<Duration>,
+    max_children: usize,
+    page_size: usize,
+    /// The last ops each path answered: served while the host is down, so an op's
+    /// `result` and `runs/` stay readable right after the call that brought it down.
+    last_ops: Mutex<HashMap<Vec<String>, Vec<OpSpec>>>,
+}
+
+/// Paths whose ops are remembered (the memory is cleared when full).
+const LAST_OPS_MAX: usize = 1024;
+
+impl ExecHost {
+    pub fn open(mount: &str, settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
+        let world_timeout_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
+        let call_timeout_ms = settings
+            .call_timeout_ms
+            .unwrap_or_else(|| world_timeout_ms.saturating_sub(5_000).max(1_000));
+        if call_timeout_ms >= world_timeout_ms {
+            return Err(ExecError::CallTimeout {
+                call: call_timeout_ms,
+                world: world_timeout_ms,
+            });
+        }
+        if settings.timeout_ms == 0
+            || call_timeout_ms == 0
+            || settings.max_children == 0
+            || settings.page_size == 0
+        {
+            return Err(ExecError::Zero);
+        }
+        let endpoint = match (&settings.command, &settings.connect) {
+            (Some(argv), None) => {
+                if argv.first().is_none_or(|p| p.is_empty()) {
+                    return Err(ExecError::EmptyCommand);
+                }
+                Endpoint::Command {
+                    argv: argv.clone(),
+                    env: settings.env.clone(),
+                    cwd: ctx.launch_dir.clone(),
+                }
+            }
+            (None, Some(c)) => {
+                Endpoint::parse_connect(c, &ctx.launch_dir).map_err(ExecError::Connect)?
+            }
+            _ => return Err(ExecError::Transport),
+        };
+        let init = InitializeParams {
+            protocol: protocol::PROTOCOL.to_string(),
+            version: protocol::VERSION,
+            path: mount.split('/').map(str::to_string).collect(),
+            identity: WireIdentity {
+                user: ctx.identity.user.clone(),
+                role: ctx.identity.role.as_str().to_string(),
+            },
+            runtime: RuntimeInfo {
+                pid: std::process::id(),
+                // SAFETY: getuid has no preconditions and cannot fail.
+                uid: unsafe { libc::getuid() },
+                mount_point: ctx.mount_point.display().to_string(),
+            },
+        };
+        let client = Client::new(
+            mount.to_string(),
+            endpoint,
+            [
+                Duration::from_millis(settings.timeout_ms),
+                Duration::from_millis(call_timeout_ms),
+                Duration::from_millis(settings.start_timeout_ms),
+            ],
+            init,
+            ctx.changes.clone(),
+        );
+        client.supervise();
+        Ok(ExecHost {
+            client,
+            mount: mount.to_string(),
+            ttl: settings.cache_ttl_ms.map(Duration::from_millis),
+            max_children: settings.max_children,
+            page_size: settings.page_size,
+            last_ops: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The client, for benchmarks and tests.
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    fn read(&self, method: &str, params: Value) -> HostResult<Value> {
+        self.client
+            .request(method, params, self.client.read_timeout)
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(&self, method: &str, v: Value) -> HostResult<T> {
+        serde_json::from_value(v).map_err(|e| {
+            HostError::Backend(format!(
+                "host {} answered {method} with a result of the wrong shape: {e}",
+                self.client.name
+            ))
+        })
+    }
+
+    /// The root's entry while the host cannot answer: it says why, so `cat description`
+    /// explains an `ls` that fails.
+    fn down_root(&self, err: &HostError) -> EntryInfo {
+        let why = match self.client.health() {
+            Health::Down(why, next) if !next.is_zero() => {
+                format!("{why}; next attempt in {:.1} s", next.as_secs_f64())
+            }
+            Health::Down(why, _) => why,
+            _ => {
+                return EntryInfo::new(
+                    format!("exec host {}: {err}", self.mount),
+                    format!("exec://{}", self.mount),
+                )
+            }
+        };
+        EntryInfo::new(
+            format!("exec host {} is down: {why}", self.mount),
+            format!("exec://{}", self.mount),
+        )
+    }
+}
+
+impl Host for ExecHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        let answer = self.read("entry", json!({ "path": path }));
+        match answer {
+            Ok(v) => {
+                let e: Option<WireEntry> = match self.decode("entry", v) {
+                    Ok(e) => e,
+                    Err(err) if path.is_empty() => return Ok(Some(self.down_root(&err))),
+                    Err(err) => return Err(err),
+                };
+                match e {
+                    Some(e) => Ok(Some(e.into_info())),
+                    // The root exists whatever the host says: it is where the host is mounted.
+                    None if path.is_empty() => Ok(Some(EntryInfo::new(
+                        format!("exec host {}", self.mount),
+                        format!("exec://{}", self.mount),
+                    ))),
+                    None => Ok(None),
+                }
+            }
+            Err(err) if path.is_empty() => Ok(Some(self.down_root(&err))),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let limit = self.page_size.min(self.max_children - out.len());
+            let v = self.read(
+                "children",
+                json!({ "path": path, "cursor": cursor, "limit": limit }),
+            )?;
+            let page: ChildrenPage = self.decode("children", v)?;
+            let got = page.children.len();
+            out.extend(page.children.into_iter().map(|c| c.into_child()));
+            match page.next_cursor {
+                // A host that pages without progress would loop forever: stop.
+                Some(next)
+                    if got > 0
+                        && out.len() < self.max_children
+                        && cursor.as_deref() != Some(next.as_str()) =>
+                {
+                    cursor = Some(next)
+                }
+                _ => break,
+            }
+        }
+        out.truncate(self.max_children);
+        Ok(out)
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let answer = self
+            .read("ops", json!({ "path": path }))
+            .and_then(|v| self.decode::<Vec<WireOp>>("ops", v));
+        let mut last = self.last_ops.lock().unwrap_or_else(|e| e.into_inner());
+        match answer {
+            Ok(ops) => {
+                let ops: Vec<OpSpec> = ops.into_iter().map(WireOp::into_spec).collect();
+                if last.len() >= LAST_OPS_MAX {
+                    last.clear();
+                }
+                last.insert(path.to_vec(), ops.clone());
+                Ok(ops)
+            }
+            Err(e @ (HostError::Backend(_) | HostError::TimedOut(_))) => {
+                match (last.get(path), self.client.health()) {
+                    (Some(ops), Health::Down(..)) => Ok(ops.clone()),
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        let v = self.read("guard", json!({ "path": path, "op": op, "args": args }))?;
+        let g: WireGuard = self.decode("guard", v)?;
+        Ok(g.into_guard())
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let v = self.client.request(
+            "call",
+            json!({ "path": path, "op": op, "args": args, "caller": WireCaller::of(caller) }),
+            self.client.call_timeout,
+        )?;
+        let o: WireOutcome = self.decode("call", v)?;
+        Ok(o.into_outcome())
+    }
+
+    fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {
+        if !self
+            .client
+            .hello()
+            .is_some_and(|h| h.capabilities.documents)
+        {
+            return Ok((Vec::new(), None));
+        }
+        let v = self.read("documents", json!({ "cursor": cursor, "limit": limit }))?;
+        let page: DocumentsPage = self.decode("documents", v)?;
+        Ok(page.into_documents())
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        if !self.client.hello().is_some_and(|h| h.capabilities.resolve) {
+            return Vec::new();
+        }
+        match self
+            .read("resolve", json!({ "ref": reference }))
+            .and_then(|v| self.decode::<ResolveResult>("resolve", v))
+        {
+            Ok(r) => r.paths,
+            Err(e) => {
+                tracing::debug!(host = %self.mount, "resolve failed: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    fn bounded_calls(&self) -> bool {
+        // Bounded by call_timeout_ms, but a hung host must cost the pool's thread, not the
+        // caller's FUSE thread.
+        false
+    }
+
+    fn cache_ttl(&self) -> Duration {
+        self.ttl
+            .or_else(|| self.client.ttl_hint())
+            .unwrap_or(Duration::from_millis(DEFAULT_TTL_MS))
+    }
+}

@@ -1,0 +1,345 @@
+//! The exec host, mounted for real: the example processes host (Python) over stdio, a unix
+//! socket and TCP, driven as an agent would; and hosts that crash, hang, print junk or never
+//! shake hands, each of which must cost one call an errno with words and never the mount.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn processes_py() -> String {
+    repo()
+        .join("examples/hosts/processes.py")
+        .display()
+        .to_string()
+}
+
+fn misbehave_py() -> String {
+    repo()
+        .join("tests/hosts/misbehave.py")
+        .display()
+        .to_string()
+}
+
+/// A host server the test started; killed (by its own id) when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(listen: &str) -> Server {
+    let child = Command::new("python3")
+        .arg(processes_py())
+        .arg("--listen")
+        .arg(listen)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let up = match listen.strip_prefix("unix:") {
+            Some(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
+            None => std::net::TcpStream::connect(listen.trim_start_matches("tcp:")).is_ok(),
+        };
+        if up {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "{listen} never came up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sleeper() -> Server {
+    Server(Command::new("sleep").arg("300").spawn().unwrap())
+}
+
+fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn errno_of(r: Result<(), i32>) -> i32 {
+    r.expect_err("the call should have failed")
+}
+
+#[test]
+fn processes_over_stdio_as_an_agent_would() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let d = m.read("processes/description");
+    assert!(d.starts_with("Processes of "), "{d}");
+    let listed = m.ok("ls processes");
+    assert!(listed.lines().any(|l| l == "1"), "{listed}");
+    assert!(listed.lines().any(|l| l == "ops"));
+    let s = sleeper();
+    let pid = s.0.id();
+    let d = m.read(&format!("processes/{pid}/description"));
+    assert!(d.contains("sleep 300") && d.contains("(sleeping)"), "{d}");
+    assert!(m
+        .read(&format!("processes/{pid}/ref"))
+        .starts_with("proc://"));
+    assert_eq!(
+        m.ok(&format!("ls processes/{pid}/ops")),
+        "read_body\nsignal\n"
+    );
+    assert!(m
+        .read(&format!("processes/{pid}/ops/signal/schema"))
+        .contains("\"TERM\""));
+    m.ok(&format!("echo > processes/{pid}/ops/read_body/call"));
+    let body = m.result(&format!("processes/{pid}/ops/read_body"));
+    assert!(
+        body.contains("command: sleep 300") && body.contains("values not shown"),
+        "{body}"
+    );
+    // find: processes as discovered entries, printed as paths.
+    m.ok("echo 'sleep 300' > processes/ops/find/call");
+    let found = m.result("processes/ops/find");
+    assert!(
+        found.contains(&format!("/processes/{pid}\tPID {pid} · sleep 300")),
+        "{found}"
+    );
+    // The guard, then the signal.
+    let g = m.read(&format!("processes/{pid}/ops/signal/guard"));
+    assert!(
+        g.starts_with("allowed\n") && g.contains("✓ not_init"),
+        "{g}"
+    );
+    m.ok(&format!("echo TERM > processes/{pid}/ops/signal/call"));
+    assert!(m
+        .result(&format!("processes/{pid}/ops/signal"))
+        .starts_with(&format!("sent SIGTERM to {pid}")));
+    let mut s = s;
+    let status = s.0.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
+    // PID 1 and the daemon itself: blocked by policy (EACCES), with the guard's words.
+    let g = m.read("processes/1/ops/signal/guard");
+    assert!(
+        g.starts_with("blocked\n") && g.contains("✗ not_init: PID 1"),
+        "{g}"
+    );
+    assert_eq!(
+        errno_of(m.call("processes/1/ops/signal", "KILL\n")),
+        libc::EACCES
+    );
+    assert!(m
+        .result("processes/1/ops/signal")
+        .contains("blocked by guard not_init"));
+    let daemon = m.daemon_pid().unwrap();
+    let g = m.read(&format!("processes/{daemon}/ops/signal/guard"));
+    assert!(g.contains("✗ not_runtime: this is the wip daemon"), "{g}");
+    // A bad signal name is refused by the schema before the host sees it.
+    assert_eq!(
+        errno_of(m.call(&format!("processes/{daemon}/ops/signal"), "NOPE\n")),
+        libc::EINVAL
+    );
+    // Every call is in the journal.
+    let log = m.read(".wip/log");
+    assert!(log.contains(&format!("/processes/{pid} signal")), "{log}");
+    assert!(log.contains("/processes/1 signal"), "{log}");
+}
+
+#[test]
+fn the_example_manifest_mounts_the_processes_host() {
+    // mounts/processes.toml names the script relative to the launch directory.
+    let root = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(repo().join("examples"), root.path().join("examples")).unwrap();
+    let manifest = std::fs::read_to_string(repo().join("mounts/processes.toml")).unwrap();
+    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let d = m.read("processes/description");
+    assert!(d.starts_with("Processes of "), "{d}");
+    m.ok("echo > processes/ops/summary/call");
+    let r = m.result("processes/ops/summary");
+    assert!(
+        r.contains(" processes (") && r.contains("load average"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_process_that_exits_on_its_own_reaches_the_change_feed() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let mut s = sleeper();
+    let pid = s.0.id();
+    assert!(m
+        .read(&format!("processes/{pid}/description"))
+        .contains("sleep 300"));
+    // Killed outside the mount: the host notices and tells the runtime.
+    s.0.kill().unwrap();
+    s.0.wait().unwrap();
+    let want = format!("/processes/{pid}\"");
+    wait_for("the exit in .wip/events", || {
+        m.read(".wip/events")
+            .lines()
+            .any(|l| l.contains(&want) && l.contains("\"removed\""))
+    });
+    assert!(!m.path(&format!("processes/{pid}/description")).exists());
+}
+
+#[test]
+fn processes_over_a_unix_socket_and_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("processes.sock");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let _unix = serve(&format!("unix:{}", sock.display()));
+    let _tcp = serve(&format!("tcp:127.0.0.1:{port}"));
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"far/unix\"\nconnect = \"unix:{}\"\n\
+         [[host]]\nkind = \"exec\"\npath = \"far/tcp\"\nconnect = \"tcp:127.0.0.1:{port}\"\n",
+        sock.display()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    for host in ["far/unix", "far/tcp"] {
+        let d = m.read(&format!("{host}/description"));
+        assert!(d.starts_with("Processes of "), "{host}: {d}");
+        assert!(m
+            .ok(&format!("ls {host}"))
+            .lines()
+            .any(|l| l == pid.to_string()));
+        m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
+        assert!(m
+            .result(&format!("{host}/{pid}/ops/read_body"))
+            .contains("command: sleep 300"));
+        let g = m.read(&format!("{host}/1/ops/signal/guard"));
+        assert!(g.starts_with("blocked"), "{g}");
+    }
+}
+
+fn misbehaving_world() -> Mount {
+    let py = misbehave_py();
+    let mut manifest = format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    );
+    for mode in ["crash", "hang", "junk", "mute"] {
+        manifest.push_str(&format!(
+            "[[host]]\nkind = \"exec\"\npath = \"bad/{mode}\"\ncommand = [\"python3\", {py:?}, \"{mode}\"]\n\
+             timeout_ms = 1500\nstart_timeout_ms = 3000\ncall_timeout_ms = 1500\n"
+        ));
+    }
+    Mount::start(Some(&manifest))
+}
+
+/// Other hosts still answer, promptly, and the misbehaving ones' roots say what they are.
+fn responsive(m: &Mount) {
+    let t = Instant::now();
+    assert!(m.read("processes/description").starts_with("Processes of"));
+    assert!(m.ok("ls processes").lines().any(|l| l == "1"));
+    for host in ["crash", "junk"] {
+        let d = m.read(&format!("bad/{host}/description"));
+        assert!(d.contains("misbehaves") || d.contains("is down"), "{d}");
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "the mount took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
+    let m = misbehaving_world();
+    // The hosts start in the background; a slow start is reported, not waited for.
+    wait_for("the hosts to start", || {
+        ["processes", "bad/crash", "bad/hang", "bad/junk"]
+            .iter()
+            .all(|h| !m.read(&format!("{h}/description")).contains("starting"))
+    });
+    responsive(&m);
+
+    // Crashes mid-call: EIO with the exit status; the host comes back after its backoff.
+    assert_eq!(errno_of(m.call("bad/crash/ops/misbehave", "\n")), libc::EIO);
+    let r = m.result("bad/crash/ops/misbehave");
+    assert!(r.contains("exited (exit status: 3) during call"), "{r}");
+    responsive(&m);
+    wait_for("the crashed host to come back", || {
+        m.call("bad/crash/ops/echo", "back\n").is_ok()
+    });
+    assert_eq!(m.result("bad/crash/ops/echo"), "echo: back\n");
+    // Going down and coming back changed the host's root: the change feed has it.
+    wait_for("the crash in .wip/events", || {
+        m.read(".wip/events")
+            .lines()
+            .any(|l| l.contains("\"/bad/crash\"") && l.contains("\"changed\""))
+    });
+
+    // Never answers: ETIMEDOUT after call_timeout_ms, while the rest of the mount answers.
+    let hung = {
+        let op = m.path("bad/hang/ops/misbehave/call");
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let r = std::fs::write(op, "\n").map_err(|e| e.raw_os_error());
+            (r, t.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    responsive(&m);
+    let (r, took) = hung.join().unwrap();
+    assert_eq!(r, Err(Some(libc::ETIMEDOUT)));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let r = m.result("bad/hang/ops/misbehave");
+    assert!(r.contains("no answer to call within 1500 ms"), "{r}");
+
+    // Prints junk: EIO quoting it.
+    assert_eq!(errno_of(m.call("bad/junk/ops/misbehave", "\n")), libc::EIO);
+    let r = m.result("bad/junk/ops/misbehave");
+    assert!(
+        r.contains("not JSON-RPC") && r.contains("<html>this is not JSON-RPC</html>"),
+        "{r}"
+    );
+    responsive(&m);
+
+    // Never shakes hands: its root says why; listing it is EIO, not a hang.
+    let d = m.read("bad/mute/description");
+    assert!(
+        d.contains("is down") && d.contains("no answer to initialize"),
+        "{d}"
+    );
+    let t = Instant::now();
+    let out = m.sh("ls bad/mute");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    // The journal has each call with its outcome.
+    let log = m.read(".wip/log");
+    for (path, status) in [
+        ("/bad/crash misbehave", "failed"),
+        ("/bad/hang misbehave", "timed_out"),
+        ("/bad/junk misbehave", "failed"),
+        ("/bad/crash echo", "ok"),
+    ] {
+        assert!(
+            log.lines().any(|l| l.contains(path) && l.contains(status)),
+            "{path} {status} not in:\n{log}"
+        );
+    }
+}
