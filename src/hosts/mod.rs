@@ -92,7 +92,8 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }
-        "agent" => {
+        // DESIGN's table calls the host `agents`; both names mount it.
+        "agent" | "agents" => {
             let host = agent::AgentHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
