@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search.
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, mcp.
 SECTIONS=${SECTIONS:-walk,db,search}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
@@ -27,7 +27,7 @@ m=$work/world f=$work/floor
 floor_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/mcpworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -210,4 +210,27 @@ s_mount=$(p50 "through the mount" "$work/searchmount.txt")
 s_in=$(p50 "in-process host.call" "$work/searchin.txt")
 echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"
 echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
+fi
+
+if on mcp; then
+echo "# mcp host (server-everything over stdio: its echo tool)"
+scripts/fixtures.sh > /dev/null
+js=$PWD/target/fixtures/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+mm=$work/mcpworld
+printf '[[host]]\nkind = "mcp"\npath = "mcp/everything"\ncommand = ["node", "%s", "stdio"]\n' "$js" > "$work/mcp.toml"
+t0=$(now)
+(cd "$work/files" && "$bin/wip" mount "$mm" --state "$work/mcpstate" --manifest "$work/mcp.toml" > /dev/null)
+t1=$(now)
+until grep -q "· ready ·" "$mm/mcp/everything/description"; do sleep 0.05; done
+t2=$(now)
+echo "mount: $(echo "scale=3; ($t1 - $t0) / 1000000000" | bc) s; server ready after $(echo "scale=3; ($t2 - $t0) / 1000000000" | bc) s"
+"$bin/wip-bench" mount-call "$mm/mcp/everything/ops/echo/call" '{"message":"hi"}' "$CALLS" | tee "$work/mcpmount.txt"
+"$bin/wip" umount "$mm"
+"$bin/wip-bench" mcp-call echo '{"message":"hi"}' "$CALLS" -- node "$js" stdio 2>/dev/null | tee "$work/mcpdirect.txt"
+m_mount=$(p50 "through the mount" "$work/mcpmount.txt")
+m_rmcp=$(p50 "rmcp client over stdio" "$work/mcpdirect.txt")
+m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
+p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
+echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
+echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
 fi

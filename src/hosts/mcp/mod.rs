@@ -404,6 +404,11 @@ impl McpHost {
         }
     }
 
+    /// The tool an op of the root stands for (op names are tool names, encoded as segments).
+    fn tool_name(op: &str) -> HostResult<String> {
+        decode_name(op).ok_or_else(|| HostError::NotFound(format!("no tool {op:?}")))
+    }
+
     fn not_found(path: &[String]) -> HostError {
         HostError::NotFound(format!("no entry {}", path.join("/")))
     }
@@ -528,7 +533,11 @@ impl Host for McpHost {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let (c, _) = self.catalog();
         Ok(match node {
-            Node::Root => c.tools.iter().map(|t| Self::tool_op(t, &t.name)).collect(),
+            Node::Root => c
+                .tools
+                .iter()
+                .map(|t| Self::tool_op(t, &encode_name(&t.name)))
+                .collect(),
             Node::Tool(n) => c
                 .tools
                 .iter()
@@ -570,7 +579,7 @@ impl Host for McpHost {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let (c, phase) = self.catalog();
         match node {
-            Node::Root => self.tool_guard(&c, &phase, op),
+            Node::Root => self.tool_guard(&c, &phase, &Self::tool_name(op)?),
             Node::Tool(n) if op == "call" => self.tool_guard(&c, &phase, &n),
             _ => Ok(Guard::new(vec![Self::server_condition(&phase)])),
         }
@@ -586,7 +595,7 @@ impl Host for McpHost {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let no_op = || HostError::NotFound(format!("no op {op} on {}", path.join("/")));
         match node {
-            Node::Root => self.call_tool(op, args),
+            Node::Root => self.call_tool(&Self::tool_name(op)?, args),
             Node::Tool(n) if op == "call" => self.call_tool(&n, args),
             Node::Resource(uri) if op == "read_body" => {
                 let (c, phase) = self.catalog();
