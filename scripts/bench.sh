@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent, exec.
-SECTIONS=${SECTIONS:-walk,db,search,agent,exec}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent, exec, mcp.
+SECTIONS=${SECTIONS:-walk,db,search,agent,exec,mcp}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -28,7 +28,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -259,4 +259,27 @@ for t in stdio unix; do
   echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
 done
 kill $exec_pid; exec_pid=""
+fi
+
+if on mcp; then
+echo "# mcp host (server-everything over stdio: its echo tool)"
+scripts/fixtures.sh > /dev/null
+js=$PWD/target/fixtures/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+mm=$work/mcpworld
+printf '[[host]]\nkind = "mcp"\npath = "mcp/everything"\ncommand = ["node", "%s", "stdio"]\n' "$js" > "$work/mcp.toml"
+t0=$(now)
+(cd "$work/files" && "$bin/wip" mount "$mm" --state "$work/mcpstate" --manifest "$work/mcp.toml" > /dev/null)
+t1=$(now)
+until grep -q "· ready ·" "$mm/mcp/everything/description"; do sleep 0.05; done
+t2=$(now)
+echo "mount: $(echo "scale=3; ($t1 - $t0) / 1000000000" | bc) s; server ready after $(echo "scale=3; ($t2 - $t0) / 1000000000" | bc) s"
+"$bin/wip-bench" mount-call "$mm/mcp/everything/ops/echo/call" '{"message":"hi"}' "$CALLS" | tee "$work/mcpmount.txt"
+"$bin/wip" umount "$mm"
+"$bin/wip-bench" mcp-call echo '{"message":"hi"}' "$CALLS" -- node "$js" stdio 2>/dev/null | tee "$work/mcpdirect.txt"
+m_mount=$(p50 "through the mount" "$work/mcpmount.txt")
+m_rmcp=$(p50 "rmcp client over stdio" "$work/mcpdirect.txt")
+m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
+p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
+echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
+echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
 fi

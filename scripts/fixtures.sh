@@ -9,6 +9,21 @@ cd "$(dirname "$0")/.."
 dir=${1:-target/fixtures}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# MCP servers nobody here wrote, for the mcp host's tests (from npm, pinned): installed into
+# $dir/node; tests run them with node, never npx, so nothing is fetched at test time.
+mcp_pkgs="@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31"
+mcp_ok=1
+for p in $mcp_pkgs; do
+  name=${p%@*} version=${p##*@}
+  grep -qs "\"version\": \"$version\"" "$dir/node/node_modules/$name/package.json" || mcp_ok=0
+done
+if [ "$mcp_ok" = 0 ]; then
+  command -v npm >/dev/null || { echo "scripts/fixtures.sh: npm is needed for the MCP servers (apt-get install nodejs npm)" >&2; exit 1; }
+  mkdir -p "$dir/node"
+  # shellcheck disable=SC2086
+  npm install --prefix "$dir/node" --no-audit --no-fund --silent $mcp_pkgs
+fi
+
 if [ -s "$dir/chinook.db" ] && [ -s "$dir/zipcodes.db" ]; then exit 0; fi
 dl=$(mktemp -d)
 trap 'rm -rf "$dl"' EXIT

@@ -5,6 +5,8 @@
 //!   wip-bench mount-call CALL_FILE ARGS N
 //!   wip-bench sql DB_FILE SQL N      (the same SQL through rusqlite, read-only, in-process)
 //!   wip-bench tantivy DIR            (index DIR's HTML text with tantivy directly)
+//!   wip-bench mcp-call TOOL ARGS N -- COMMAND…  (an MCP tool over stdio: rmcp directly, then
+//!                                    the mcp host in-process, both without FUSE)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -179,6 +181,80 @@ fn tantivy_direct(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The baseline for the mcp host: the same tool called over the same transport by the rmcp
+/// client alone (no host, no runtime, no FUSE), then by the mcp host in-process.
+fn mcp_call(args: &[String]) -> Result<()> {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::ServiceExt;
+    let sep = args.iter().position(|a| a == "--");
+    let (Some(sep), [tool, op_args, n, ..]) = (sep, args) else {
+        bail!("usage: wip-bench mcp-call TOOL ARGS N -- COMMAND…");
+    };
+    let command = &args[sep + 1..];
+    let Some((program, rest)) = command.split_first() else {
+        bail!("no command after --");
+    };
+    let n: usize = n.parse()?;
+    let value: serde_json::Value = serde_json::from_str(op_args).context("ARGS must be JSON")?;
+    let serde_json::Value::Object(map) = value.clone() else {
+        bail!("ARGS must be a JSON object");
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let direct = rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(rest);
+        let transport = rmcp::transport::TokioChildProcess::new(cmd)?;
+        let client = ().serve(transport).await?;
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let params = CallToolRequestParams::new(tool.clone()).with_arguments(map.clone());
+            let t = Instant::now();
+            client.call_tool(params).await?;
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        client.cancel().await?;
+        anyhow::Ok(samples)
+    })?;
+    report("rmcp client over stdio", direct);
+
+    let settings: wip::hosts::mcp::McpSettings =
+        toml::from_str(&format!("command = {}", serde_json::to_string(command)?))?;
+    let ctx = wip::hosts::HostContext {
+        state_dir: std::env::temp_dir(),
+        launch_dir: std::env::current_dir()?,
+        mount_point: PathBuf::from("/nonexistent-bench-mount"),
+        identity: Default::default(),
+        peers: Vec::new(),
+        changes: wip::world::host::Changes::detached(),
+        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
+    };
+    let host = wip::hosts::mcp::McpHost::open("mcp", settings, &ctx)?;
+    use wip::world::host::Host;
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while !host
+        .guard(&[], tool, None)
+        .map(|g| g.allowed())
+        .unwrap_or(false)
+    {
+        if Instant::now() > deadline {
+            bail!("the server did not get ready: {:?}", host.entry(&[]));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let caller = Caller::from_pid(std::process::id(), 0);
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        host.call(&[], tool, &value, &caller)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("in-process host.call", samples);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -186,6 +262,7 @@ fn main() -> Result<()> {
         Some("mount-call") => mount_call(&args[1..]),
         Some("sql") => sql(&args[1..]),
         Some("tantivy") => tantivy_direct(&args[1..]),
+        Some("mcp-call") => mcp_call(&args[1..]),
         _ => bail!("usage: wip-bench host-call … | mount-call …"),
     }
 }

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod db;
 pub mod exec;
 pub mod files;
+pub mod mcp;
 pub mod search;
 pub mod tracker;
 
@@ -60,7 +61,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent, exec)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent, exec, mcp)")]
     UnknownKind(String),
 }
 
@@ -100,6 +101,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "exec" => {
             let host = exec::ExecHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "mcp" => {
+            let host = mcp::McpHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }

@@ -1249,6 +1249,8 @@ impl World {
             };
             let target = Target::Entry(e.clone());
             changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+            // The set of ops may change with the entry's state (a server's new tools).
+            changed.push(NodeId::Ops(target.clone()));
             // The entry's guards depend on its state: their sizes may have changed.
             if let Ok(ops) = self.ops(&target) {
                 for o in ops.iter() {

@@ -1,0 +1,708 @@
+//! The mcp host: any MCP server over stdio, through the official Rust SDK (`rmcp`, client
+//! side), projected as entries and ops.
+//!
+//! Tree, host-relative:
+//! - the root: the server's name, version, state and counts; every tool is an op of it
+//!   (`ops/echo/{description,schema,guard,call,result}`);
+//! - `tools/NAME/`: the same tool as an entry, with the op `call`;
+//! - `resources/URI/` (the URI with `%` and `/` percent-encoded; ref = the URI), with
+//!   `read_body`; URIs a template produces are reachable by path too (not listed);
+//! - `templates/NAME/` with `read` (one argument per template variable): reads the resource
+//!   the template names and reports its `resources/URI/` entry as discovered;
+//! - `prompts/NAME/` with `get` (the prompt's arguments): the rendered messages.
+//!
+//! The server starts in the background at mount time (see `client`); until it is ready the
+//! root's description says so and every guard fails its `server` condition.
+
+mod client;
+pub mod render;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::hosts::HostContext;
+use crate::world::host::{
+    CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+};
+
+use client::{phase_words, Catalog, Client, Phase};
+use render::{decode_name, encode_name, one_line, Hints, Policy, UriTemplate};
+
+/// The `[[host]]` table of an mcp host, minus `kind` and `path`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct McpSettings {
+    /// The server's command line, e.g. `["npx", "-y", "@modelcontextprotocol/server-everything"]`.
+    pub command: Vec<String>,
+    /// Environment variables added to the server's.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the server; default: where `wip mount` runs.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Kinds of tools allowed although the server marks them so: `destructive`, `open_world`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Tools allowed by name whatever their annotations.
+    #[serde(default)]
+    pub allow_tools: Vec<String>,
+    /// How long one request (a tool call, a read) may take. It must be below the world's
+    /// call_timeout_ms so the words are the server's; by default it is that timeout less
+    /// 5 s (at least 1 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// How long the server may take to start and initialize (npx may download first).
+    #[serde(default = "default_startup_timeout_ms")]
+    pub startup_timeout_ms: u64,
+}
+
+fn default_startup_timeout_ms() -> u64 {
+    120_000
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("command must name a program: command = [\"npx\", \"-y\", \"@modelcontextprotocol/server-everything\"]")]
+    NoCommand,
+    #[error("unknown allow = [{0:?}]: use \"destructive\" and/or \"open_world\"")]
+    UnknownAllow(String),
+    #[error(
+        "timeout_ms ({timeout}) must be below the world's call_timeout_ms ({world}), or a \
+         slow tool would end in the runtime's timeout instead of the server's words"
+    )]
+    AboveCallTimeout { timeout: u64, world: u64 },
+    #[error("timeout_ms and startup_timeout_ms must be at least 1")]
+    Timeout,
+    #[error("cannot start the runtime for the server: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// An entry of the tree, parsed from a host-relative path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    Root,
+    Tools,
+    Tool(String),
+    Resources,
+    Resource(String),
+    Templates,
+    Template(String),
+    Prompts,
+    Prompt(String),
+}
+
+impl Node {
+    fn parse(path: &[String]) -> Option<Node> {
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        Some(match p.as_slice() {
+            [] => Node::Root,
+            ["tools"] => Node::Tools,
+            ["tools", n] => Node::Tool(decode_name(n)?),
+            ["resources"] => Node::Resources,
+            ["resources", n] => Node::Resource(decode_name(n)?),
+            ["templates"] => Node::Templates,
+            ["templates", n] => Node::Template(decode_name(n)?),
+            ["prompts"] => Node::Prompts,
+            ["prompts", n] => Node::Prompt(decode_name(n)?),
+            _ => return None,
+        })
+    }
+}
+
+/// The mcp host.
+pub struct McpHost {
+    client: Client,
+    policy: Policy,
+    /// World path of the mount, for refs (`mcp:mcp/everything/tools/echo`).
+    mount: String,
+    command_line: String,
+    /// Resource URIs read through a template this mount, reachable by path.
+    seen_uris: Mutex<HashSet<String>>,
+}
+
+impl McpHost {
+    pub fn open(mount: &str, settings: McpSettings, ctx: &HostContext) -> Result<Self, McpError> {
+        if settings.command.first().is_none_or(|c| c.is_empty()) {
+            return Err(McpError::NoCommand);
+        }
+        let mut policy = Policy {
+            mount: mount.to_string(),
+            tools: settings.allow_tools.clone(),
+            ..Policy::default()
+        };
+        for a in &settings.allow {
+            match a.as_str() {
+                "destructive" => policy.destructive = true,
+                "open_world" => policy.open_world = true,
+                other => return Err(McpError::UnknownAllow(other.to_string())),
+            }
+        }
+        let world_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
+        let timeout_ms = settings
+            .timeout_ms
+            .unwrap_or_else(|| world_ms.saturating_sub(5_000).max(1_000));
+        if timeout_ms == 0 || settings.startup_timeout_ms == 0 {
+            return Err(McpError::Timeout);
+        }
+        if timeout_ms >= world_ms {
+            return Err(McpError::AboveCallTimeout {
+                timeout: timeout_ms,
+                world: world_ms,
+            });
+        }
+        let mut settings = settings;
+        settings.timeout_ms = Some(timeout_ms);
+        if settings.cwd.is_none() {
+            settings.cwd = Some(ctx.launch_dir.clone());
+        } else if let Some(dir) = settings.cwd.as_mut().filter(|d| d.is_relative()) {
+            *dir = ctx.launch_dir.join(&*dir);
+        }
+        let command_line = settings.command.join(" ");
+        let client =
+            Client::start(Arc::new(settings), ctx.changes.clone()).map_err(McpError::Runtime)?;
+        Ok(McpHost {
+            client,
+            policy,
+            mount: mount.to_string(),
+            command_line,
+            seen_uris: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn catalog(&self) -> (Catalog, Phase) {
+        let st = self.client.shared.lock();
+        (st.catalog.clone(), st.phase.clone())
+    }
+
+    fn reference(&self, rest: &str) -> String {
+        if rest.is_empty() {
+            format!("mcp:{}", self.mount)
+        } else {
+            format!("mcp:{}/{rest}", self.mount)
+        }
+    }
+
+    fn root_description(&self, c: &Catalog, phase: &Phase) -> String {
+        let who = match &c.server {
+            Some(s) => {
+                let mut w = format!(
+                    "MCP server {} {} (protocol {})",
+                    s.name, s.version, s.protocol
+                );
+                if let Some(t) = &s.title {
+                    w.push_str(&format!(" ({t})"));
+                }
+                w
+            }
+            None => format!("MCP server `{}`", self.command_line),
+        };
+        let state = match phase {
+            Phase::Ready => "ready".to_string(),
+            other => phase_words(other),
+        };
+        let mut d = format!(
+            "{who} · {state} · {} tools (ops here), {} resources{}, {} templates, {} prompts",
+            c.tools.len(),
+            c.resources.len(),
+            if c.resources_truncated {
+                " (listing stopped there)"
+            } else {
+                ""
+            },
+            c.templates.len(),
+            c.prompts.len()
+        );
+        if let Some(i) = c.server.as_ref().and_then(|s| s.instructions.as_deref()) {
+            d.push_str(&format!(" · instructions: {}", one_line(i, 200)));
+        }
+        d
+    }
+
+    fn tool_description(tool: &rmcp::model::Tool) -> String {
+        let ann = tool
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok());
+        let hints = Hints::from_annotations(ann.as_ref());
+        let text = tool.description.as_deref().unwrap_or("(no description)");
+        format!("{} [{}]", one_line(text, 400), hints.words())
+    }
+
+    fn tool_op(tool: &rmcp::model::Tool, name: &str) -> OpSpec {
+        OpSpec {
+            name: name.to_string(),
+            description: Self::tool_description(tool),
+            schema: render::op_schema(&tool.input_schema),
+        }
+    }
+
+    fn resource_info(&self, c: &Catalog, uri: &str) -> Option<EntryInfo> {
+        if let Some(r) = c.resources.iter().find(|r| r.uri == uri) {
+            let mut d = format!("resource {}", r.title.as_deref().unwrap_or(&r.name));
+            if let Some(m) = &r.mime_type {
+                d.push_str(&format!(" · {m}"));
+            }
+            if let Some(s) = r.size {
+                d.push_str(&format!(" · {s} bytes"));
+            }
+            if let Some(desc) = &r.description {
+                d.push_str(&format!(" · {}", one_line(desc, 200)));
+            }
+            d.push_str(" · read it with ops/read_body");
+            return Some(EntryInfo::new(d, uri));
+        }
+        let template = c
+            .templates
+            .iter()
+            .find(|t| UriTemplate::parse(&t.uri_template).is_some_and(|u| u.matches(uri)));
+        let seen = self
+            .seen_uris
+            .lock()
+            .map(|s| s.contains(uri))
+            .unwrap_or(false);
+        if template.is_none() && !seen {
+            return None;
+        }
+        let from = template
+            .map(|t| format!(" (from template {})", t.name))
+            .unwrap_or_default();
+        let mut info = EntryInfo::new(
+            format!("resource {uri}{from} · read it with ops/read_body"),
+            uri,
+        );
+        info.indexable = false;
+        Some(info)
+    }
+
+    fn server_condition(phase: &Phase) -> Condition {
+        match phase {
+            Phase::Ready => Condition::check("server", true, "the server is running"),
+            other => Condition::check(
+                "server",
+                false,
+                format!(
+                    "the server is not running ({}); wait and read this guard again",
+                    phase_words(other)
+                ),
+            ),
+        }
+    }
+
+    fn tool_guard(&self, c: &Catalog, phase: &Phase, name: &str) -> HostResult<Guard> {
+        let tool = c
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| HostError::NotFound(format!("no tool {name:?}")))?;
+        let ann = tool
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok());
+        let hints = Hints::from_annotations(ann.as_ref());
+        Ok(Guard::new(vec![
+            Self::server_condition(phase),
+            self.policy.condition(name, &hints),
+        ]))
+    }
+
+    fn call_tool(&self, name: &str, args: &Value) -> HostResult<CallOutcome> {
+        let (c, phase) = self.catalog();
+        let guard = self.tool_guard(&c, &phase, name)?;
+        if !guard.allowed() {
+            return Err(HostError::Blocked(guard));
+        }
+        let Some(tool) = c.tools.iter().find(|t| t.name == name) else {
+            return Err(HostError::NotFound(format!("no tool {name:?}")));
+        };
+        let spec = Self::tool_op(tool, name);
+        let args = spec.check_args(args)?;
+        let peer = self.client.peer()?;
+        let mut params = CallToolRequestParams::new(name.to_string());
+        params.arguments = Some(args);
+        let what = format!("tool {name}");
+        let result = self
+            .client
+            .request(&what, self.client.call_timeout(), async {
+                peer.call_tool(params).await
+            })?;
+        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let mut uris = Vec::new();
+        let text = render::tool_result_text(&value, &mut uris);
+        if result.is_error == Some(true) {
+            return Err(HostError::Backend(format!(
+                "tool error: {}",
+                text.trim_end()
+            )));
+        }
+        Ok(self.with_uris(CallOutcome::text(text), &uris))
+    }
+
+    /// Report the resources a result names as discovered, when they have an entry.
+    fn with_uris(&self, mut outcome: CallOutcome, uris: &[String]) -> CallOutcome {
+        let (c, _) = self.catalog();
+        for u in uris {
+            let path = vec!["resources".to_string(), encode_name(u)];
+            if self.resource_info(&c, u).is_some() && !outcome.discovered.contains(&path) {
+                outcome.discovered.push(path);
+            }
+        }
+        outcome
+    }
+
+    fn read_resource(&self, uri: &str) -> HostResult<String> {
+        let peer = self.client.peer()?;
+        let what = format!("resources/read {uri}");
+        let result = self
+            .client
+            .request(&what, self.client.call_timeout(), async {
+                peer.read_resource(ReadResourceRequestParams::new(uri.to_string()))
+                    .await
+            })?;
+        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let parts: Vec<String> = value
+            .get("contents")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(render::resource_contents_text).collect())
+            .unwrap_or_default();
+        Ok(parts.join("\n"))
+    }
+
+    fn template_of(&self, c: &Catalog, name: &str) -> HostResult<UriTemplate> {
+        let t = c
+            .templates
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| HostError::NotFound(format!("no resource template {name:?}")))?;
+        UriTemplate::parse(&t.uri_template).ok_or_else(|| {
+            HostError::Backend(format!(
+                "protocol error: the server's URI template {:?} does not parse",
+                t.uri_template
+            ))
+        })
+    }
+
+    fn prompt_op(p: &rmcp::model::Prompt) -> OpSpec {
+        let args: Vec<(String, Option<String>, bool)> = p
+            .arguments
+            .iter()
+            .flatten()
+            .map(|a| {
+                (
+                    a.name.clone(),
+                    a.description.clone(),
+                    a.required == Some(true),
+                )
+            })
+            .collect();
+        let names: Vec<&str> = args.iter().map(|(n, _, _)| n.as_str()).collect();
+        OpSpec {
+            name: "get".into(),
+            description: format!(
+                "render the prompt's messages ({})",
+                if names.is_empty() {
+                    "no arguments".to_string()
+                } else {
+                    format!("arguments: {}", names.join(", "))
+                }
+            ),
+            schema: render::prompt_schema(&args),
+        }
+    }
+
+    /// The tool an op of the root stands for (op names are tool names, encoded as segments).
+    fn tool_name(op: &str) -> HostResult<String> {
+        decode_name(op).ok_or_else(|| HostError::NotFound(format!("no tool {op:?}")))
+    }
+
+    fn not_found(path: &[String]) -> HostError {
+        HostError::NotFound(format!("no entry {}", path.join("/")))
+    }
+}
+
+impl Host for McpHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        let (c, phase) = self.catalog();
+        let server = c
+            .server
+            .as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| "the server".into());
+        Ok(match node {
+            Node::Root => Some(EntryInfo::new(
+                self.root_description(&c, &phase),
+                self.reference(""),
+            )),
+            Node::Tools => Some(EntryInfo::new(
+                format!(
+                    "{} tools of {server}; each is also an op of the host root (ops/NAME)",
+                    c.tools.len()
+                ),
+                self.reference("tools"),
+            )),
+            Node::Tool(n) => c.tools.iter().find(|t| t.name == n).map(|t| {
+                EntryInfo::new(
+                    format!("tool {n}: {} · run it with ops/call", Self::tool_description(t)),
+                    self.reference(&format!("tools/{}", encode_name(&n))),
+                )
+            }),
+            Node::Resources => Some(EntryInfo::new(
+                format!(
+                    "{} resources of {server}{}; names are URIs with % and / percent-encoded (%25, %2F); ref is the URI",
+                    c.resources.len(),
+                    if c.resources_truncated { " (listing stopped there)" } else { "" }
+                ),
+                self.reference("resources"),
+            )),
+            Node::Resource(uri) => self.resource_info(&c, &uri),
+            Node::Templates => Some(EntryInfo::new(
+                format!(
+                    "{} resource templates of {server}; ops/read of one reads the resource its variables name",
+                    c.templates.len()
+                ),
+                self.reference("templates"),
+            )),
+            Node::Template(n) => c.templates.iter().find(|t| t.name == n).map(|t| {
+                let mut d = format!("resource template {} · {}", n, t.uri_template);
+                if let Some(desc) = &t.description {
+                    d.push_str(&format!(" · {}", one_line(desc, 200)));
+                }
+                d.push_str(" · ops/read reads one");
+                EntryInfo::new(d, self.reference(&format!("templates/{}", encode_name(&n))))
+            }),
+            Node::Prompts => Some(EntryInfo::new(
+                format!(
+                    "{} prompts of {server}; ops/get of one renders its messages",
+                    c.prompts.len()
+                ),
+                self.reference("prompts"),
+            )),
+            Node::Prompt(n) => c.prompts.iter().find(|p| p.name == n).map(|p| {
+                let mut d = format!("prompt {}", p.title.as_deref().unwrap_or(&n));
+                if let Some(desc) = &p.description {
+                    d.push_str(&format!(" · {}", one_line(desc, 200)));
+                }
+                d.push_str(" · ops/get renders it");
+                EntryInfo::new(d, self.reference(&format!("prompts/{}", encode_name(&n))))
+            }),
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        let Some(node) = Node::parse(path) else {
+            return Err(Self::not_found(path));
+        };
+        let mut out = Vec::new();
+        let mut push = |seg: Vec<String>| {
+            let full: Vec<String> = path.iter().cloned().chain(seg.iter().cloned()).collect();
+            if let Ok(Some(info)) = self.entry(&full) {
+                if let Some(name) = seg.last() {
+                    out.push(Child {
+                        name: name.clone(),
+                        info,
+                    });
+                }
+            }
+        };
+        let (c, _) = self.catalog();
+        match node {
+            Node::Root => {
+                for s in ["tools", "resources", "templates", "prompts"] {
+                    push(vec![s.to_string()]);
+                }
+            }
+            Node::Tools => c
+                .tools
+                .iter()
+                .for_each(|t| push(vec![encode_name(&t.name)])),
+            Node::Resources => c
+                .resources
+                .iter()
+                .for_each(|r| push(vec![encode_name(&r.uri)])),
+            Node::Templates => c
+                .templates
+                .iter()
+                .for_each(|t| push(vec![encode_name(&t.name)])),
+            Node::Prompts => c
+                .prompts
+                .iter()
+                .for_each(|p| push(vec![encode_name(&p.name)])),
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
+        let (c, _) = self.catalog();
+        Ok(match node {
+            Node::Root => c
+                .tools
+                .iter()
+                .map(|t| Self::tool_op(t, &encode_name(&t.name)))
+                .collect(),
+            Node::Tool(n) => c
+                .tools
+                .iter()
+                .find(|t| t.name == n)
+                .map(|t| vec![Self::tool_op(t, "call")])
+                .unwrap_or_default(),
+            Node::Resource(_) => vec![OpSpec {
+                name: "read_body".into(),
+                description: "read the resource: text as is, binary as a summary line and base64"
+                    .into(),
+                schema: serde_json::json!({"type":"object","properties":{},"additionalProperties":false}),
+            }],
+            Node::Template(n) => match self.template_of(&c, &n) {
+                Ok(t) => vec![OpSpec {
+                    name: "read".into(),
+                    description: format!(
+                        "read the resource the variables name ({}); its entry is printed",
+                        t.variables()
+                            .iter()
+                            .map(|(v, _)| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    schema: t.schema(),
+                }],
+                Err(_) => Vec::new(),
+            },
+            Node::Prompt(n) => c
+                .prompts
+                .iter()
+                .find(|p| p.name == n)
+                .map(|p| vec![Self::prompt_op(p)])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        })
+    }
+
+    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
+        let (c, phase) = self.catalog();
+        match node {
+            Node::Root => self.tool_guard(&c, &phase, &Self::tool_name(op)?),
+            Node::Tool(n) if op == "call" => self.tool_guard(&c, &phase, &n),
+            _ => Ok(Guard::new(vec![Self::server_condition(&phase)])),
+        }
+    }
+
+    fn call(
+        &self,
+        path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
+        let no_op = || HostError::NotFound(format!("no op {op} on {}", path.join("/")));
+        match node {
+            Node::Root => self.call_tool(&Self::tool_name(op)?, args),
+            Node::Tool(n) if op == "call" => self.call_tool(&n, args),
+            Node::Resource(uri) if op == "read_body" => {
+                let (c, phase) = self.catalog();
+                if self.resource_info(&c, &uri).is_none() {
+                    return Err(Self::not_found(path));
+                }
+                if !matches!(phase, Phase::Ready) {
+                    return Err(HostError::Blocked(Guard::new(vec![
+                        Self::server_condition(&phase),
+                    ])));
+                }
+                Ok(CallOutcome::text(self.read_resource(&uri)?))
+            }
+            Node::Template(n) if op == "read" => {
+                let (c, phase) = self.catalog();
+                let t = self.template_of(&c, &n)?;
+                let spec = OpSpec {
+                    name: "read".into(),
+                    description: String::new(),
+                    schema: t.schema(),
+                };
+                let args: Map<String, Value> = spec.check_args(args)?;
+                if !matches!(phase, Phase::Ready) {
+                    return Err(HostError::Blocked(Guard::new(vec![
+                        Self::server_condition(&phase),
+                    ])));
+                }
+                let uri = t.expand(&args);
+                let text = self.read_resource(&uri)?;
+                if let Ok(mut s) = self.seen_uris.lock() {
+                    s.insert(uri.clone());
+                }
+                Ok(CallOutcome::text(format!("{uri}\n{text}"))
+                    .discovered(vec!["resources".into(), encode_name(&uri)]))
+            }
+            Node::Prompt(n) if op == "get" => {
+                let (c, phase) = self.catalog();
+                let p = c
+                    .prompts
+                    .iter()
+                    .find(|p| p.name == n)
+                    .ok_or_else(|| Self::not_found(path))?;
+                let args = Self::prompt_op(p).check_args(args)?;
+                if !matches!(phase, Phase::Ready) {
+                    return Err(HostError::Blocked(Guard::new(vec![
+                        Self::server_condition(&phase),
+                    ])));
+                }
+                let peer = self.client.peer()?;
+                let mut params = GetPromptRequestParams::new(n.clone());
+                if !args.is_empty() {
+                    params.arguments = Some(args);
+                }
+                let what = format!("prompts/get {n}");
+                let result = self
+                    .client
+                    .request(&what, self.client.call_timeout(), async {
+                        peer.get_prompt(params).await
+                    })?;
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let mut uris = Vec::new();
+                let text = render::prompt_text(&value, &mut uris);
+                Ok(self.with_uris(CallOutcome::text(text), &uris))
+            }
+            _ => Err(no_op()),
+        }
+    }
+
+    fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
+        let (c, _) = self.catalog();
+        if let Some(rest) = reference.strip_prefix(&format!("mcp:{}", self.mount)) {
+            let segs: Vec<String> = rest
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+            return match self.entry(&segs) {
+                Ok(Some(_)) => vec![segs],
+                _ => Vec::new(),
+            };
+        }
+        if self.resource_info(&c, reference).is_some() {
+            return vec![vec!["resources".into(), encode_name(reference)]];
+        }
+        Vec::new()
+    }
+
+    fn bounded_calls(&self) -> bool {
+        false
+    }
+
+    /// The server's lists change on their own; the runtime is told of each change, but the
+    /// set of ops of an entry is not among what it invalidates: keep the kernel's copies short.
+    fn cache_ttl(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

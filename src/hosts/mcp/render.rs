@@ -1,0 +1,498 @@
+//! Pure translations between MCP and the tree: names, annotations, schemas, content, URI
+//! templates. Nothing here talks to a server.
+
+use serde_json::{json, Map, Value};
+
+use crate::world::host::Condition;
+
+/// A name (a tool's, a prompt's, a resource URI) as one path segment: `%` and `/` (and NUL)
+/// percent-encoded, everything else kept, so the mapping is reversible.
+pub fn encode_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2F"),
+            '\0' => out.push_str("%00"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The name a segment stands for; only the canonical spelling (`encode_name`'s) decodes,
+/// so a name has exactly one path.
+pub fn decode_name(segment: &str) -> Option<String> {
+    let mut out = String::with_capacity(segment.len());
+    let mut rest = segment;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i + 1..i + 3)?;
+        out.push(match code {
+            "25" => '%',
+            "2F" => '/',
+            "00" => '\0',
+            _ => return None,
+        });
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    (!out.is_empty() && encode_name(&out) == segment).then_some(out)
+}
+
+/// Text flattened to one line and cut to `max` characters (with `…` where cut).
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// The hints a server gives about a tool (all optional: only what it states counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub idempotent: Option<bool>,
+    pub open_world: Option<bool>,
+}
+
+impl Hints {
+    pub fn from_annotations(a: Option<&Value>) -> Hints {
+        let get = |k: &str| a.and_then(|a| a.get(k)).and_then(Value::as_bool);
+        Hints {
+            read_only: get("readOnlyHint"),
+            destructive: get("destructiveHint"),
+            idempotent: get("idempotentHint"),
+            open_world: get("openWorldHint"),
+        }
+    }
+
+    /// The hints in words, e.g. `read-only, idempotent, closed-world`.
+    pub fn words(&self) -> String {
+        let mut w = Vec::new();
+        match self.read_only {
+            Some(true) => w.push("read-only"),
+            Some(false) => w.push("writes"),
+            None => {}
+        }
+        match self.destructive {
+            Some(true) => w.push("destructive"),
+            Some(false) => w.push("not destructive"),
+            None => {}
+        }
+        match self.idempotent {
+            Some(true) => w.push("idempotent"),
+            Some(false) => w.push("not idempotent"),
+            None => {}
+        }
+        match self.open_world {
+            Some(true) => w.push("open-world (reaches beyond the server)"),
+            Some(false) => w.push("closed-world"),
+            None => {}
+        }
+        if w.is_empty() {
+            "no annotations".to_string()
+        } else {
+            w.join(", ")
+        }
+    }
+}
+
+/// What the manifest allows of tools the server marks destructive or open-world.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub destructive: bool,
+    pub open_world: bool,
+    /// Tools allowed by name whatever their hints.
+    pub tools: Vec<String>,
+    /// Where the host is mounted, for the words of a failing condition.
+    pub mount: String,
+}
+
+impl Policy {
+    /// The `policy` condition of a tool: a stated `destructiveHint: true` or
+    /// `openWorldHint: true` fails it (EACCES) unless the manifest allows that.
+    pub fn condition(&self, tool: &str, hints: &Hints) -> Condition {
+        let destructive = hints.destructive == Some(true) && hints.read_only != Some(true);
+        let open_world = hints.open_world == Some(true);
+        if !destructive && !open_world {
+            return Condition::policy(
+                "policy",
+                true,
+                "the server marks it neither destructive nor open-world",
+            );
+        }
+        let what = match (destructive, open_world) {
+            (true, true) => "destructive and open-world",
+            (true, false) => "destructive",
+            _ => "open-world",
+        };
+        if self.tools.iter().any(|t| t == tool) {
+            return Condition::policy(
+                "policy",
+                true,
+                format!("{what}, allowed by name: allow_tools lists {tool:?}"),
+            );
+        }
+        let missing: Vec<&str> = [
+            (destructive && !self.destructive, "\"destructive\""),
+            (open_world && !self.open_world, "\"open_world\""),
+        ]
+        .into_iter()
+        .filter_map(|(m, w)| m.then_some(w))
+        .collect();
+        if missing.is_empty() {
+            return Condition::policy(
+                "policy",
+                true,
+                format!("{what}, allowed by the manifest's allow = [...]"),
+            );
+        }
+        Condition::policy(
+            "policy",
+            false,
+            format!(
+                "the server marks {tool:?} {what}; to allow it, add {} to allow = [...] or {tool:?} to allow_tools = [...] in the manifest's [[host]] table for {:?}",
+                missing.join(" and "),
+                self.mount
+            ),
+        )
+    }
+}
+
+/// A tool's inputSchema as an op schema the runtime accepts: an object schema with
+/// `properties` (closed unless the server says otherwise) and no `$schema` (the validator
+/// knows the drafts by their keywords, and an unknown meta-schema URI must not fail).
+pub fn op_schema(input: &Map<String, Value>) -> Value {
+    let mut s = input.clone();
+    s.remove("$schema");
+    s.insert("type".into(), Value::String("object".into()));
+    if !s.get("properties").is_some_and(Value::is_object) {
+        s.insert("properties".into(), Value::Object(Map::new()));
+    }
+    Value::Object(s)
+}
+
+/// The schema of a prompt's `get`: one string per argument, required as the server says.
+pub fn prompt_schema(args: &[(String, Option<String>, bool)]) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for (name, description, req) in args {
+        let mut p = json!({"type": "string"});
+        if let Some(d) = description {
+            p["description"] = Value::String(d.clone());
+        }
+        props.insert(name.clone(), p);
+        if *req {
+            required.push(Value::String(name.clone()));
+        }
+    }
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+/// Size in bytes of base64 data, without decoding it.
+pub fn base64_len(data: &str) -> usize {
+    let clean = data.trim_end_matches('=').len();
+    clean * 3 / 4
+}
+
+/// One content block (tool results, prompt messages) as text: text as is, media and
+/// resources summarised. Resource URIs mentioned are pushed to `uris`.
+pub fn content_text(block: &Value, uris: &mut Vec<String>) -> String {
+    let ty = block.get("type").and_then(Value::as_str).unwrap_or("");
+    let s = |k: &str| block.get(k).and_then(Value::as_str);
+    match ty {
+        "text" => s("text").unwrap_or("").to_string(),
+        "image" | "audio" => format!(
+            "[{ty}: {}, {} bytes]",
+            s("mimeType").unwrap_or("unknown type"),
+            base64_len(s("data").unwrap_or(""))
+        ),
+        "resource_link" => {
+            let uri = s("uri").unwrap_or("");
+            uris.push(uri.to_string());
+            let mut t = format!("[resource link: {uri}");
+            if let Some(n) = s("name") {
+                t.push_str(&format!(" ({n})"));
+            }
+            if let Some(m) = s("mimeType") {
+                t.push_str(&format!(", {m}"));
+            }
+            t.push(']');
+            t
+        }
+        "resource" => {
+            let r = block.get("resource").cloned().unwrap_or(Value::Null);
+            if let Some(u) = r.get("uri").and_then(Value::as_str) {
+                uris.push(u.to_string());
+            }
+            resource_contents_text(&r)
+        }
+        _ => format!(
+            "[{} content] {}",
+            if ty.is_empty() { "unknown" } else { ty },
+            block
+        ),
+    }
+}
+
+/// One `contents` item of a resource: its text, or a summary line and the base64 data.
+pub fn resource_contents_text(c: &Value) -> String {
+    let s = |k: &str| c.get(k).and_then(Value::as_str);
+    let uri = s("uri").unwrap_or("");
+    if let Some(text) = s("text") {
+        return text.to_string();
+    }
+    if let Some(blob) = s("blob") {
+        return format!(
+            "[blob {uri}: {}, {} bytes, base64 on the next line]\n{blob}",
+            s("mimeType").unwrap_or("unknown type"),
+            base64_len(blob)
+        );
+    }
+    format!("[resource {uri}: no content]")
+}
+
+/// The text of a tool result: content blocks joined, then structured content as JSON.
+pub fn tool_result_text(result: &Value, uris: &mut Vec<String>) -> String {
+    let mut parts: Vec<String> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|b| content_text(b, uris)).collect())
+        .unwrap_or_default();
+    // Structured content is shown unless a text block already is that very JSON.
+    let repeated = |sc: &Value| {
+        result
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == sc))
+    };
+    if let Some(sc) = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null() && !repeated(v))
+    {
+        parts.push(format!(
+            "structured content:\n{}",
+            serde_json::to_string_pretty(sc).unwrap_or_default()
+        ));
+    }
+    parts.join("\n")
+}
+
+/// A prompt's messages as `role: text` paragraphs.
+pub fn prompt_text(result: &Value, uris: &mut Vec<String>) -> String {
+    let mut out = Vec::new();
+    if let Some(d) = result.get("description").and_then(Value::as_str) {
+        out.push(format!("description: {d}"));
+    }
+    for m in result
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
+        let text = match m.get("content") {
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .map(|b| content_text(b, uris))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Some(b) => content_text(b, uris),
+            None => String::new(),
+        };
+        out.push(format!("{role}: {text}"));
+    }
+    out.join("\n")
+}
+
+/// An RFC 6570 URI template, enough of it for resource templates: literals and
+/// expressions with the operators `+ # . / ; ? &` and variable lists (modifiers are kept
+/// out of names and ignored on expansion).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UriTemplate {
+    parts: Vec<Part>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Expr { op: Option<char>, vars: Vec<String> },
+}
+
+impl UriTemplate {
+    pub fn parse(text: &str) -> Option<UriTemplate> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_string()));
+            }
+            let close = rest[open..].find('}')? + open;
+            let mut body = &rest[open + 1..close];
+            let op = body
+                .chars()
+                .next()
+                .filter(|c| "+#./;?&".contains(*c))
+                .inspect(|_| body = &body[1..]);
+            let vars: Vec<String> = body
+                .split(',')
+                .map(|v| {
+                    v.split(':')
+                        .next()
+                        .unwrap_or("")
+                        .trim_end_matches('*')
+                        .to_string()
+                })
+                .filter(|v| !v.is_empty())
+                .collect();
+            if vars.is_empty() {
+                return None;
+            }
+            parts.push(Part::Expr { op, vars });
+            rest = &rest[close + 1..];
+        }
+        if rest.contains('}') {
+            return None;
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_string()));
+        }
+        Some(UriTemplate { parts })
+    }
+
+    /// Variables, each with whether it is required (path-like expressions are; query
+    /// expressions `?` and `&` are not).
+    pub fn variables(&self) -> Vec<(String, bool)> {
+        let mut out: Vec<(String, bool)> = Vec::new();
+        for p in &self.parts {
+            if let Part::Expr { op, vars } = p {
+                for v in vars {
+                    if !out.iter().any(|(n, _)| n == v) {
+                        out.push((v.clone(), !matches!(op, Some('?') | Some('&'))));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn schema(&self) -> Value {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for (v, req) in self.variables() {
+            props.insert(v.clone(), json!({"type": "string"}));
+            if req {
+                required.push(Value::String(v));
+            }
+        }
+        json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    }
+
+    pub fn expand(&self, values: &Map<String, Value>) -> String {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Literal(l) => out.push_str(l),
+                Part::Expr { op, vars } => {
+                    let defined: Vec<(&String, String)> = vars
+                        .iter()
+                        .filter_map(|v| {
+                            let val = values.get(v)?;
+                            let s = match val {
+                                Value::String(s) => s.clone(),
+                                Value::Null => return None,
+                                other => other.to_string(),
+                            };
+                            Some((v, s))
+                        })
+                        .collect();
+                    if defined.is_empty() {
+                        continue;
+                    }
+                    let reserved = matches!(op, Some('+') | Some('#'));
+                    let enc = |s: &str| pct_encode(s, reserved);
+                    let (first, sep, named) = match op {
+                        None | Some('+') => ("", ",", false),
+                        Some('#') => ("#", ",", false),
+                        Some('.') => (".", ".", false),
+                        Some('/') => ("/", "/", false),
+                        Some(';') => (";", ";", true),
+                        Some('?') => ("?", "&", true),
+                        Some('&') => ("&", "&", true),
+                        Some(_) => ("", ",", false),
+                    };
+                    out.push_str(first);
+                    let items: Vec<String> = defined
+                        .iter()
+                        .map(|(n, v)| {
+                            if named {
+                                format!("{n}={}", enc(v))
+                            } else {
+                                enc(v)
+                            }
+                        })
+                        .collect();
+                    out.push_str(&items.join(sep));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `uri` is one this template can produce (path-like expressions match one or
+    /// more characters up to the next literal; a query expression matches the rest).
+    pub fn matches(&self, uri: &str) -> bool {
+        fn go(parts: &[Part], s: &str) -> bool {
+            match parts.split_first() {
+                None => s.is_empty(),
+                Some((Part::Literal(l), rest)) => {
+                    s.strip_prefix(l.as_str()).is_some_and(|r| go(rest, r))
+                }
+                Some((Part::Expr { op, .. }, rest)) => {
+                    if matches!(op, Some('?') | Some('&') | Some('#')) {
+                        return true;
+                    }
+                    // An expression takes at least one character, and a plain one no `/`.
+                    let any = matches!(op, Some('+') | Some('/'));
+                    for (i, c) in s.char_indices() {
+                        if c == '/' && !any {
+                            return false;
+                        }
+                        if go(rest, &s[i + c.len_utf8()..]) {
+                            return true;
+                        }
+                    }
+                    false
+                }
+            }
+        }
+        go(&self.parts, uri)
+    }
+}
+
+/// Percent-encode for a URI template expansion: unreserved characters stay; with
+/// `reserved`, reserved characters and existing `%XX` stay too.
+fn pct_encode(s: &str, reserved: bool) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        let c = b as char;
+        let keep = c.is_ascii_alphanumeric()
+            || "-._~".contains(c)
+            || (reserved && ":/?#[]@!$&'()*+,;=%".contains(c));
+        if keep {
+            out.push(c);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
