@@ -8,6 +8,7 @@ use crate::world::host::{Changes, Host};
 
 pub mod db;
 pub mod files;
+pub mod github;
 pub mod search;
 pub mod tracker;
 
@@ -55,7 +56,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db, search)")]
+    #[error("unknown host kind {0:?} (known: tracker, files, db, search, github)")]
     UnknownKind(String),
 }
 
@@ -84,6 +85,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "search" => {
             let host = search::SearchHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "github" => {
+            let host = github::GithubHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }
