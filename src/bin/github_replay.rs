@@ -198,16 +198,22 @@ fn load_route(spec: &str, resources: &Path, out: &mut Vec<Recording>) -> Result<
 fn derive_objects(recs: &mut Vec<Recording>) {
     let mut extra = Vec::new();
     for r in recs.iter() {
-        if r.method != "GET" || r.status != 200 {
+        if !(200..300).contains(&r.status) {
             continue;
         }
         let Body::Json(v) = &r.body else { continue };
+        // Objects a listing showed, and an object a change answered with (GitHub then
+        // serves it at its url).
+        let one = std::slice::from_ref(v);
         let list = match v {
-            Value::Array(a) => a.as_slice(),
-            Value::Object(o) => match o.get("items").or_else(|| o.get("check_runs")) {
-                Some(Value::Array(a)) => a.as_slice(),
-                _ => continue,
-            },
+            Value::Array(a) if r.method == "GET" => a.as_slice(),
+            Value::Object(o) if r.method == "GET" => {
+                match o.get("items").or_else(|| o.get("check_runs")) {
+                    Some(Value::Array(a)) => a.as_slice(),
+                    _ => continue,
+                }
+            }
+            Value::Object(_) if r.method != "GET" => one,
             _ => continue,
         };
         for item in list {

@@ -26,6 +26,8 @@ pub struct Page {
 }
 
 struct Cached {
+    /// A 404 is remembered too (kernels look names up again and again).
+    missing: Option<String>,
     etag: Option<String>,
     page: Arc<Page>,
     at: Instant,
@@ -429,6 +431,12 @@ impl Client {
         if let Some(c) = lock(&self.cache).get(&key) {
             if c.at.elapsed() < self.ttl && !(full && c.partial) {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                if let Some(message) = &c.missing {
+                    return Err(GhError::Status {
+                        status: 404,
+                        message: message.clone(),
+                    });
+                }
                 return Ok(c.page.clone());
             }
         }
@@ -439,7 +447,7 @@ impl Client {
         let key = Self::key(path, accept);
         let etag = lock(&self.cache)
             .get(&key)
-            .filter(|c| !c.partial)
+            .filter(|c| !c.partial && c.missing.is_none())
             .and_then(|c| c.etag.clone());
         let mut headers = HeaderMap::new();
         if let Some(a) = accept {
@@ -448,7 +456,31 @@ impl Client {
         if let Some(e) = etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
             headers.insert(IF_NONE_MATCH, e);
         }
-        let (status, h, text) = self.send(Method::GET, path, None, headers)?;
+        let (status, h, text) = match self.send(Method::GET, path, None, headers) {
+            Err(GhError::Status {
+                status: 404,
+                message,
+            }) => {
+                lock(&self.cache).insert(
+                    key,
+                    Cached {
+                        missing: Some(message.clone()),
+                        etag: None,
+                        page: Arc::new(Page {
+                            body: Value::Null,
+                            next: None,
+                        }),
+                        at: Instant::now(),
+                        partial: false,
+                    },
+                );
+                return Err(GhError::Status {
+                    status: 404,
+                    message,
+                });
+            }
+            other => other?,
+        };
         let mut cache = lock(&self.cache);
         if status == StatusCode::NOT_MODIFIED {
             self.stats.not_modified.fetch_add(1, Ordering::Relaxed);
@@ -473,6 +505,7 @@ impl Client {
         lock(&self.cache).insert(
             key.to_string(),
             Cached {
+                missing: None,
                 etag: header_str(h, ETAG.as_str()),
                 page: page.clone(),
                 at: Instant::now(),
@@ -487,11 +520,12 @@ impl Client {
         let mut cache = lock(&self.cache);
         let keep = cache
             .get(path)
-            .is_some_and(|c| !c.partial && c.at.elapsed() < self.ttl);
+            .is_some_and(|c| !c.partial && c.missing.is_none() && c.at.elapsed() < self.ttl);
         if !keep {
             cache.insert(
                 path.to_string(),
                 Cached {
+                    missing: None,
                     etag: None,
                     page: Arc::new(Page {
                         body: body.clone(),

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::client::seg;
-use super::tree::{and_list, check_path_name, day, login, plural, s};
+use super::tree::{and_list, check_path_name, day, is_merged, login, plural, s};
 use super::{GithubHost, Kind, Node, Repo};
 use crate::world::host::{Condition, HostError, HostResult};
 
@@ -57,8 +57,7 @@ impl GithubHost {
 
     fn open_cond(&self, node: &Node, kind: Kind, n: u64, v: &Value) -> Condition {
         let who = Self::item_label(kind, n);
-        let merged = v.get("merged_at").is_some_and(|m| !m.is_null());
-        if merged {
+        if is_merged(v) {
             return Condition::check(
                 "open",
                 false,
@@ -88,7 +87,7 @@ impl GithubHost {
 
     fn closed_cond(&self, node: &Node, kind: Kind, n: u64, v: &Value) -> Condition {
         let who = Self::item_label(kind, n);
-        if v.get("merged_at").is_some_and(|m| !m.is_null()) {
+        if is_merged(v) {
             return Condition::check(
                 "closed",
                 false,
@@ -281,7 +280,7 @@ impl GithubHost {
         protection: &Result<Option<Value>, String>,
         fresh: bool,
     ) -> HostResult<Condition> {
-        let path = format!("{}/pulls/{n}/reviews?per_page={}", r.api(), self.per_page);
+        let path = self.paged(&format!("{}/pulls/{n}/reviews", r.api()));
         let reviews = if fresh {
             self.client.get_fresh(&path)
         } else {

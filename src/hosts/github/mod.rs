@@ -25,7 +25,7 @@ use crate::hosts::HostContext;
 use crate::world::host::{
     CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
-use client::{Client, GhError};
+use client::Client;
 
 pub use client::{github_message, next_link, reset_words};
 
@@ -52,7 +52,7 @@ pub struct GithubSettings {
     /// How long a GitHub answer is reused without asking again (then revalidated by ETag).
     #[serde(default = "default_ttl")]
     pub cache_ttl_secs: u64,
-    /// Items per page asked of GitHub (at most 100).
+    /// Items per page asked of GitHub (at most 100; 30, GitHub's default, is not sent).
     #[serde(default = "default_per_page")]
     pub per_page: u32,
     /// At most this many entries in one listing (GitHub's pages are followed up to it).
@@ -472,10 +472,28 @@ impl GithubHost {
         }
     }
 
+    /// The start of the current cache window: entries report it as their modification time,
+    /// so the kernel drops its listings and contents once per TTL and asks again (which
+    /// costs a 304 when GitHub has nothing new).
+    fn window(&self) -> std::time::SystemTime {
+        let ttl = self.ttl.as_secs().max(1);
+        let now = client::now_secs();
+        std::time::UNIX_EPOCH + Duration::from_secs(now - now % ttl)
+    }
+
+    /// The first page's URL: `per_page` is sent unless it is GitHub's own default (30).
+    fn paged(&self, path: &str) -> String {
+        if self.per_page == 30 {
+            return path.to_string();
+        }
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{sep}per_page={}", self.per_page)
+    }
+
     /// Every item of a paged listing, following `Link: next` up to the list limit.
     fn list(&self, first: &str) -> HostResult<(Vec<Value>, bool)> {
         let mut out = Vec::new();
-        let mut next = Some(first.to_string());
+        let mut next = Some(self.paged(first));
         let mut more = false;
         while let Some(url) = next.take() {
             if out.len() >= self.list_limit {
@@ -624,6 +642,7 @@ impl Host for GithubHost {
                 info.reference = self.reference(&Node::Item(h.repo, h.kind, h.number));
             }
         }
+        info.modified = Some(self.window());
         info.indexable = !matches!(node, Node::Result(_) | Node::Hits(_) | Node::Hit(..));
         Ok(Some(info))
     }

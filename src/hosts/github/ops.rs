@@ -410,10 +410,9 @@ impl GithubHost {
                     )));
                 }
                 let (items, more) = self.list(&format!(
-                    "{}/issues?labels={}&state={state}&per_page={}",
+                    "{}/issues?labels={}&state={state}",
                     r.api(),
-                    query_value(l),
-                    self.per_page
+                    query_value(l)
                 ))?;
                 let mut out = CallOutcome::text(format!(
                     "{} labelled {l} (state {state}), newest first{}",

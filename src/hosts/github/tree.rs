@@ -40,6 +40,12 @@ pub(super) fn one_line(t: &str) -> String {
     t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Merged: GitHub says so (`merged`), or the pull request is closed with a merge time.
+pub(super) fn is_merged(v: &Value) -> bool {
+    v["merged"].as_bool() == Some(true)
+        || (s(v, "state") == "closed" && v.get("merged_at").is_some_and(|m| !m.is_null()))
+}
+
 /// A check run or a commit status, as the guard and `checks/` see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct CheckItem {
@@ -92,8 +98,7 @@ impl GithubHost {
 
     /// `Issue #4 · open · Title · bug · 3 comments · by alice` (the tracker's line).
     pub(super) fn item_line(&self, kind: Kind, n: u64, v: &Value) -> String {
-        let merged = !v["merged_at"].is_null() && v.get("merged_at").is_some();
-        let state = if merged {
+        let state = if is_merged(v) {
             "merged".to_string()
         } else {
             s(v, "state").to_string()
@@ -131,9 +136,7 @@ impl GithubHost {
         match &self.token {
             TokenSource::Env(v) => format!("token from ${v}"),
             TokenSource::Gh => "token from `gh auth token`".to_string(),
-            TokenSource::None => format!(
-                "no token: only public data can be read (GitHub allows 60 anonymous requests an hour) and nothing can be changed; to act as you, set GITHUB_TOKEN (or run `gh auth login`) before mounting, or set token_env in the manifest, and remount"
-            ),
+            TokenSource::None => "no token: only public data can be read (GitHub allows 60 anonymous requests an hour) and nothing can be changed; to act as you, set GITHUB_TOKEN (or run `gh auth login`) before mounting, or set token_env in the manifest, and remount".to_string(),
         }
     }
 
@@ -463,11 +466,7 @@ impl GithubHost {
                     .map(|r| r.name.clone())
                     .collect();
                 if self.owners.iter().any(|x| x.eq_ignore_ascii_case(o)) {
-                    let (items, _) = self.list(&format!(
-                        "/users/{}/repos?per_page={}",
-                        seg(o),
-                        self.per_page
-                    ))?;
+                    let (items, _) = self.list(&format!("/users/{}/repos", seg(o)))?;
                     for v in items {
                         let name = s(&v, "name").to_string();
                         if !name.is_empty() {
@@ -500,8 +499,7 @@ impl GithubHost {
                 }
             }
             Node::Issues(r) => {
-                let (items, _) =
-                    self.list(&format!("{}/issues?per_page={}", r.api(), self.per_page))?;
+                let (items, _) = self.list(&format!("{}/issues", r.api()))?;
                 for v in items {
                     let Some(n) = v["number"].as_u64() else {
                         continue;
@@ -515,8 +513,7 @@ impl GithubHost {
                 }
             }
             Node::Pulls(r) => {
-                let (items, _) =
-                    self.list(&format!("{}/pulls?per_page={}", r.api(), self.per_page))?;
+                let (items, _) = self.list(&format!("{}/pulls", r.api()))?;
                 for v in items {
                     let Some(n) = v["number"].as_u64() else {
                         continue;
@@ -572,8 +569,7 @@ impl GithubHost {
                 }
             }
             Node::Labels(r) => {
-                let (items, _) =
-                    self.list(&format!("{}/labels?per_page={}", r.api(), self.per_page))?;
+                let (items, _) = self.list(&format!("{}/labels", r.api()))?;
                 for v in items {
                     let name = s(&v, "name").to_string();
                     if name.is_empty() {
@@ -586,8 +582,7 @@ impl GithubHost {
                 }
             }
             Node::Branches(r) => {
-                let (items, _) =
-                    self.list(&format!("{}/branches?per_page={}", r.api(), self.per_page))?;
+                let (items, _) = self.list(&format!("{}/branches", r.api()))?;
                 for v in items {
                     let name = s(&v, "name").to_string();
                     if name.is_empty() {
@@ -685,23 +680,11 @@ impl GithubHost {
     }
 
     pub(super) fn reviews_of(&self, r: &Repo, n: u64) -> HostResult<Vec<Value>> {
-        Ok(self
-            .list(&format!(
-                "{}/pulls/{n}/reviews?per_page={}",
-                r.api(),
-                self.per_page
-            ))?
-            .0)
+        Ok(self.list(&format!("{}/pulls/{n}/reviews", r.api()))?.0)
     }
 
     pub(super) fn files_of(&self, r: &Repo, n: u64) -> HostResult<Vec<Value>> {
-        Ok(self
-            .list(&format!(
-                "{}/pulls/{n}/files?per_page={}",
-                r.api(),
-                self.per_page
-            ))?
-            .0)
+        Ok(self.list(&format!("{}/pulls/{n}/files", r.api()))?.0)
     }
 }
 
