@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search.
-SECTIONS=${SECTIONS:-walk,db,search}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, github.
+SECTIONS=${SECTIONS:-walk,db,search,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -27,7 +27,7 @@ m=$work/world f=$work/floor
 floor_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -210,4 +210,57 @@ s_mount=$(p50 "through the mount" "$work/searchmount.txt")
 s_in=$(p50 "in-process host.call" "$work/searchin.txt")
 echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"
 echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
+fi
+
+if on github; then
+echo "# github host: recorded GitHub responses (@octokit/fixtures, octocrab's tests/resources) replayed on 127.0.0.1"
+scripts/fixtures.sh > /dev/null
+sc=$PWD/target/fixtures/node/node_modules/@octokit/fixtures/scenarios/api.github.com
+res=$(cargo metadata --format-version 1 | python3 -c 'import json, os, sys
+m = json.load(sys.stdin)
+print([os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"] == "octocrab"][0])')/tests/resources
+# The replay server exits when this script (its stdin) goes away.
+coproc REPLAY { "$bin/github-replay" --fixture "$sc/get-repository/normalized-fixture.json" \
+  --fixture "$sc/paginate-issues/normalized-fixture.json" --resources "$res" \
+  --route "GET /repos/octocat/Hello-World 200 pull_requests_list.json#/0/base/repo" \
+  --route "GET /repos/octocat/Hello-World/pulls 200 pull_requests_list.json" \
+  --route "GET /repos/octocat/Hello-World/pulls/1347/reviews 200 get_pull_request_review.json#[]" \
+  --route "GET /repos/octocat/Hello-World/commits/6dcb09b5b57875f334f61aebed695e2e4193db5e/check-runs?per_page=100 200 commit_check_runs.json" \
+  --route "GET /repos/octocat/Hello-World/branches/master/protection 200 repo_branch_protection.json" \
+  --route "GET /user 200 user_data.json"; }
+read -r port <&"${REPLAY[0]}"
+# reqs: requests the replay server answered so far.
+reqs() { exec 5<>"/dev/tcp/127.0.0.1/$port"; printf 'GET /__wip/requests HTTP/1.0\r\n\r\n' >&5; tail -n 1 <&5; exec 5>&-; }
+gm=$work/ghworld
+mkdir -p "$gm"
+cat > "$work/gh.toml" <<TOML
+[[host]]
+kind = "github"
+path = "github"
+repos = ["octokit-fixture-org/hello-world", "octokit-fixture-org/paginate-issues", "octocat/Hello-World"]
+base_uri = "http://127.0.0.1:$port"
+token_env = "WIP_BENCH_GITHUB_TOKEN"
+gh = false
+per_page = 3
+cache_ttl_secs = 3
+TOML
+org=$gm/github/octokit-fixture-org
+WIP_BENCH_GITHUB_TOKEN=bench-token-not-real "$bin/wip" mount "$gm" --state "$work/ghstate" --manifest "$work/gh.toml" > /dev/null
+r0=$(reqs); echo "requests made by mounting: $r0"
+r=$(reqs); t_cold=$(secs ls "$org/hello-world"); a=$(reqs)
+echo "requests made by ls of a repo: $((a - r)) (${t_cold} s)"
+r=$(reqs); t_warm=$(secs ls "$org/hello-world"); a=$(reqs)
+echo "requests made by the same ls again within the TTL: $((a - r)) (${t_warm} s)"
+r=$(reqs); t_icold=$(secs ls "$org/paginate-issues/issues"); a=$(reqs)
+echo "requests made by ls of a repo's issues (13 issues, pages of 3): $((a - r)) (${t_icold} s)"
+r=$(reqs); t_iwarm=$(secs ls "$org/paginate-issues/issues"); a=$(reqs)
+echo "requests made by the same ls again within the TTL: $((a - r)) (${t_iwarm} s; $(ratio "$t_icold" "$t_iwarm")x faster)"
+r=$(reqs); cat "$gm/github/octocat/Hello-World/pulls/1347/ops/merge/guard" > /dev/null; a=$(reqs)
+echo "requests made by a guard read (merge of a pull request): $((a - r))"
+r=$(reqs); cat "$gm/github/octocat/Hello-World/pulls/1347/ops/merge/guard" > /dev/null; a=$(reqs)
+echo "requests made by the same guard read again within the TTL: $((a - r))"
+sleep 3.2
+r=$(reqs); ls "$org/paginate-issues/issues" > /dev/null; a=$(reqs)
+echo "requests made by the issues ls after the TTL: $((a - r)), all conditional (If-None-Match; GitHub's 304s cost no rate limit)"
+"$bin/wip" umount "$gm"
 fi

@@ -405,6 +405,19 @@ fn search_results_are_entries_linked_to_the_issues() {
     assert!(m
         .read(&format!("{repo}/issues/2/description"))
         .contains("Sesame seeds"));
+    // At the host root the query is GitHub's own; the same words find the same issues.
+    m.call(
+        "github/ops/search",
+        "sesame repo:octokit-fixture-org/search-issues\n",
+    )
+    .unwrap();
+    let r = m.result("github/ops/search");
+    assert!(r.contains("(search 2;"), "{r}");
+    assert!(r.contains(&format!("{repo}/issues/1")), "{r}");
+    assert_eq!(
+        m.read("github/results/2/hits/2/ref"),
+        format!("github://{ORG}/search-issues/issues/1\n")
+    );
     // The world resolves the hit's ref to the real entry.
     let out = m.ok(&format!(
         "echo 'github://{ORG}/search-issues/issues/2' > ops/resolve/call; cat ops/resolve/result"

@@ -298,7 +298,7 @@ impl Client {
         }
     }
 
-    fn note_rate(&self, h: &HeaderMap) {
+    pub(super) fn note_rate(&self, h: &HeaderMap) {
         let mut r = lock(&self.rate);
         if let Some(v) = header_str(h, "x-ratelimit-limit").and_then(|v| v.parse().ok()) {
             r.limit = Some(v);

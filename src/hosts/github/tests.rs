@@ -167,3 +167,106 @@ fn unreachable_github_never_hangs_and_keeps_the_tree() {
     assert!(g.render().contains("no GitHub token"));
     let _ = Kind::Issue;
 }
+
+/// One HTTP answer on 127.0.0.1 per connection, `count` connections; the answer may quote
+/// the request's Authorization header (as a careless server or proxy might).
+fn answer_on_loopback(count: usize, status: &'static str, headers: String, echo_auth: bool) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(count) {
+            let mut stream = stream.unwrap();
+            let mut auth = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if line.to_ascii_lowercase().starts_with("authorization:") {
+                    auth = line[14..].trim().to_string();
+                }
+            }
+            let body = if echo_auth {
+                format!("{{\"message\":\"Bad credentials: {auth}\"}}")
+            } else {
+                "{\"message\":\"API rate limit exceeded\"}".to_string()
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn an_exhausted_rate_limit_answers_at_once_with_the_reset_time() {
+    use super::client::{now_secs, Client};
+    use std::sync::atomic::Ordering;
+    let reset = now_secs() + 600;
+    let port = answer_on_loopback(
+        1,
+        "403 Forbidden",
+        format!(
+            "x-ratelimit-limit: 60\r\nx-ratelimit-remaining: 0\r\nx-ratelimit-reset: {reset}\r\n"
+        ),
+        false,
+    );
+    let c = Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        None,
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    let e = c.get("/repos/o/r").unwrap_err();
+    assert!(matches!(e, GhError::RateLimited(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("GitHub rate limit exhausted; resets at"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("(in 10 min)"), "{e}");
+    // Known exhausted: the next request is refused without being sent (no hang, no wait).
+    let e = c.get("/repos/o/other").unwrap_err();
+    assert!(matches!(e, GhError::RateLimited(_)));
+    assert_eq!(c.stats.requests.load(Ordering::Relaxed), 1);
+    match e.into_host("listing") {
+        HostError::TimedOut(m) => assert!(m.contains("resets at")),
+        other => panic!("{other:?}"),
+    }
+    // Headers alone set the state too (what the root's description shows).
+    let mut h = http::HeaderMap::new();
+    h.insert(
+        "x-ratelimit-remaining",
+        http::HeaderValue::from_static("4999"),
+    );
+    c.note_rate(&h);
+    assert_eq!(c.rate().remaining, Some(4999));
+}
+
+#[test]
+fn the_token_is_scrubbed_from_githubs_words() {
+    use super::client::Client;
+    let secret = "ghp_unitCanary0123456789abcdef";
+    let port = answer_on_loopback(1, "401 Unauthorized", String::new(), true);
+    let c = Client::new(
+        &format!("http://127.0.0.1:{port}"),
+        Some(secret),
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    let e = c.get("/user").unwrap_err();
+    let words = e.clone().into_host("who am I").to_string();
+    assert!(
+        words.contains("Bad credentials") && words.contains("[token]"),
+        "{words}"
+    );
+    assert!(!words.contains(secret), "{words}");
+    assert!(matches!(e.into_host("x"), HostError::Forbidden(_)));
+}
