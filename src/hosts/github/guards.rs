@@ -204,7 +204,16 @@ impl GithubHost {
         fresh: bool,
     ) -> HostResult<Condition> {
         let sha = s(&v["head"], "sha");
-        let checks = self.checks_at(r, sha, fresh)?;
+        let checks = match self.checks_at(r, sha, fresh) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(Condition::check(
+                    "checks_passing",
+                    false,
+                    format!("could not read the checks on the head commit: {e}"),
+                ))
+            }
+        };
         let see = |name: &str| self.world_path(&node.path(), &["checks", &check_path_name(name)]);
         let failing: Vec<String> = checks
             .iter()
@@ -281,12 +290,25 @@ impl GithubHost {
         fresh: bool,
     ) -> HostResult<Condition> {
         let path = self.paged(&format!("{}/pulls/{n}/reviews", r.api()));
-        let reviews = if fresh {
+        let reviews = match if fresh {
             self.client.get_fresh(&path)
         } else {
             self.client.get(&path)
-        }
-        .map_err(|e| e.into_host(&format!("reading reviews of PR #{n}")))?;
+        } {
+            Ok(r) => r,
+            // The guard says what it could not read rather than failing the read of it.
+            Err(e) => {
+                return Ok(Condition::check(
+                    "review_approved",
+                    false,
+                    format!(
+                        "could not read the reviews of PR #{n} (GitHub said: {}) — see {}",
+                        e.message(),
+                        self.world_path(&node.path(), &["reviews"])
+                    ),
+                ))
+            }
+        };
         // The latest verdict of each reviewer counts (comments do not change it).
         let mut latest: Vec<(String, String)> = Vec::new();
         for rv in reviews.body.as_array().cloned().unwrap_or_default() {
