@@ -14,8 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent, exec, mcp.
-SECTIONS=${SECTIONS:-walk,db,search,agent,exec,mcp}
+# Which parts to run: walk (find/stat/cat, memory, call latency), db, search, agent, exec,
+# mcp, github.
+SECTIONS=${SECTIONS:-walk,db,search,agent,exec,mcp,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -28,7 +29,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld"; do
+  for d in "$m" "$f" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -282,4 +283,69 @@ m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
 p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
 echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
 echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
+fi
+
+if on github; then
+echo "# github host: recorded GitHub responses (@octokit/fixtures, octocrab's tests/resources) replayed on 127.0.0.1"
+scripts/fixtures.sh > /dev/null
+sc=$PWD/target/fixtures/node/node_modules/@octokit/fixtures/scenarios/api.github.com
+res=$(cargo metadata --format-version 1 | python3 -c 'import json, os, sys
+m = json.load(sys.stdin)
+print([os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"] == "octocrab"][0])')/tests/resources
+# The replay server exits when this script (its stdin) goes away.
+coproc REPLAY { "$bin/github-replay" --fixture "$sc/get-repository/normalized-fixture.json" \
+  --fixture "$sc/paginate-issues/normalized-fixture.json" --resources "$res" \
+  --route "GET /repos/octocat/Hello-World 200 pull_requests_list.json#/0/base/repo" \
+  --route "GET /repos/octocat/Hello-World/pulls 200 pull_requests_list.json" \
+  --route "GET /repos/octocat/Hello-World/pulls/1347/reviews 200 get_pull_request_review.json#[]" \
+  --route "GET /repos/octocat/Hello-World/commits/6dcb09b5b57875f334f61aebed695e2e4193db5e/check-runs?per_page=100 200 commit_check_runs.json" \
+  --route "GET /repos/octocat/Hello-World/branches/master/protection 200 repo_branch_protection.json" \
+  --route "GET /user 200 user_data.json"; }
+read -r port <&"${REPLAY[0]}"
+# reqs: requests the replay server answered so far.
+reqs() { exec 5<>"/dev/tcp/127.0.0.1/$port"; printf 'GET /__wip/requests HTTP/1.0\r\n\r\n' >&5; tail -n 1 <&5; exec 5>&-; }
+gm=$work/ghworld
+mkdir -p "$gm"
+cat > "$work/gh.toml" <<TOML
+[[host]]
+kind = "github"
+path = "github"
+repos = ["octokit-fixture-org/hello-world", "octocat/Hello-World"]
+base_uri = "http://127.0.0.1:$port"
+token_env = "WIP_BENCH_GITHUB_TOKEN"
+gh = false
+per_page = 30
+cache_ttl_secs = 3
+# paginate-issues was recorded at 3 issues a page.
+[[host]]
+kind = "github"
+path = "paged"
+repos = ["octokit-fixture-org/paginate-issues"]
+base_uri = "http://127.0.0.1:$port"
+token_env = "WIP_BENCH_GITHUB_TOKEN"
+gh = false
+per_page = 3
+cache_ttl_secs = 3
+TOML
+org=$gm/github/octokit-fixture-org
+porg=$gm/paged/octokit-fixture-org
+WIP_BENCH_GITHUB_TOKEN=bench-token-not-real "$bin/wip" mount "$gm" --state "$work/ghstate" --manifest "$work/gh.toml" > /dev/null
+r0=$(reqs); echo "requests made by mounting: $r0"
+r=$(reqs); t_cold=$(secs ls "$org/hello-world"); a=$(reqs)
+echo "requests made by ls of a repo: $((a - r)) (${t_cold} s)"
+r=$(reqs); t_warm=$(secs ls "$org/hello-world"); a=$(reqs)
+echo "requests made by the same ls again within the TTL: $((a - r)) (${t_warm} s)"
+r=$(reqs); t_icold=$(secs ls "$porg/paginate-issues/issues"); a=$(reqs)
+echo "requests made by ls of a repo's issues (13 issues, pages of 3): $((a - r)) (${t_icold} s)"
+r=$(reqs); t_iwarm=$(secs ls "$porg/paginate-issues/issues"); a=$(reqs)
+echo "requests made by the same ls again within the TTL: $((a - r)) (${t_iwarm} s; $(ratio "$t_icold" "$t_iwarm")x faster)"
+r=$(reqs); cat "$gm/github/octocat/Hello-World/pulls/1347/ops/merge/guard" > /dev/null; a=$(reqs)
+echo "requests made by a guard read (merge of a pull request): $((a - r))"
+r=$(reqs); cat "$gm/github/octocat/Hello-World/pulls/1347/ops/merge/guard" > /dev/null; a=$(reqs)
+echo "requests made by the same guard read again within the TTL: $((a - r))"
+sleep 3.2
+n304() { exec 5<>"/dev/tcp/127.0.0.1/$port"; printf 'GET /__wip/log HTTP/1.0\r\n\r\n' >&5; grep -c ' 304$' <&5 || true; exec 5>&-; }
+r=$(reqs); c=$(n304); ls "$porg/paginate-issues/issues" > /dev/null; a=$(reqs)
+echo "requests made by the issues ls after the TTL: $((a - r)), of which $(( $(n304) - c )) answered 304 Not Modified to If-None-Match (free of GitHub's rate limit)"
+"$bin/wip" umount "$gm"
 fi

