@@ -133,6 +133,13 @@ fn processes_over_stdio_as_an_agent_would() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGTERM)
     );
+    // Gone and reaped, its result (and the call's run) is still readable by path.
+    assert!(m
+        .result(&format!("processes/{pid}/ops/signal"))
+        .starts_with(&format!("sent SIGTERM to {pid}")));
+    assert!(m
+        .read(&format!("processes/{pid}/description"))
+        .contains("exited"));
     // PID 1 and the daemon itself: blocked by policy (EACCES), with the guard's words.
     let g = m.read("processes/1/ops/signal/guard");
     assert!(
@@ -195,9 +202,15 @@ fn a_process_that_exits_on_its_own_reaches_the_change_feed() {
     wait_for("the exit in .wip/events", || {
         m.read(".wip/events")
             .lines()
-            .any(|l| l.contains(&want) && l.contains("\"removed\""))
+            .any(|l| l.contains(&want) && l.contains("\"changed\""))
     });
-    assert!(!m.path(&format!("processes/{pid}/description")).exists());
+    // It stays reachable by path for a while, as exited, but is no longer listed.
+    let d = m.read(&format!("processes/{pid}/description"));
+    assert!(d.contains("exited"), "{d}");
+    assert!(m
+        .read(&format!("processes/{pid}/ops/signal/guard"))
+        .contains("✗ exists"));
+    assert!(!m.ok("ls processes").lines().any(|l| l == pid.to_string()));
 }
 
 #[test]

@@ -21,7 +21,9 @@ The tree (host-relative):
                     user, or the caller is root), not_init, not_runtime (not the wip daemon),
                     not_host (not this program), signal (a known name)
 Listings are paged (`children` with cursor and limit). Processes looked at are watched:
-when one exits, a `changed` notification tells the runtime.
+when one exits, a `changed` notification tells the runtime, and the process stays reachable
+by path (not listed) for 10 minutes as "exited", so the result of the call that stopped it
+can still be read.
 
 The protocol is JSON-RPC 2.0, one message per line on stdin/stdout (or per connection);
 docs/host-protocol.md specifies it. Nothing is printed on stdout but protocol messages;
@@ -41,6 +43,8 @@ PROTOCOL = "wip-host-protocol"
 VERSION = 1
 HOSTNAME = socket.gethostname()
 PAGE = 200
+# How long a process that exited stays reachable by path (not listed), in seconds.
+GONE_KEPT_S = 600
 # Application error codes (docs/host-protocol.md).
 INVALID_PARAMS, BLOCKED, FORBIDDEN, NOT_FOUND, BACKEND = -32602, -32001, -32002, -32003, -32004
 SIGNALS = ["HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "CONT", "STOP", "TSTP"]
@@ -150,7 +154,10 @@ def process(pid):
 
 
 def entry_of(p):
-    return {"description": p["description"], "ref": p["ref"]}
+    e = {"description": p["description"], "ref": p["ref"]}
+    if p.get("indexable") is False:
+        e["indexable"] = False
+    return e
 
 
 # ---- the host -------------------------------------------------------------------------
@@ -190,6 +197,11 @@ class Session:
         self.runtime_pid = None
         self.runtime_uid = os.getuid()
         self.watched = {}  # pid -> starttime
+        # Processes seen that have exited since: pid -> (what they showed, when they went).
+        # They stay reachable by path for a while, so the result of the call that stopped
+        # one can still be read (`cat PID/ops/signal/result`).
+        self.seen = {}
+        self.gone = {}
         self.closed = False
         threading.Thread(target=self.watch, daemon=True).start()
 
@@ -207,9 +219,15 @@ class Session:
                 st = stat_of(pid)
                 if st is None or st["starttime"] != start or st["state"] == "Z":
                     gone.append(pid)
+            now = time.time()
+            for pid, (_, at) in list(self.gone.items()):
+                if now - at > GONE_KEPT_S:
+                    self.gone.pop(pid, None)
             if gone:
                 for pid in gone:
                     self.watched.pop(pid, None)
+                    if pid in self.seen:
+                        self.gone[pid] = (self.seen.pop(pid), now)
                 try:
                     self.send({"jsonrpc": "2.0", "method": "changed",
                                "params": {"paths": [[str(p)] for p in gone] + [[]]}})
@@ -219,6 +237,18 @@ class Session:
     def look(self, p):
         if len(self.watched) < 1000:
             self.watched[p["pid"]] = p["stat"]["starttime"]
+            self.seen[p["pid"]] = p
+
+    def tombstone(self, pid):
+        """What a process that exited since it was seen shows, or None."""
+        last = self.gone.get(pid) or ((self.seen[pid], time.time()) if pid in self.seen else None)
+        if last is None:
+            return None
+        p, at = last
+        ago = int(time.time() - at)
+        return dict(p, state="X", indexable=False,
+                    description=f"PID {pid} · {p['cmd'][:120]} · exited {ago} s ago "
+                                f"(kept {GONE_KEPT_S // 60} min so its results stay readable)")
 
     # -- methods --
 
@@ -229,6 +259,11 @@ class Session:
         if len(path) == 1:
             pid = canonical_pid(path[0])
             p = process(pid) if pid is not None else None
+            if p is not None and p["state"] != "Z":
+                return ("pid",), p
+            t = self.tombstone(pid) if pid is not None else None
+            if t is not None:
+                return ("pid",), t
             if p is not None:
                 return ("pid",), p
         return None, None
@@ -256,7 +291,8 @@ class Session:
                     "modified": float(int(time.time()))}
         if kind is None:
             return None
-        self.look(p)
+        if p["state"] != "X":
+            self.look(p)
         return entry_of(p)
 
     def children(self, params):
@@ -296,7 +332,7 @@ class Session:
         if kind != ("pid",) or op != "signal":
             return []
         me = os.getpid()
-        alive = p is not None and p["state"] != "Z"
+        alive = p is not None and p["state"] not in ("Z", "X")
         owner = p["uid"] if p else None
         who = "root" if uid == 0 else user_name(uid)
         conds = [
@@ -382,6 +418,8 @@ class Session:
         return {"result": text, "discovered": found}
 
     def op_read_body(self, p, _args, _caller):
+        if p["state"] == "X":
+            return {"result": p["description"] + "\n"}
         st, s = p["stat"], p["status"]
         try:
             with open(f"/proc/{p['pid']}/environ", "rb") as f:

@@ -672,6 +672,9 @@ impl World {
             NodeId::WipFile(WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events) => {
                 Caching::Direct(STABLE_TTL)
             }
+            // It quotes every host's root description, which may change on its own (a
+            // server starting, an index refreshing).
+            NodeId::Readme => Caching::Direct(STABLE_TTL),
             NodeId::RunFile(id, _) => {
                 // A run's files are final once it finished.
                 if self.run(*id)?.status == journal::RUNNING {
@@ -798,7 +801,7 @@ impl World {
             .settings
             .description
             .clone()
-            .unwrap_or_else(|| format!("The world {}.", self.settings.name));
+            .unwrap_or_else(|| format!("World `{}`.", self.settings.name));
         let names: Vec<String> = self.hosts.iter().map(|m| m.path.join("/")).collect();
         text.push_str(&format!(
             " Hosts: {}. You act as {} ({}).",
@@ -1260,6 +1263,10 @@ impl World {
                         OpFile::Guard,
                     ));
                 }
+            }
+            if p.is_empty() {
+                // The root README quotes every host's root description.
+                changed.push(NodeId::Readme);
             }
             changed.push(NodeId::Entry(e));
         }
