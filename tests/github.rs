@@ -610,3 +610,81 @@ fn relisting_within_the_ttl_costs_nothing_and_after_it_revalidates_by_etag() {
         "{log}"
     );
 }
+
+/// An agent that learned the tracker knows GitHub: the ops both offer on an issue and on a
+/// pull request have the same names and take the same arguments, as read through the mount.
+#[test]
+fn issues_and_pulls_share_the_trackers_vocabulary() {
+    std::env::set_var(TOKEN_ENV, FAKE_TOKEN);
+    let replay = Replay::start();
+    let m = Mount::start(Some(&format!(
+        "{}[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n",
+        manifest(replay.port, TOKEN_ENV)
+    )));
+    let args = |schema: &str| {
+        let v: serde_json::Value = serde_json::from_str(schema).unwrap();
+        let mut keys: Vec<String> = v["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort();
+        let mut required: Vec<String> = v["required"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        required.sort();
+        (keys, required)
+    };
+    for (tracker, github, shared) in [
+        (
+            "tracker/issues/42",
+            format!("paged/{ORG}/paginate-issues/issues/7"),
+            &[
+                "read_body",
+                "get_metadata",
+                "comment",
+                "close",
+                "reopen",
+                "label",
+                "assign",
+            ][..],
+        ),
+        (
+            "tracker/pulls/50",
+            "github/octocat/Hello-World/pulls/1347".to_string(),
+            &[
+                "read_body",
+                "get_metadata",
+                "comment",
+                "close",
+                "request_review",
+                "approve",
+                "merge",
+            ][..],
+        ),
+    ] {
+        let t_ops = lines(&m.ok(&format!("ls {tracker}/ops")));
+        let g_ops = lines(&m.ok(&format!("ls {github}/ops")));
+        for op in shared {
+            assert!(
+                t_ops.iter().any(|o| o == op),
+                "tracker lacks {op}: {t_ops:?}"
+            );
+            assert!(
+                g_ops.iter().any(|o| o == op),
+                "github lacks {op}: {g_ops:?}"
+            );
+        }
+        for op in t_ops.iter().filter(|o| g_ops.contains(o)) {
+            assert_eq!(
+                args(&m.read(&format!("{tracker}/ops/{op}/schema"))),
+                args(&m.read(&format!("{github}/ops/{op}/schema"))),
+                "{op} takes different arguments on the tracker and on GitHub"
+            );
+        }
+    }
+}
