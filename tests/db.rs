@@ -4,33 +4,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-use common::Mount;
+use common::{fixtures, Mount};
 
 const EINVAL: i32 = libc::EINVAL;
 const EACCES: i32 = libc::EACCES;
-
-/// Build the fixtures once per test binary (the script is idempotent).
-fn fixtures() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let dir = repo.join("target/fixtures");
-        let out = std::process::Command::new("bash")
-            .arg(repo.join("scripts/fixtures.sh"))
-            .arg(&dir)
-            .output()
-            .expect("run scripts/fixtures.sh");
-        assert!(
-            out.status.success(),
-            "scripts/fixtures.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
-    .clone()
-}
 
 /// A private copy of a fixture, so writes never touch the shared file.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {

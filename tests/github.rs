@@ -18,25 +18,9 @@ const FAKE_TOKEN: &str = "ghp_wipTestToken0000000000000000000000";
 const TOKEN_ENV: &str = "WIP_GITHUB_TEST_TOKEN";
 const ORG: &str = "octokit-fixture-org";
 
-/// @octokit/fixtures' scenarios folder (installed once per test binary).
+/// @octokit/fixtures' scenarios folder (scripts/fixtures.sh installs it).
 fn scenarios() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let dir = repo.join("target/fixtures");
-        let out = Command::new("bash")
-            .arg(repo.join("scripts/fixtures.sh"))
-            .arg(&dir)
-            .output()
-            .expect("run scripts/fixtures.sh");
-        assert!(
-            out.status.success(),
-            "scripts/fixtures.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir.join("node/node_modules/@octokit/fixtures/scenarios/api.github.com")
-    })
-    .clone()
+    common::fixtures().join("node/node_modules/@octokit/fixtures/scenarios/api.github.com")
 }
 
 /// octocrab's recorded responses, from the crate source cargo fetched.

@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::Mount;
@@ -15,25 +14,9 @@ const EACCES: i32 = libc::EACCES;
 const EPERM: i32 = libc::EPERM;
 const ETIMEDOUT: i32 = libc::ETIMEDOUT;
 
-/// Install the servers once per test binary (the script is idempotent).
+/// The npm packages scripts/fixtures.sh installs (the MCP servers among them).
 fn node_modules() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let dir = repo.join("target/fixtures");
-        let out = std::process::Command::new("bash")
-            .arg(repo.join("scripts/fixtures.sh"))
-            .arg(&dir)
-            .output()
-            .expect("run scripts/fixtures.sh");
-        assert!(
-            out.status.success(),
-            "scripts/fixtures.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir.join("node/node_modules")
-    })
-    .clone()
+    common::fixtures().join("node/node_modules")
 }
 
 fn everything_js() -> String {

