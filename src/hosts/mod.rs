@@ -13,6 +13,7 @@ pub mod files;
 pub mod github;
 pub mod mcp;
 pub mod search;
+pub mod text;
 pub mod tracker;
 
 /// What every host may know about the mount it is part of.

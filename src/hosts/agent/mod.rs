@@ -29,8 +29,9 @@ use crate::world::host::{
     OpSpec,
 };
 
+use crate::hosts::text::{one_line, plural};
 use store::{Conversation, State, Store};
-use turn::{one_line, End, Observer, Program, Turn};
+use turn::{End, Observer, Program, Turn};
 
 /// How long a cancel waits for the turn's thread after the process group was stopped.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -147,10 +148,6 @@ fn message_path(id: i64, n: i64) -> Vec<String> {
     let mut p = messages_path(id);
     p.push(n.to_string());
     p
-}
-
-fn plural(n: i64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// What the host and its turns' threads share.

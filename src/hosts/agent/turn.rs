@@ -16,6 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::hosts::text::one_line;
+
 use serde_json::{json, Value};
 
 /// The most stdout a turn may write (an answer larger than this is a failure, not a
@@ -305,18 +307,6 @@ impl Reader {
             _ => self.answer,
         };
         (!answer.trim().is_empty()).then_some(answer)
-    }
-}
-
-/// `text` on one line, cut to `max` characters with `…`.
-pub fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max).collect();
-        cut.push('…');
-        cut
     }
 }
 

@@ -14,9 +14,7 @@ use crate::world::host::{Child, EntryInfo, HostError, HostResult};
 /// Width of a row's one-line description.
 const LINE: usize = 120;
 
-pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub(super) use crate::hosts::text::plural;
 
 /// At most `max` characters, with `…` when cut.
 pub(super) fn truncate(s: &str, max: usize) -> String {

@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use super::client::seg;
-use super::tree::{and_list, check_path_name, day, is_merged, login, plural, s};
+use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
+use crate::hosts::text::{and_list, plural};
 use crate::world::host::{Condition, HostError, HostResult};
 
 impl GithubHost {

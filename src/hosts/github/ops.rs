@@ -5,8 +5,9 @@ use http::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{query_value, seg};
-use super::tree::{and_list, login, one_line, plural, s};
+use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
+use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{CallOutcome, Guard, HostError, HostResult, OpSpec};
 
 const ISSUE_OPS: &[&str] = &[
@@ -450,7 +451,7 @@ impl GithubHost {
 
     fn create_issue(&self, r: &Repo, a: &Map<String, Value>) -> HostResult<CallOutcome> {
         let mut body = Map::new();
-        body.insert("title".into(), json!(one_line(&req_str(a, "title")?)));
+        body.insert("title".into(), json!(flat(&req_str(a, "title")?)));
         if let Some(b) = opt_str(a, "body")? {
             body.insert("body".into(), json!(b));
         }
@@ -772,7 +773,7 @@ impl GithubHost {
                 repo,
                 kind,
                 number: n,
-                title: one_line(s(&v, "title")),
+                title: flat(s(&v, "title")),
                 state: s(&v, "state").to_string(),
             });
             if limit.is_some_and(|l| hits.len() as u64 >= l) {

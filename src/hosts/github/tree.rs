@@ -4,21 +4,8 @@ use serde_json::Value;
 
 use super::client::{now_secs, reset_words, seg};
 use super::{encode_name, GithubHost, Kind, Node, Repo, TokenSource};
+use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{Child, EntryInfo, HostError, HostResult};
-
-/// `n thing` / `n things`.
-pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `a, b and c`.
-pub(super) fn and_list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
-}
 
 pub(super) fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
@@ -33,11 +20,6 @@ pub(super) fn login(v: &Value) -> String {
 
 pub(super) fn day(ts: &str) -> &str {
     ts.get(..10).unwrap_or(ts)
-}
-
-/// One line of a title.
-pub(super) fn one_line(t: &str) -> String {
-    t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Merged: GitHub says so (`merged`), or the pull request is closed with a merge time.
@@ -103,7 +85,7 @@ impl GithubHost {
         } else {
             s(v, "state").to_string()
         };
-        let mut parts = vec![Self::item_label(kind, n), state, one_line(s(v, "title"))];
+        let mut parts = vec![Self::item_label(kind, n), state, flat(s(v, "title"))];
         if v["locked"].as_bool() == Some(true) {
             parts.push("locked".to_string());
         }
@@ -254,7 +236,7 @@ impl GithubHost {
                 Ok(Some(p)) => {
                     let v = &p.body;
                     let mut parts = vec![r.full()];
-                    let d = one_line(s(v, "description"));
+                    let d = flat(s(v, "description"));
                     if !d.is_empty() {
                         parts.push(d);
                     }
@@ -333,7 +315,7 @@ impl GithubHost {
                     .ok_or_else(|| HostError::NotFound(format!("no check {c} on PR #{n}")))?;
                 let mut line = format!("{} {} on PR #{n} · {}", ch.kind, ch.name, ch.outcome);
                 if !ch.summary.is_empty() {
-                    line.push_str(&format!(" · {}", one_line(&ch.summary)));
+                    line.push_str(&format!(" · {}", flat(&ch.summary)));
                 }
                 line
             }
@@ -384,7 +366,7 @@ impl GithubHost {
                 let p = self
                     .get_opt(&format!("{}/labels/{}", r.api(), seg(l)), false)?
                     .ok_or_else(|| HostError::NotFound(format!("no label {l} in {}", r.full())))?;
-                let d = one_line(s(&p.body, "description"));
+                let d = flat(s(&p.body, "description"));
                 format!(
                     "Label {l} · #{}{}",
                     s(&p.body, "color"),

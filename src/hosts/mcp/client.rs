@@ -520,5 +520,5 @@ async fn list_resources(peer: &Peer<RoleClient>) -> Result<(Vec<Resource>, bool)
 }
 
 fn one_line(s: &str) -> String {
-    super::render::one_line(s, 300)
+    crate::hosts::text::one_line(s, 300)
 }

@@ -33,8 +33,9 @@ use crate::world::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 
+use crate::hosts::text::one_line;
 use client::{phase_words, Catalog, Client, Phase};
-use render::{decode_name, encode_name, one_line, Hints, Policy, UriTemplate};
+use render::{decode_name, encode_name, Hints, Policy, UriTemplate};
 
 /// The `[[host]]` table of an mcp host, minus `kind` and `path`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]

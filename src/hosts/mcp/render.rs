@@ -40,18 +40,6 @@ pub fn decode_name(segment: &str) -> Option<String> {
     (!out.is_empty() && encode_name(&out) == segment).then_some(out)
 }
 
-/// Text flattened to one line and cut to `max` characters (with `…` where cut).
-pub fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
-}
-
 /// The hints a server gives about a tool (all optional: only what it states counts).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hints {

@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::hosts::text::{one_line, plural};
 use crate::hosts::{HostContext, Peer};
 use crate::world::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
@@ -184,22 +185,6 @@ fn default_index_dir(mount_path: &str, ctx: &HostContext) -> PathBuf {
         "search-{}",
         mount_path.trim_matches('/').replace('/', "_")
     ))
-}
-
-/// `text` cut to `max` characters on one line, with `…` where it was cut.
-fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
-}
-
-fn plural(n: i64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 impl SearchHost {

@@ -6,8 +6,9 @@ use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
 use super::db::{self, Item};
-use super::view::{and_list, item_name, plural};
+use super::view::item_name;
 use super::{db_err, Kind, Node, TrackerHost};
+use crate::hosts::text::{and_list, flat, plural};
 use crate::manifest::Role;
 use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
 
@@ -274,11 +275,6 @@ fn check_users(conn: &Connection, project: &str, names: &[String]) -> HostResult
         }
     }
     Ok(())
-}
-
-/// Titles are one line.
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn exec(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> HostResult<usize> {
@@ -810,7 +806,7 @@ impl TrackerHost {
     }
 
     fn create_issue(&self, conn: &Connection, args: &Value) -> HostResult<CallOutcome> {
-        let title = one_line(&req_str(args, "title")?);
+        let title = flat(&req_str(args, "title")?);
         let body = opt_str(args, "body")?.unwrap_or_default();
         let labels = str_list(args, "labels")?;
         let assignees = str_list(args, "assignees")?;
@@ -892,7 +888,7 @@ impl TrackerHost {
                 Ok(out)
             }
             "close" => {
-                let reason = one_line(&req_str(args, "reason")?);
+                let reason = flat(&req_str(args, "reason")?);
                 exec(
                     conn,
                     "UPDATE items SET state = 'closed', closed_at = ?2, closed_by = ?3,

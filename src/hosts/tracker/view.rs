@@ -4,13 +4,8 @@ use rusqlite::Connection;
 
 use super::db::{self, Item};
 use super::{Kind, Node, TrackerHost};
+pub(super) use crate::hosts::text::{and_list, plural};
 use crate::world::host::{Child, EntryInfo, HostResult};
-
-/// `n thing` / `n things`.
-pub(super) fn plural(n: impl Into<i64>, one: &str, many: &str) -> String {
-    let n = n.into();
-    format!("{n} {}", if n == 1 { one } else { many })
-}
 
 /// The first words of a text on one line, at most about `max` characters.
 pub(super) fn excerpt(text: &str, max: usize) -> String {
@@ -31,15 +26,6 @@ pub(super) fn excerpt(text: &str, max: usize) -> String {
         out.push_str(word);
     }
     out
-}
-
-/// `a, b and c`.
-pub(super) fn and_list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
 }
 
 impl TrackerHost {
