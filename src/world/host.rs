@@ -101,6 +101,17 @@ impl OpSpec {
     }
 }
 
+/// A strict object schema for an op's arguments: these `properties`, the `required` ones,
+/// nothing else.
+pub fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
 /// One precondition of an operation and whether it holds now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {

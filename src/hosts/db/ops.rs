@@ -11,7 +11,9 @@ use super::query::{bind, sql_value};
 use super::schema::{self, filter, quote, Key, Table};
 use super::view::{full, plural, whole_row};
 use super::{db_err, user_err, DbHost, Node};
-use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
+use crate::world::host::{
+    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
+};
 
 /// Rows `export` gives by default, and at most.
 const EXPORT_DEFAULT: u64 = 1000;
@@ -56,15 +58,6 @@ pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
             offered.join(", ")
         )))
     }
-}
-
-fn schema_of(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
 }
 
 fn params_schema() -> Value {
@@ -137,7 +130,7 @@ fn json_value(v: &SqlValue) -> Value {
 
 impl DbHost {
     pub(super) fn spec(&self, node: &Node, op: &str) -> OpSpec {
-        let none = || schema_of(json!({}), &[]);
+        let none = || object_schema(json!({}), &[]);
         let what = match node {
             Node::Table(t) => format!("table {t}"),
             Node::View(v) => format!("view {v}"),
@@ -150,7 +143,7 @@ impl DbHost {
             },
             "query" => (
                 "query(sql, params?): run one read-only SQL statement (SELECT …) with ? parameters bound from params; the result becomes queries/ID with its rows.".to_string(),
-                schema_of(
+                object_schema(
                     json!({
                         "sql": {"type": "string", "minLength": 1, "description": "one SQL statement that only reads"},
                         "params": params_schema(),
@@ -160,12 +153,12 @@ impl DbHost {
             ),
             "count" => (
                 format!("count(where?, params?): how many rows {what} has, or how many match the condition."),
-                schema_of(json!({"where": where_schema(), "params": params_schema()}), &[]),
+                object_schema(json!({"where": where_schema(), "params": params_schema()}), &[]),
             ),
             "export" => (
                 format!("export(format: csv|json, where?, params?, limit?): rows of {what}{} as CSV (with a header) or JSON, at most limit (default {EXPORT_DEFAULT}).",
                     if matches!(node, Node::Table(_)) { " by key" } else { "" }),
-                schema_of(
+                object_schema(
                     json!({
                         "format": {"type": "string", "enum": ["csv", "json"]},
                         "where": where_schema(),
@@ -178,7 +171,7 @@ impl DbHost {
             ),
             "insert" => (
                 format!("insert(values): add a row to {what}; values is an object column: value (missing columns get their defaults)."),
-                schema_of(
+                object_schema(
                     json!({"values": {"type": "object", "description": "column: value",
                         "additionalProperties": {"type": ["string", "number", "boolean", "null"]}}}),
                     &["values"],
@@ -186,7 +179,7 @@ impl DbHost {
             ),
             "update" => (
                 "update(set): change columns of this row; set is an object column: new value.".to_string(),
-                schema_of(
+                object_schema(
                     json!({"set": {"type": "object", "minProperties": 1, "description": "column: new value",
                         "additionalProperties": {"type": ["string", "number", "boolean", "null"]}}}),
                     &["set"],

@@ -12,7 +12,9 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{json, Map, Value};
 
-use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
+use crate::world::host::{
+    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
+};
 
 use super::describe::{
     count_lines, format_time, human_size, is_binary, kind_name, mode_string, plural, Counts,
@@ -55,15 +57,6 @@ fn ops_of(node: &Node) -> &'static [Op] {
         // A broken link shows the file ops so that its guards can say why they are refused.
         Node::File { .. } | Node::Broken { .. } => &FILE_OPS,
     }
-}
-
-fn object_schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
 }
 
 fn spec(op: Op, on_dir: bool, page_size: usize) -> OpSpec {

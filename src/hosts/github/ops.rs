@@ -8,7 +8,7 @@ use super::client::{query_value, seg};
 use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
 use crate::hosts::text::{and_list, flat, plural};
-use crate::world::host::{CallOutcome, Guard, HostError, HostResult, OpSpec};
+use crate::world::host::{object_schema, CallOutcome, Guard, HostError, HostResult, OpSpec};
 
 const ISSUE_OPS: &[&str] = &[
     "read_body",
@@ -65,19 +65,10 @@ pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
     }))
 }
 
-fn schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-}
-
 pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
     let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
     let names = |d: &str| json!({"type": "array", "items": {"type": "string", "minLength": 1}, "description": d});
-    let none = || schema(json!({}), &[]);
+    let none = || object_schema(json!({}), &[]);
     let what = match node {
         Node::Item(_, Kind::Pull, _) => "pull request",
         _ => "issue",
@@ -88,7 +79,7 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
                 Node::Root => "Search GitHub's issues and pull requests: query (GitHub search syntax), limit (1-100). Makes results/ID/ with hits/1…N linked to the entries.".to_string(),
                 _ => "Search this repository's issues and pull requests: query (GitHub search syntax), limit (1-100). Makes results/ID/ with hits/1…N linked to the entries.".to_string(),
             },
-            schema(
+            object_schema(
                 json!({"query": string("GitHub search words and qualifiers, e.g. is:open label:bug crash"),
                        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "how many hits to keep"}}),
                 &["query"],
@@ -96,7 +87,7 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "create_issue" => (
             "Open a new issue: title, optional body (markdown), labels and assignees (names).".to_string(),
-            schema(
+            object_schema(
                 json!({
                     "title": string("one line"),
                     "body": {"type": "string", "description": "markdown"},
@@ -108,7 +99,7 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "create_status" => (
             "Set a commit status: sha, state pending|success|failure|error, context, description, target_url.".to_string(),
-            schema(
+            object_schema(
                 json!({
                     "sha": string("full commit sha"),
                     "state": {"type": "string", "enum": ["pending", "success", "failure", "error"]},
@@ -121,11 +112,11 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "read_file" => (
             "Read a file of the repository: path, ref (branch, tag or sha; default the default branch).".to_string(),
-            schema(json!({"path": string("path in the repository"), "ref": string("branch, tag or sha")}), &["path"]),
+            object_schema(json!({"path": string("path in the repository"), "ref": string("branch, tag or sha")}), &["path"]),
         ),
         "create_label" => (
             "Create a label: name, color (6 hex digits, e.g. d73a4a), description.".to_string(),
-            schema(
+            object_schema(
                 json!({"name": string("label name"), "color": string("6 hex digits"), "description": {"type": "string"}}),
                 &["name", "color"],
             ),
@@ -145,52 +136,52 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         },
         "comment" => (
             format!("Add a comment to the {what}: body (markdown)."),
-            schema(json!({"body": string("markdown")}), &["body"]),
+            object_schema(json!({"body": string("markdown")}), &["body"]),
         ),
         "close" => (
             format!("Close the {what}{}: reason (text, posted as a comment; \"completed\" or \"not_planned\" set GitHub's state reason).",
                 if what == "pull request" { " without merging" } else { "" }),
-            schema(json!({"reason": string("why it is closed")}), &["reason"]),
+            object_schema(json!({"reason": string("why it is closed")}), &["reason"]),
         ),
         "reopen" => (format!("Reopen the closed {what}."), none()),
         "label" => (
             "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string(),
             {
-                let mut sc = schema(json!({"add": names("labels to add"), "remove": names("labels to remove")}), &[]);
+                let mut sc = object_schema(json!({"add": names("labels to add"), "remove": names("labels to remove")}), &[]);
                 sc["minProperties"] = json!(1);
                 sc
             },
         ),
         "assign" => (
             format!("Assign a user to the {what}: user (GitHub login)."),
-            schema(json!({"user": string("GitHub login")}), &["user"]),
+            object_schema(json!({"user": string("GitHub login")}), &["user"]),
         ),
         "unassign" => (
             format!("Remove an assignee from the {what}: user (GitHub login)."),
-            schema(json!({"user": string("GitHub login")}), &["user"]),
+            object_schema(json!({"user": string("GitHub login")}), &["user"]),
         ),
         "lock" => (
             "Lock the conversation: reason (optional: off-topic, too heated, resolved, spam).".to_string(),
-            schema(json!({"reason": {"type": "string", "enum": ["off-topic", "too heated", "resolved", "spam"]}}), &[]),
+            object_schema(json!({"reason": {"type": "string", "enum": ["off-topic", "too heated", "resolved", "spam"]}}), &[]),
         ),
         "unlock" => ("Unlock the conversation.".to_string(), none()),
         "diff" => ("The pull request's changes as a unified diff (file by file).".to_string(), none()),
         "request_review" => (
             "Ask someone to review the pull request: reviewer (GitHub login, not its author).".to_string(),
-            schema(json!({"reviewer": string("GitHub login")}), &["reviewer"]),
+            object_schema(json!({"reviewer": string("GitHub login")}), &["reviewer"]),
         ),
         "approve" => (
             "Approve the pull request as the token's user: body (optional review text).".to_string(),
-            schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
+            object_schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
         ),
         "merge" => (
             "Merge into the base branch: method merge|squash|rebase (default merge). GitHub refuses it if the head moved since the guard was read.".to_string(),
-            schema(json!({"method": {"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"}}), &[]),
+            object_schema(json!({"method": {"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"}}), &[]),
         ),
         "read_log" => ("Read the check's output (title, summary, text) and where its full log is.".to_string(), none()),
         "issues" => (
             "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string(),
-            schema(json!({"state": {"type": "string", "enum": ["open", "closed", "all"], "default": "all"}}), &[]),
+            object_schema(json!({"state": {"type": "string", "enum": ["open", "closed", "all"], "default": "all"}}), &[]),
         ),
         _ => return None,
     };

@@ -10,7 +10,9 @@ use super::view::item_name;
 use super::{db_err, Kind, Node, TrackerHost};
 use crate::hosts::text::{and_list, flat, plural};
 use crate::manifest::Role;
-use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
+use crate::world::host::{
+    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
+};
 
 const ISSUE_OPS: &[&str] = &[
     "read_body",
@@ -69,16 +71,6 @@ pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
     }
 }
 
-/// A strict object schema.
-fn schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-}
-
 fn state_filter() -> Value {
     json!({
         "type": "string",
@@ -91,7 +83,7 @@ fn state_filter() -> Value {
 pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
     let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
     let names = |d: &str| json!({"type": "array", "items": {"type": "string", "minLength": 1}, "description": d});
-    let none = || schema(json!({}), &[]);
+    let none = || object_schema(json!({}), &[]);
     let what = match node {
         Node::Item(Kind::Pull, _) => "pull request",
         _ => "issue",
@@ -99,7 +91,7 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
     let (description, schema) = match op {
         "create_issue" => (
             "Open a new issue: title, optional body (markdown), labels and assignees (names).".to_string(),
-            schema(
+            object_schema(
                 json!({
                     "title": string("one line"),
                     "body": {"type": "string", "description": "markdown"},
@@ -121,18 +113,18 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "comment" => (
             format!("Add a comment to the {what}: body (markdown)."),
-            schema(json!({"body": string("markdown")}), &["body"]),
+            object_schema(json!({"body": string("markdown")}), &["body"]),
         ),
         "close" => (
             format!("Close the {what}{}: reason (text, e.g. \"fixed in 1.2\").",
                 if what == "pull request" { " without merging" } else { "" }),
-            schema(json!({"reason": string("why it is closed")}), &["reason"]),
+            object_schema(json!({"reason": string("why it is closed")}), &["reason"]),
         ),
         "reopen" => (format!("Reopen the closed {what}."), none()),
         "label" => (
             "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string(),
             {
-                let mut s = schema(
+                let mut s = object_schema(
                     json!({
                         "add": names("labels to add"),
                         "remove": names("labels to remove"),
@@ -145,20 +137,20 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "assign" => (
             format!("Assign a user to the {what}: user (name, see users/)."),
-            schema(json!({"user": string("user name")}), &["user"]),
+            object_schema(json!({"user": string("user name")}), &["user"]),
         ),
         "unassign" => (
             format!("Remove an assignee from the {what}: user (name)."),
-            schema(json!({"user": string("user name")}), &["user"]),
+            object_schema(json!({"user": string("user name")}), &["user"]),
         ),
         "diff" => ("The pull request's changes as a unified diff.".to_string(), none()),
         "request_review" => (
             "Ask someone to review the pull request: reviewer (user name, not its author).".to_string(),
-            schema(json!({"reviewer": string("user name")}), &["reviewer"]),
+            object_schema(json!({"reviewer": string("user name")}), &["reviewer"]),
         ),
         "approve" => (
             "Approve the pull request as you: body (optional review text).".to_string(),
-            schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
+            object_schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
         ),
         "rerun_checks" => (
             "Run the failing checks again (fixes failures of the runner, not of the code).".to_string(),
@@ -166,7 +158,7 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         ),
         "merge" => (
             "Merge into the base branch: method merge|squash|rebase (default merge); closes the issues it fixes.".to_string(),
-            schema(
+            object_schema(
                 json!({"method": {"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"}}),
                 &[],
             ),
@@ -175,11 +167,11 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
         "issues" => match node {
             Node::Label(_) => (
                 "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string(),
-                schema(json!({"state": state_filter()}), &[]),
+                object_schema(json!({"state": state_filter()}), &[]),
             ),
             _ => (
                 "Issues and pull requests this user opened or is assigned, newest first, as paths: state open|closed|all (default all).".to_string(),
-                schema(json!({"state": state_filter()}), &[]),
+                object_schema(json!({"state": state_filter()}), &[]),
             ),
         },
         _ => return None,
