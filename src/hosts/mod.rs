@@ -37,6 +37,22 @@ pub struct HostContext {
     pub changes: Changes,
 }
 
+impl HostContext {
+    /// A host's own limit on one wait, in ms: the manifest's `set`, else the world's call
+    /// timeout less 5 s (at least 1 s). `Err((wait, call_timeout))` when it is not below the
+    /// world's call timeout: such a wait would end in the runtime's ETIMEDOUT instead of
+    /// the host's own words.
+    pub fn wait_within_call(&self, set: Option<u64>) -> Result<u64, (u64, u64)> {
+        let call_ms = u64::try_from(self.call_timeout.as_millis()).unwrap_or(u64::MAX);
+        let wait = set.unwrap_or_else(|| call_ms.saturating_sub(5_000).max(1_000));
+        if wait >= call_ms {
+            Err((wait, call_ms))
+        } else {
+            Ok(wait)
+        }
+    }
+}
+
 /// Another host of the same world and where it is mounted.
 #[derive(Clone)]
 pub struct Peer {
@@ -119,5 +135,31 @@ pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildE
             Ok(Arc::new(host))
         }
         other => Err(BuildError::UnknownKind(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_hosts_wait_stays_below_the_call_timeout() {
+        let mut ctx = HostContext {
+            state_dir: PathBuf::new(),
+            launch_dir: PathBuf::new(),
+            mount_point: PathBuf::new(),
+            identity: Identity::default(),
+            peers: Vec::new(),
+            changes: Changes::detached(),
+            call_timeout: Duration::from_secs(30),
+        };
+        assert_eq!(ctx.wait_within_call(None), Ok(25_000));
+        assert_eq!(ctx.wait_within_call(Some(29_999)), Ok(29_999));
+        assert_eq!(ctx.wait_within_call(Some(30_000)), Err((30_000, 30_000)));
+        ctx.call_timeout = Duration::from_secs(3);
+        assert_eq!(ctx.wait_within_call(None), Ok(1_000));
+        ctx.call_timeout = Duration::from_millis(800);
+        assert_eq!(ctx.wait_within_call(None), Err((1_000, 800)));
     }
 }

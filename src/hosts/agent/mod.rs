@@ -211,19 +211,15 @@ impl AgentHost {
         if settings.timeout_ms == 0 {
             return Err(AgentError::Timeout);
         }
-        let call_timeout_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
-        let wait_limit_ms = settings
-            .wait_limit_ms
-            .unwrap_or_else(|| call_timeout_ms.saturating_sub(5_000).max(1_000));
-        if wait_limit_ms == 0 {
+        if settings.wait_limit_ms == Some(0) {
             return Err(AgentError::WaitLimit);
         }
-        if wait_limit_ms >= call_timeout_ms {
-            return Err(AgentError::WaitAboveCallTimeout {
-                limit: wait_limit_ms,
-                call_timeout: call_timeout_ms,
-            });
-        }
+        let wait_limit_ms =
+            ctx.wait_within_call(settings.wait_limit_ms)
+                .map_err(|(limit, call_timeout)| AgentError::WaitAboveCallTimeout {
+                    limit,
+                    call_timeout,
+                })?;
         if settings.wait_ms > wait_limit_ms {
             return Err(AgentError::WaitAboveLimit {
                 wait: settings.wait_ms,

@@ -121,16 +121,9 @@ const LAST_OPS_MAX: usize = 1024;
 
 impl ExecHost {
     pub fn open(mount: &str, settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
-        let world_timeout_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
-        let call_timeout_ms = settings
-            .call_timeout_ms
-            .unwrap_or_else(|| world_timeout_ms.saturating_sub(5_000).max(1_000));
-        if call_timeout_ms >= world_timeout_ms {
-            return Err(ExecError::CallTimeout {
-                call: call_timeout_ms,
-                world: world_timeout_ms,
-            });
-        }
+        let call_timeout_ms = ctx
+            .wait_within_call(settings.call_timeout_ms)
+            .map_err(|(call, world)| ExecError::CallTimeout { call, world })?;
         if settings.timeout_ms == 0
             || call_timeout_ms == 0
             || settings.max_children == 0

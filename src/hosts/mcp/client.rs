@@ -160,12 +160,17 @@ impl ClientHandler for Handler {
 pub struct Client {
     runtime: tokio::runtime::Runtime,
     pub shared: Arc<Shared>,
-    settings: Arc<McpSettings>,
+    /// How long one request may take (resolved by `McpHost::open`).
+    timeout: Duration,
 }
 
 impl Client {
     /// Start the supervisor; returns at once (the server starts in the background).
-    pub fn start(settings: Arc<McpSettings>, changes: Changes) -> std::io::Result<Client> {
+    pub fn start(
+        settings: Arc<McpSettings>,
+        timeout: Duration,
+        changes: Changes,
+    ) -> std::io::Result<Client> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("wip-mcp")
@@ -185,11 +190,11 @@ impl Client {
             changes,
             shutdown: Notify::new(),
         });
-        runtime.spawn(supervise(Arc::clone(&shared), Arc::clone(&settings)));
+        runtime.spawn(supervise(Arc::clone(&shared), settings, timeout));
         Ok(Client {
             runtime,
             shared,
-            settings,
+            timeout,
         })
     }
 
@@ -225,7 +230,7 @@ impl Client {
     }
 
     pub fn call_timeout(&self) -> Duration {
-        Duration::from_millis(self.settings.timeout_ms.unwrap_or(25_000))
+        self.timeout
     }
 }
 
@@ -272,7 +277,7 @@ pub fn phase_words(phase: &Phase) -> String {
 }
 
 /// Start, serve, and restart the server until the host is dropped.
-async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>) {
+async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>, timeout: Duration) {
     let mut backoff = Duration::from_secs(1);
     loop {
         shared.set_phase(Phase::Starting {
@@ -280,7 +285,7 @@ async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>) {
         });
         let started = Instant::now();
         let why = tokio::select! {
-            why = run_once(&shared, &settings) => why,
+            why = run_once(&shared, &settings, timeout) => why,
             _ = shared.shutdown.notified() => break,
         };
         {
@@ -316,7 +321,7 @@ async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>) {
 }
 
 /// One life of the server: returns why it ended.
-async fn run_once(shared: &Arc<Shared>, settings: &McpSettings) -> String {
+async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duration) -> String {
     let Some((program, args)) = settings.command.split_first() else {
         return "no command".to_string();
     };
@@ -383,7 +388,6 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings) -> String {
         instructions: i.instructions.clone(),
         protocol: i.protocol_version.to_string(),
     });
-    let timeout = Duration::from_millis(settings.timeout_ms.unwrap_or(25_000));
     let mut catalog = Catalog {
         server: info,
         ..Catalog::default()

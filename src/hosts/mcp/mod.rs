@@ -146,29 +146,25 @@ impl McpHost {
                 other => return Err(McpError::UnknownAllow(other.to_string())),
             }
         }
-        let world_ms = u64::try_from(ctx.call_timeout.as_millis()).unwrap_or(u64::MAX);
-        let timeout_ms = settings
-            .timeout_ms
-            .unwrap_or_else(|| world_ms.saturating_sub(5_000).max(1_000));
-        if timeout_ms == 0 || settings.startup_timeout_ms == 0 {
+        if settings.timeout_ms == Some(0) || settings.startup_timeout_ms == 0 {
             return Err(McpError::Timeout);
         }
-        if timeout_ms >= world_ms {
-            return Err(McpError::AboveCallTimeout {
-                timeout: timeout_ms,
-                world: world_ms,
-            });
-        }
+        let timeout_ms = ctx
+            .wait_within_call(settings.timeout_ms)
+            .map_err(|(timeout, world)| McpError::AboveCallTimeout { timeout, world })?;
         let mut settings = settings;
-        settings.timeout_ms = Some(timeout_ms);
         if settings.cwd.is_none() {
             settings.cwd = Some(ctx.launch_dir.clone());
         } else if let Some(dir) = settings.cwd.as_mut().filter(|d| d.is_relative()) {
             *dir = ctx.launch_dir.join(&*dir);
         }
         let command_line = settings.command.join(" ");
-        let client =
-            Client::start(Arc::new(settings), ctx.changes.clone()).map_err(McpError::Runtime)?;
+        let client = Client::start(
+            Arc::new(settings),
+            Duration::from_millis(timeout_ms),
+            ctx.changes.clone(),
+        )
+        .map_err(McpError::Runtime)?;
         Ok(McpHost {
             client,
             policy,
