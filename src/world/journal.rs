@@ -150,15 +150,7 @@ impl Journal {
                finished = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1",
         )?
         .execute(params![id, status, errno, result, discovered])?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO events(at, kind, path, op, run, status)
-                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5)",
-            )?;
-            for e in events {
-                insert.execute(params![e.kind, e.path, e.op, e.run, e.status])?;
-            }
-        }
+        insert_events(&tx, events)?;
         tx.commit()?;
         Ok(())
     }
@@ -170,15 +162,7 @@ impl Journal {
         }
         let mut conn = self.conn()?;
         let tx = conn.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO events(at, kind, path, op, run, status)
-                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5)",
-            )?;
-            for e in events {
-                insert.execute(params![e.kind, e.path, e.op, e.run, e.status])?;
-            }
-        }
+        insert_events(&tx, events)?;
         tx.commit()?;
         Ok(())
     }
@@ -275,6 +259,18 @@ fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
         result: r.get(13)?,
         discovered: serde_json::from_str(&discovered).unwrap_or_default(),
     })
+}
+
+/// Append events to the change feed, inside the caller's transaction.
+fn insert_events(tx: &rusqlite::Transaction, events: &[Event]) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO events(at, kind, path, op, run, status)
+         VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for e in events {
+        insert.execute(params![e.kind, e.path, e.op, e.run, e.status])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
