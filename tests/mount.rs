@@ -484,10 +484,17 @@ fn parallel_comments_are_all_kept() {
         .trim()
         .parse::<usize>()
         .unwrap();
-    let script = "for p in 1 2 3 4 5 6 7 8; do \
+    // Eight writers at once on one op, each call its own descriptor: every one must
+    // succeed (a writer of a busy call inode is sent to another one, never refused).
+    let script = "pids=; for p in 1 2 3 4 5 6 7 8; do \
         ( for i in $(seq 1 50); do echo \"comment $p.$i\" > tracker/issues/7/ops/comment/call || exit 1; done ) & \
-        done; wait";
-    m.ok(script);
+        pids=\"$pids $!\"; done; for q in $pids; do wait $q || exit 1; done";
+    let out = m.sh(script);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(m.journal_count() - before_rows, 400);
     let db = rusqlite::Connection::open(m.state.join("journal.db")).unwrap();
     let ok: i64 = db
