@@ -383,12 +383,29 @@ pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
     } else {
         path.to_path_buf()
     };
-    let mut file = OpenOptions::new()
+    let mut file = match OpenOptions::new()
         .read(true)
         .write(true)
         .truncate(true)
         .open(&call_path)
-        .with_context(|| format!("cannot open {}", call_path.display()))?;
+    {
+        Ok(f) => f,
+        // Refused at open (a guard that fails whatever the arguments, a policy): the
+        // words are in this session's `result` beside it.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            let words = call_path
+                .parent()
+                .map(|d| std::fs::read_to_string(d.join("result")).unwrap_or_default())
+                .unwrap_or_default();
+            return Ok(CallOutput {
+                result: words,
+                error: Some(e),
+            });
+        }
+        Err(e) => {
+            return Err(anyhow!(e)).with_context(|| format!("cannot open {}", call_path.display()))
+        }
+    };
     let payload: Vec<u8> = if args.is_empty() {
         b"\n".to_vec()
     } else {

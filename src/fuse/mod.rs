@@ -723,6 +723,37 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
+    /// Nothing to make durable here: a call's outcome is journaled before it is answered.
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    /// Extended attributes cannot be set here (the tree is the hosts' to shape).
+    #[allow(clippy::too_many_arguments)]
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOTSUP);
+    }
+
     /// No file here is a terminal or a device: ENOTTY, as a regular file answers (Python
     /// asks `TCGETS` on every `open()`), without a warning per request.
     #[allow(clippy::too_many_arguments)]

@@ -49,6 +49,11 @@ struct State {
     /// The call's errno reached someone (a write, flush or read of this descriptor):
     /// later reads get the words.
     told: bool,
+    /// Bytes written through the descriptor, and where reading back began: a reader that
+    /// did not seek back reads on from where its writing stopped, and gets the result
+    /// from its start just the same.
+    written: u64,
+    read_base: Option<u64>,
     /// Bytes written after the call ran were reported once (journaled); later ones only
     /// get the errno.
     late_bytes_reported: bool,
@@ -109,6 +114,8 @@ impl CallDoc {
                     buf: Vec::new(),
                     phase: Phase::Open,
                     told: false,
+                    written: 0,
+                    read_base: None,
                     late_bytes_reported: false,
                 }),
             }),
@@ -136,6 +143,7 @@ impl CallDoc {
             Phase::Done(report) => {
                 if data.trim_ascii().is_empty() {
                     // Trailing white space changes no document.
+                    st.written += data.len() as u64;
                     drop(st);
                     return done(Ok(len));
                 }
@@ -188,6 +196,7 @@ impl CallDoc {
             return done(Err(e));
         }
         st.buf.extend_from_slice(data);
+        st.written += data.len() as u64;
         if shape(&st.buf) == Shape::Open {
             drop(st);
             return done(Ok(len));
@@ -253,7 +262,10 @@ impl CallDoc {
                 waiters.push(Waiter::Read(offset, size, Box::new(done)));
                 return;
             }
-            Phase::Done(report) => answer_read(report, &mut st.told, offset, size),
+            Phase::Done(report) => {
+                let at = result_offset(&mut st.read_base, st.written, offset);
+                answer_read(report, &mut st.told, at, size)
+            }
             Phase::Open => Ok(Vec::new()),
         };
         drop(guard);
@@ -304,7 +316,9 @@ impl CallDoc {
                     answers.push(Box::new(move || done(r)));
                 }
                 Waiter::Read(offset, size, done) => {
-                    let r = answer_read(&report, &mut st.told, offset, size);
+                    let written = st.written;
+                    let at = result_offset(&mut st.read_base, written, offset);
+                    let r = answer_read(&report, &mut st.told, at, size);
                     answers.push(Box::new(move || done(r)));
                 }
             }
@@ -314,6 +328,14 @@ impl CallDoc {
             a();
         }
     }
+}
+
+/// Where in the result a read at `offset` of the descriptor falls: the first read decides
+/// whether the reader went back to 0 (offsets are the result's) or reads on from the end
+/// of what it wrote (offsets count from there).
+fn result_offset(base: &mut Option<u64>, written: u64, offset: u64) -> u64 {
+    let b = *base.get_or_insert(if offset >= written { written } else { 0 });
+    offset.saturating_sub(b)
 }
 
 /// A read of a finished call: the errno once if nobody heard it yet, else the words.

@@ -313,6 +313,31 @@ fn bytes_no_flush_ran_run_at_release() {
     assert_eq!(notes(&f), vec!["never flushed".to_string()]);
 }
 
+fn read_at(doc: &CallDoc, offset: u64, size: u32) -> String {
+    let (tx, rx) = mpsc::channel();
+    doc.read(offset, size, move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    String::from_utf8(rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap()).unwrap()
+}
+
+#[test]
+fn reading_back_without_seeking_gets_the_result_from_its_start() {
+    let f = world();
+    // Written 5 bytes, then read on from position 5 in chunks of 3.
+    let doc = open(&f, "note", 1);
+    write(&doc, b"hello").unwrap();
+    assert_eq!(read_at(&doc, 5, 3), "not");
+    assert_eq!(read_at(&doc, 8, 3), "ed ");
+    assert_eq!(read_at(&doc, 11, 10), "1\n");
+    // Seeking back to 0 first: the offsets are the result's.
+    let doc = open(&f, "note", 1);
+    write(&doc, b"again").unwrap();
+    assert_eq!(read_at(&doc, 0, 4), "note");
+    assert_eq!(read_at(&doc, 4, 2), "d ");
+    assert_eq!(read_at(&doc, 6, 10), "2\n");
+}
+
 #[test]
 fn reading_back_runs_the_document_and_a_failure_answers_with_its_errno_once() {
     let f = world();
