@@ -10,6 +10,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::error::{WorldError, WorldResult};
 use super::host::Caller;
 
+mod pending;
+pub use pending::{Approval, Decider, Expired, NewApproval, RunChange, DENIED, EXPIRED, PENDING};
+
 /// Status of a call cut off by a crash; set on the next mount.
 pub const INTERRUPTED: &str = "interrupted";
 pub const RUNNING: &str = "running";
@@ -89,6 +92,7 @@ impl Journal {
              WHERE status = ?3",
             params![INTERRUPTED, libc::EIO, RUNNING],
         )?;
+        pending::create(&conn)?;
         Ok((
             Journal {
                 conn: Mutex::new(conn),

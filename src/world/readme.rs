@@ -73,7 +73,7 @@ This world is mounted at {mount}.
 
 /// How to run `wip` from here: the running binary's absolute path, so the advice works
 /// whether or not `wip` is on PATH.
-fn wip_command() -> String {
+pub(super) fn wip_command() -> String {
     std::env::current_exe()
         .ok()
         .map(|p| p.display().to_string())
