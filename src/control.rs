@@ -72,6 +72,9 @@ impl Drop for Control {
 /// Listen on the control sockets of `state_dir` for the owner and every other uid in
 /// `approvers`, and serve decisions on `world` from background threads.
 pub fn serve(world: Arc<World>, state_dir: &Path, approvers: &[u32]) -> Result<Control> {
+    // `.wip/control` tells clients where to connect, from wherever they run.
+    let state_dir = &std::fs::canonicalize(state_dir)
+        .with_context(|| format!("cannot use the state directory {}", state_dir.display()))?;
     // SAFETY: geteuid cannot fail.
     let owner = unsafe { libc::geteuid() };
     let mut sockets = vec![(state_dir.join(SOCKET), owner)];

@@ -157,13 +157,22 @@ impl Rule {
         s
     }
 
-    /// Whether the call's arguments contain every key of the rule's `args` with that value.
+    /// Whether the call's arguments contain every key of the rule's `args` with that value;
+    /// an array argument contains a value it holds (`add = "wontfix"` matches
+    /// `{"add": ["bug", "wontfix"]}`), or every value of an array the rule gives.
     fn args_match(&self, args: &Value) -> bool {
         let Some(want) = &self.args else {
             return true;
         };
-        want.iter()
-            .all(|(k, v)| args.get(k).is_some_and(|a| same_value(a, v)))
+        want.iter().all(|(k, v)| {
+            args.get(k).is_some_and(|a| match (a, v) {
+                (Value::Array(have), Value::Array(need)) => {
+                    need.iter().all(|n| have.iter().any(|h| same_value(h, n)))
+                }
+                (Value::Array(have), one) => have.iter().any(|h| same_value(h, one)),
+                _ => same_value(a, v),
+            })
+        })
     }
 }
 
@@ -500,6 +509,17 @@ mod tests {
         assert_eq!(v.approval().map(|r| r.number), Some(2));
         let v = p.verdict("tracker/issues/1/ops/close", None);
         assert_eq!(v.rule.map(|r| r.action), Some(Action::Allow));
+        let mut label = rule(1, "**", Action::Deny);
+        label.args = Some(json!({"add": "wontfix"}).as_object().unwrap().clone());
+        let mut both = rule(2, "**", Action::Deny);
+        both.args = Some(json!({"add": ["a", "b"]}).as_object().unwrap().clone());
+        let p = Policy::new(vec![label, both]);
+        let decided = |args: Value| p.verdict("x/ops/label", Some(&args)).rule.map(|r| r.number);
+        assert_eq!(decided(json!({"add": ["bug", "wontfix"]})), Some(1));
+        assert_eq!(decided(json!({"add": "wontfix"})), Some(1));
+        assert_eq!(decided(json!({"add": ["b", "c", "a"]})), Some(2));
+        assert_eq!(decided(json!({"add": ["b"]})), None);
+        assert_eq!(decided(json!({"remove": ["wontfix"]})), None);
         assert!(p.verdict("files/ops/write", None).rule.is_none());
     }
 
