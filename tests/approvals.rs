@@ -317,7 +317,7 @@ fn approvers_by_uid_decide_over_their_own_socket() {
     let (code, _, err) = person(&m, &format!("$WIP approve {run}"));
     assert_eq!(code, 1);
     assert!(
-        err.contains(&format!("root (uid 0) may not decide run"))
+        err.contains("root (uid 0) may not decide run")
             && err.contains(&format!("lets only uid {OTHER_UID} decide")),
         "{err}"
     );
