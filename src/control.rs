@@ -69,21 +69,34 @@ impl Drop for Control {
     }
 }
 
-/// Listen on the control sockets of `state_dir` for the owner and every other uid in
-/// `approvers`, and serve decisions on `world` from background threads.
-pub fn serve(world: Arc<World>, state_dir: &Path, approvers: &[u32]) -> Result<Control> {
+/// Listen on the control sockets of `state_dir` for the owner and every other approver of
+/// the policy (and of runs still pending from an earlier manifest), and serve decisions on
+/// `world` from background threads.
+pub fn serve(world: Arc<World>, state_dir: &Path) -> Result<Control> {
     // `.wip/control` tells clients where to connect, from wherever they run.
     let state_dir = &std::fs::canonicalize(state_dir)
         .with_context(|| format!("cannot use the state directory {}", state_dir.display()))?;
     // SAFETY: geteuid cannot fail.
     let owner = unsafe { libc::geteuid() };
     let mut sockets = vec![(state_dir.join(SOCKET), owner)];
-    for uid in approvers.iter().copied().filter(|u| *u != owner) {
+    let mut others: Vec<(u32, bool)> = world
+        .policy_approvers()
+        .into_iter()
+        .map(|u| (u, true))
+        .collect();
+    others.extend(world.pending_approvers().into_iter().map(|u| (u, false)));
+    for (uid, in_policy) in others.into_iter().filter(|(u, _)| *u != owner) {
         if owner != 0 {
-            bail!(
-                "a [[policy]] rule names uid {uid} ({}) as an approver, but this daemon runs as uid {owner} and cannot give another user a control socket of its own (that needs root): run the daemon as root, or list only uid {owner} (the default)",
+            let why = format!(
+                "uid {uid} ({}) may decide here, but this daemon runs as uid {owner} and cannot give another user a control socket of its own (that needs root)",
                 crate::world::policy::user_words(uid)
             );
+            if in_policy {
+                bail!("a [[policy]] rule's approvers: {why}: run the daemon as root, or list only uid {owner} (the default)");
+            }
+            // Runs held under an earlier manifest must not stop the mount.
+            tracing::warn!("a pending run's approvers: {why}");
+            continue;
         }
         let path = state_dir.join(socket_for(uid));
         if !sockets.iter().any(|(p, _)| *p == path) {

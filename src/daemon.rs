@@ -203,8 +203,7 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     let world = build_world(&opts)?;
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
-    let _control =
-        crate::control::serve(Arc::clone(&world), &opts.state_dir, &world.approver_uids())?;
+    let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
     let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
         anyhow!(
             "cannot mount {}: {e}{}",

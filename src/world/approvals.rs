@@ -116,9 +116,8 @@ impl World {
         }
     }
 
-    /// Every uid that may decide something here: the rules' approvers and those of runs
-    /// still pending from before (a manifest may have changed since).
-    pub fn approver_uids(&self) -> Vec<u32> {
+    /// The uids the policy's rules let decide.
+    pub fn policy_approvers(&self) -> Vec<u32> {
         let mut uids: Vec<u32> = self
             .approvals
             .policy
@@ -126,10 +125,23 @@ impl World {
             .iter()
             .flat_map(|r| r.approvers.iter().copied())
             .collect();
-        match self.journal.pending_approvals(usize::MAX >> 1) {
-            Ok(list) => uids.extend(list.iter().flat_map(|a| a.approvers.iter().copied())),
-            Err(e) => tracing::error!("journal: {e}"),
-        }
+        uids.sort_unstable();
+        uids.dedup();
+        uids
+    }
+
+    /// The uids that may decide runs still pending (perhaps under an earlier manifest).
+    pub fn pending_approvers(&self) -> Vec<u32> {
+        let mut uids: Vec<u32> = match self.journal.pending_approvals(usize::MAX >> 1) {
+            Ok(list) => list
+                .iter()
+                .flat_map(|a| a.approvers.iter().copied())
+                .collect(),
+            Err(e) => {
+                tracing::error!("journal: {e}");
+                Vec::new()
+            }
+        };
         uids.sort_unstable();
         uids.dedup();
         uids

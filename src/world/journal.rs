@@ -45,7 +45,8 @@ pub struct Event {
     /// Resumable position in the feed (set when stored).
     pub cursor: i64,
     pub at: String,
-    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry).
+    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry);
+    /// `pending`, `approved`, `denied` or `expired` (a run held for a person's approval).
     pub kind: String,
     /// World path of the entry (for `call`: the entry whose op ran).
     pub path: String,

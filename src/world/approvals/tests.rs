@@ -316,8 +316,9 @@ fn only_the_rules_approvers_decide() {
     let mut by_uid = rule("mem/ops/note", Action::Approve);
     by_uid.approvers = vec![4242];
     let f = fixture(vec![by_uid]);
-    assert_eq!(f.world.approver_uids(), vec![4242]);
+    assert_eq!(f.world.policy_approvers(), vec![4242]);
     let id = pending_note(&f, "x");
+    assert_eq!(f.world.pending_approvers(), vec![4242]);
     assert!(result(&f, "note", AGENT).contains("Who may decide: uid 4242."));
     let e = f
         .world
