@@ -233,6 +233,11 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
     assert!(!comments_of_42(&m).contains("not yet"));
 
     assert_eq!(m.read(".wip/pending"), "no pending runs\n");
+    assert_eq!(
+        m.read(".wip/control"),
+        format!("{}/control.sock\n", m.state.display())
+    );
+    assert!(m.read("README.md").contains(" approve RUN"));
     let events = m.read(".wip/events");
     for kind in ["pending", "approved", "denied"] {
         assert!(
