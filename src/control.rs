@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -107,7 +107,9 @@ pub fn serve(world: Arc<World>, state_dir: &Path) -> Result<Control> {
     for (path, uid) in sockets {
         let listener = bind_private(&path, uid, state_dir)?;
         control.paths.push(path.clone());
-        let world = Arc::clone(&world);
+        // Weak: the world ends with the mount (hosts stop their children then), not with
+        // these threads.
+        let world = Arc::downgrade(&world);
         std::thread::Builder::new()
             .name("control".into())
             .spawn(move || accept_loop(listener, world))
@@ -154,11 +156,13 @@ fn bind_private(path: &Path, uid: u32, state_dir: &Path) -> Result<UnixListener>
     Ok(listener)
 }
 
-fn accept_loop(listener: UnixListener, world: Arc<World>) {
+fn accept_loop(listener: UnixListener, world: Weak<World>) {
     for conn in listener.incoming() {
         match conn {
             Ok(stream) => {
-                let world = Arc::clone(&world);
+                let Some(world) = world.upgrade() else {
+                    return;
+                };
                 // A decision may run a call: one thread per connection, so none waits.
                 let spawned = std::thread::Builder::new()
                     .name("control-conn".into())

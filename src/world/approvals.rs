@@ -15,7 +15,7 @@ use super::call::CallReport;
 use super::error::{ErrorKind, WorldError, WorldResult};
 use super::host::{self, Caller, Guard};
 use super::journal::{
-    Approval, Decider, Event, NewApproval, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
+    Approval, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
 };
 use super::node::*;
 use super::policy::{self, Policy, Rule, Verdict};
@@ -300,158 +300,134 @@ impl World {
                 run.status
             ))
         })?;
-        if approval.state != PENDING {
-            return Err(already_decided(&approval));
+        may_decide(&approval, &run, who)?;
+        match verb {
+            Verb::Deny { reason } => self.deny(&run, who, reason.as_deref()),
+            Verb::Approve => Ok(self.approve(&run, who)?),
         }
-        let person = policy::user_words(who.decider.uid);
-        if !approval.approvers.contains(&who.decider.uid) {
-            let names: Vec<String> = approval
-                .approvers
-                .iter()
-                .map(|u| policy::user_words(*u))
-                .collect();
-            return Err(WorldError::new(
-                ErrorKind::Forbidden,
-                format!(
-                    "{person} may not decide run {id}: rule {} lets only {} decide",
-                    approval.rule,
-                    names.join(", ")
-                ),
-            ));
-        }
-        if !approval.self_approve && who.sessions.contains(&run.session) {
-            return Err(WorldError::new(
-                ErrorKind::Forbidden,
-                format!(
-                    "a decision from the caller's own session is refused: run {id} was called from session {} (pid {}, {}), and so is this decision (or from a process started there); decide from another terminal, or set self_approve = true on rule {}",
-                    run.session,
-                    run.pid,
-                    run.command.split(' ').next().unwrap_or("?"),
-                    approval.rule
-                ),
-            ));
-        }
-        let run_dir = self.run_dir(&run.path, &run.op, id);
+    }
+
+    fn deny(&self, run: &Run, who: &Person, reason: Option<&str>) -> WorldResult<Decided> {
+        let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+        let text = format!(
+            "error: denied by {}{}; the call never ran\n",
+            policy::user_words(who.decider.uid),
+            reason.map(|r| format!(": {r}")).unwrap_or_default()
+        );
+        let change = RunChange {
+            status: DENIED,
+            errno: libc::EACCES,
+            result: Some(&text),
+            guard: None,
+        };
+        self.record_decision(run, "denied", who, reason, &change)?;
+        Ok(Decided {
+            text: format!(
+                "denied run {} ({}); the call never ran\n",
+                run.id,
+                self.run_dir(&run.path, &run.op, run.id)
+            ),
+            call_ok: true,
+        })
+    }
+
+    fn approve(self: &Arc<Self>, run: &Run, who: &Person) -> WorldResult<Decided> {
         let target = self.target_at(&run.path);
-        let event = |kind: &str| Event {
-            kind: kind.into(),
+        // Checked again now: the op, the arguments against today's schema, the guard and
+        // the policy (a rule may deny it now).
+        let by = format!("{} at the decision", policy::user_words(who.decider.uid));
+        let prepared = target
+            .clone()
+            .ok_or_else(|| {
+                WorldError::not_found(format!("{} is no longer in this world", run.path))
+            })
+            .and_then(|t| {
+                let spec = self.op_spec(&t, &run.op)?;
+                let args = super::args::parse_and_validate(run.args.as_bytes(), &spec.schema)?;
+                let mut guard = self.host_guard(&t, &run.op, Some(&args))?;
+                self.apply_policy(&t, &run.op, Some(&args), Some(&by), &mut guard);
+                Ok((t, args, guard))
+            });
+        let guard_text = prepared.as_ref().ok().map(|(_, _, g)| g.render());
+        let change = RunChange {
+            status: RUNNING,
+            errno: 0,
+            result: None,
+            guard: guard_text.as_deref(),
+        };
+        self.record_decision(run, "approved", who, None, &change)?;
+        let caller = Caller {
+            pid: run.pid,
+            uid: run.uid,
+            session: run.session,
+            command: run.command.clone(),
+        };
+        let (id, op) = (run.id, run.op.as_str());
+        let report = match prepared {
+            Ok((t, args, guard)) if guard.allowed() => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let reply = Box::new(move |r| {
+                    let _ = tx.send(r);
+                });
+                Arc::clone(self).dispatch(&t, op, &caller, who.decider.pid, id, args, reply);
+                rx.recv().unwrap_or_else(|_| CallReport {
+                    run: id,
+                    text: Arc::from("error: the call ended without a report\n"),
+                    outcome: Err(WorldError::backend("the call ended without a report")),
+                })
+            }
+            Ok((t, _, guard)) => self.complete(
+                &t,
+                op,
+                &caller,
+                id,
+                Err(host::HostError::Blocked(guard).into()),
+            ),
+            Err(e) => match &target {
+                Some(t) => self.complete(t, op, &caller, id, Err(e)),
+                None => self.finish_orphan(&run.path, op, id, e),
+            },
+        };
+        let ran = match &report.outcome {
+            Err(e) if e.kind == ErrorKind::CallerGone => {
+                "it runs on; its outcome will appear in its result".to_string()
+            }
+            _ => format!("it ran:\n{}", report.text),
+        };
+        Ok(Decided {
+            text: format!(
+                "approved run {id} ({}); {ran}",
+                self.run_dir(&run.path, op, id)
+            ),
+            call_ok: report.outcome.is_ok(),
+        })
+    }
+
+    /// Record a decision with its event, unless someone decided first; tell the kernel.
+    fn record_decision(
+        &self,
+        run: &Run,
+        state: &str,
+        who: &Person,
+        reason: Option<&str>,
+        change: &RunChange<'_>,
+    ) -> WorldResult<()> {
+        let event = Event {
+            kind: state.into(),
             path: run.path.clone(),
             op: Some(run.op.clone()),
-            run: Some(id),
-            status: Some(kind.into()),
+            run: Some(run.id),
+            status: Some(state.into()),
             ..Default::default()
         };
-        match verb {
-            Verb::Deny { reason } => {
-                let reason = reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-                let text = format!(
-                    "error: denied by {person}{}; the call never ran\n",
-                    reason.map(|r| format!(": {r}")).unwrap_or_default()
-                );
-                let change = RunChange {
-                    status: DENIED,
-                    errno: libc::EACCES,
-                    result: Some(&text),
-                    guard: None,
-                };
-                if !self.journal.decide(
-                    id,
-                    "denied",
-                    &who.decider,
-                    reason,
-                    &change,
-                    &[event("denied")],
-                )? {
-                    return Err(self.lost_race(id));
-                }
-                self.publish_decision(target.as_ref(), &run.op, id);
-                Ok(Decided {
-                    text: format!("denied run {id} ({run_dir}); the call never ran\n"),
-                    call_ok: true,
-                })
-            }
-            Verb::Approve => {
-                // Checked again now: the op, the arguments against today's schema, the guard
-                // and the policy (a rule may deny it now).
-                let prepared = target
-                    .clone()
-                    .ok_or_else(|| {
-                        WorldError::not_found(format!("{} is no longer in this world", run.path))
-                    })
-                    .and_then(|t| {
-                        let spec = self.op_spec(&t, &run.op)?;
-                        let args =
-                            super::args::parse_and_validate(run.args.as_bytes(), &spec.schema)?;
-                        let mut guard = self.host_guard(&t, &run.op, Some(&args))?;
-                        let by = format!("{person} at the decision");
-                        self.apply_policy(&t, &run.op, Some(&args), Some(&by), &mut guard);
-                        Ok((t, args, guard))
-                    });
-                let guard_text = prepared.as_ref().ok().map(|(_, _, g)| g.render());
-                let change = RunChange {
-                    status: RUNNING,
-                    errno: 0,
-                    result: None,
-                    guard: guard_text.as_deref(),
-                };
-                if !self.journal.decide(
-                    id,
-                    "approved",
-                    &who.decider,
-                    None,
-                    &change,
-                    &[event("approved")],
-                )? {
-                    return Err(self.lost_race(id));
-                }
-                self.publish_decision(target.as_ref(), &run.op, id);
-                let caller = Caller {
-                    pid: run.pid,
-                    uid: run.uid,
-                    session: run.session,
-                    command: run.command.clone(),
-                };
-                let report = match prepared {
-                    Ok((t, args, guard)) if guard.allowed() => {
-                        let (tx, rx) = std::sync::mpsc::channel();
-                        Arc::clone(self).dispatch(
-                            &t,
-                            &run.op,
-                            &caller,
-                            who.decider.pid,
-                            id,
-                            args,
-                            Box::new(move |r| {
-                                let _ = tx.send(r);
-                            }),
-                        );
-                        rx.recv().unwrap_or_else(|_| CallReport {
-                            run: id,
-                            text: Arc::from("error: the call ended without a report\n"),
-                            outcome: Err(WorldError::backend("the call ended without a report")),
-                        })
-                    }
-                    Ok((t, _, guard)) => {
-                        let e = host::HostError::Blocked(guard).into();
-                        self.complete(&t, &run.op, &caller, id, Err(e))
-                    }
-                    Err(e) => match &target {
-                        Some(t) => self.complete(t, &run.op, &caller, id, Err(e)),
-                        None => self.finish_orphan(&run.path, &run.op, id, e),
-                    },
-                };
-                let ran = match &report.outcome {
-                    Err(e) if e.kind == ErrorKind::CallerGone => {
-                        "it runs on; its outcome will appear in its result".to_string()
-                    }
-                    _ => format!("it ran:\n{}", report.text),
-                };
-                Ok(Decided {
-                    text: format!("approved run {id} ({run_dir}); {ran}"),
-                    call_ok: report.outcome.is_ok(),
-                })
-            }
+        if !self
+            .journal
+            .decide(run.id, state, &who.decider, reason, change, &[event])?
+        {
+            return Err(self.lost_race(run.id));
         }
+        self.publish_decision(self.target_at(&run.path).as_ref(), &run.op, run.id);
+        Ok(())
     }
 
     /// The run a decision names: an id, or a run's path inside this mount.
@@ -675,6 +651,44 @@ impl World {
             None => "no control socket: decisions cannot be made for this world\n".to_string(),
         }
     }
+}
+
+/// Whether `who` may decide this pending run: an approver, and (unless the rule lets the
+/// caller decide) not from the caller's session or a process started in it.
+fn may_decide(approval: &Approval, run: &Run, who: &Person) -> WorldResult<()> {
+    let id = run.id;
+    if approval.state != PENDING {
+        return Err(already_decided(approval));
+    }
+    if !approval.approvers.contains(&who.decider.uid) {
+        let names: Vec<String> = approval
+            .approvers
+            .iter()
+            .map(|u| policy::user_words(*u))
+            .collect();
+        return Err(WorldError::new(
+            ErrorKind::Forbidden,
+            format!(
+                "{} may not decide run {id}: rule {} lets only {} decide",
+                policy::user_words(who.decider.uid),
+                approval.rule,
+                names.join(", ")
+            ),
+        ));
+    }
+    if !approval.self_approve && who.sessions.contains(&run.session) {
+        return Err(WorldError::new(
+            ErrorKind::Forbidden,
+            format!(
+                "a decision from the caller's own session is refused: run {id} was called from session {} (pid {}, {}), and so is this decision (or from a process started there); decide from another terminal, or set self_approve = true on rule {}",
+                run.session,
+                run.pid,
+                run.command.split(' ').next().unwrap_or("?"),
+                approval.rule
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The state of a decided approval in words.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::journal::Decider;
-use super::super::node::{NodeId, WipFile};
+use super::super::node::{NodeId, RunFile, WipFile};
 use super::super::policy::{Action, Glob, Policy, Rule};
 use super::super::tests::{
     caller, flush, mem_world, notes, open, result, root, write, Fixture, MemHost,
@@ -68,6 +68,10 @@ fn person(uid: u32, session: u32) -> Person {
 
 fn read(f: &Fixture, node: NodeId) -> String {
     String::from_utf8(f.world.read(&node, 0).unwrap()).unwrap()
+}
+
+fn approval_of(f: &Fixture, id: i64) -> String {
+    read(f, NodeId::RunFile(id, RunFile::Approval))
 }
 
 fn status(f: &Fixture, id: i64) -> String {
@@ -181,10 +185,7 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
         )),
         "{pending}"
     );
-    let approval = read(
-        &f,
-        NodeId::RunFile(id, super::super::node::RunFile::Approval),
-    );
+    let approval = approval_of(&f, id);
     assert!(approval.starts_with("pending: waiting"), "{approval}");
 
     let d = f
@@ -214,10 +215,7 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
         "{}",
         run.guard
     );
-    let approval = read(
-        &f,
-        NodeId::RunFile(id, super::super::node::RunFile::Approval),
-    );
+    let approval = approval_of(&f, id);
     assert!(
         approval.starts_with("approved by root (uid 0) at 20"),
         "{approval}"
@@ -334,10 +332,7 @@ fn only_the_rules_approvers_decide() {
         .decide(&id.to_string(), &Verb::Approve, &person(4242, 900))
         .unwrap();
     assert!(d.call_ok);
-    let approval = read(
-        &f,
-        NodeId::RunFile(id, super::super::node::RunFile::Approval),
-    );
+    let approval = approval_of(&f, id);
     assert!(
         approval.starts_with("approved by uid 4242 at "),
         "{approval}"
