@@ -873,6 +873,84 @@ fn an_exhausted_rate_limit_refuses_at_once_until_its_reset_then_recovers() {
     );
 }
 
+/// What tests/errno.rs maps, through a mount: GitHub refusing (401, 403) is EACCES and
+/// GitHub failing (5xx) is EIO, each with GitHub's words in `result`.
+#[test]
+fn githubs_refusals_and_failures_reach_the_caller_as_errno_and_words() {
+    let (replay, m) = start();
+    let op = format!("github/{ORG}/labels/labels/ops/create_label");
+    let args = "{\"name\":\"scripted\",\"color\":\"663399\"}\n";
+    for (status, message, errno, words) in [
+        (
+            401,
+            "Bad credentials",
+            libc::EACCES,
+            "GitHub rejected the credentials (Bad credentials); set GITHUB_TOKEN to a valid token",
+        ),
+        (
+            403,
+            "Resource not accessible by integration",
+            libc::EACCES,
+            "GitHub refused (Resource not accessible by integration)",
+        ),
+        (
+            500,
+            "Server Error",
+            libc::EIO,
+            "GitHub answered 500: Server Error",
+        ),
+        (
+            502,
+            "Bad Gateway",
+            libc::EIO,
+            "GitHub answered 502: Bad Gateway",
+        ),
+    ] {
+        replay.script(
+            "record",
+            &serde_json::json!({
+                "method": "POST", "path": format!("/repos/{ORG}/labels/labels"),
+                "status": status, "body": {"message": message},
+            }),
+        );
+        assert_eq!(m.call(&op, args), Err(errno), "{status}");
+        let r = m.result(&op);
+        assert!(
+            r.starts_with("error: ") && r.contains(words),
+            "{status}: {r}"
+        );
+        assert!(!r.contains(FAKE_TOKEN));
+    }
+}
+
+/// Reads have no side effects: walking the whole github world and reading every file, as
+/// `grep -r` or a file manager would, changes nothing on GitHub and runs no op.
+#[test]
+fn reading_every_file_of_a_github_world_sends_only_gets_and_runs_nothing() {
+    let (replay, m) = start();
+    // Reached by path (results are not listed) so the walk covers them too.
+    m.call(
+        &format!("github/{ORG}/search-issues/ops/search"),
+        "sesame\n",
+    )
+    .unwrap();
+    let calls = m.journal_count();
+    let before = replay.log().lines().count();
+    let out = m.sh(
+        "find github paged github/results/1 -maxdepth 7 -type f -print0 \
+         | xargs -0 -n 64 cat > /dev/null 2>&1; \
+         find github paged -maxdepth 7 -type f | wc -l",
+    );
+    let files: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(files > 500, "the walk read {files} files");
+    let log = replay.log();
+    let walk: Vec<&str> = log.lines().skip(before).collect();
+    assert!(!walk.is_empty(), "the walk asked GitHub");
+    let changes: Vec<&&str> = walk.iter().filter(|l| !l.starts_with("GET ")).collect();
+    assert!(changes.is_empty(), "reads sent changes: {changes:?}");
+    assert_eq!(m.journal_count(), calls, "reads ran ops");
+}
+
 /// An agent that learned the tracker knows GitHub: the ops both offer on an issue and on a
 /// pull request have the same names and take the same arguments, as read through the mount.
 #[test]
