@@ -61,11 +61,13 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 best3() { local a b c; a=$(secs "$1" "$2"); b=$(secs "$1" "$2"); c=$(secs "$1" "$2"); printf '%s\n' "$a" "$b" "$c" | sort -n | head -n 1; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
+# The daemon's pid from what `wip mount` prints (pgrep would read every process's command
+# line, and hangs on one stuck on some other dead FUSE mount).
+daemon_pid() { sed -n 's/.*(daemon pid \([0-9]*\),.*/\1/p'; }
 mount_wip() {
-  (cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" > /dev/null)
-  wip_pid=$(pgrep -f "wip mount $m -f" | head -n 1)
+  wip_pid=$(cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" | daemon_pid)
 }
-umount_wip() { "$bin/wip" umount "$m"; while pgrep -f "wip mount $m -f" > /dev/null; do sleep 0.05; done; }
+umount_wip() { "$bin/wip" umount "$m"; while kill -0 "$wip_pid" 2>/dev/null; do sleep 0.05; done; }
 mount_floor() {
   "$bin/fuse-floor" "$f" "$work/shape" & floor_pid=$!
   for _ in $(seq 1 500); do mountpoint -q "$f" && return; sleep 0.02; done
@@ -166,8 +168,7 @@ kind = "db"
 path = "db/zip"
 file = "$work/fx/zipcodes.db"
 TOML
-(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" > /dev/null)
-db_pid=$(pgrep -f "wip mount $dbm -f" | head -n 1)
+db_pid=$(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" | daemon_pid)
 sql="SELECT TrackId, Name FROM Track WHERE AlbumId = 1 ORDER BY TrackId"
 "$bin/wip-bench" mount-call "$dbm/db/chinook/ops/query/call" "{\"sql\":\"$sql\"}" 500 | tee "$work/dbmount.txt"
 "$bin/wip-bench" sql "$work/fx/chinook.db" "$sql" 500 | tee "$work/dbsql.txt"

@@ -306,7 +306,7 @@ fn conversations_persist_and_a_cut_turn_shows_interrupted() {
     wait_until("second slow agent started", || pids(&m).len() >= 5);
     let (agent, sleeper) = (pids(&m)[3], pids(&m)[4]);
     m.kill_daemon();
-    let out = std::process::Command::new(common::WIP)
+    let out = common::wip_command()
         .arg("umount")
         .arg(&m.mount)
         .output()
