@@ -527,44 +527,55 @@ fn conversations_persist_and_a_cut_turn_is_interrupted() {
 #[test]
 fn a_background_end_is_reported_once_and_a_waited_one_by_the_call() {
     let dir = tempfile::tempdir().unwrap();
+    // Two hosts: one whose ask waits longer than any start-up here takes (an instant
+    // answer comes within the call), one whose ask returns long before "slow 3" answers.
+    let patient_dir = tempfile::tempdir().unwrap();
+    let (patient, patient_rx) = open_with_changes(
+        patient_dir.path(),
+        AgentSettings {
+            wait_ms: 20_000,
+            ..settings(&[])
+        },
+    );
     let (h, rx) = open_with_changes(
         dir.path(),
         AgentSettings {
-            // Long enough for an instant agent on a loaded machine, far below "slow 5".
-            wait_ms: 2_000,
+            wait_ms: 300,
             ..settings(&[])
         },
     );
     // An instant answer is reported by the ask call itself, not again in the background.
-    let quick = ask(&h, "quick").unwrap();
+    let quick = ask(&patient, "quick").unwrap();
     assert!(quick.result.starts_with("echo: quick"), "{}", quick.result);
-    let mut seen: Vec<Vec<String>> = rx.try_iter().flat_map(|c| c.paths).collect();
     // A slow one ends in the background: the host reports its entries.
-    assert!(ask(&h, "slow 5").unwrap().result.contains("working"));
-    settle(&h, "conversations/2");
+    assert!(ask(&h, "slow 3").unwrap().result.contains("working"));
+    settle(&h, "conversations/1");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !seen.contains(&p("conversations/2/messages/2")) {
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    while !seen.contains(&p("conversations/1/messages/2")) {
         assert!(Instant::now() < deadline, "never reported: {seen:?}");
         if let Ok(c) = rx.recv_timeout(Duration::from_millis(100)) {
             assert_eq!(c.host, 3);
             seen.extend(c.paths);
         }
     }
-    // (A status line may still report the conversation itself; its answer is not.)
-    assert!(
-        !seen
-            .iter()
-            .any(|path| path.starts_with(&p("conversations/1/messages"))),
-        "the instant answer was reported again: {seen:?}"
-    );
     for want in [
         "",
         "conversations",
-        "conversations/2",
-        "conversations/2/messages/2",
+        "conversations/1",
+        "conversations/1/messages/2",
     ] {
         assert!(seen.contains(&p(want)), "{want} not reported: {seen:?}");
     }
+    // Seconds later, the instant answer has still not been reported again. (A status
+    // line may report the conversation itself; its messages are the call's to report.)
+    let later: Vec<Vec<String>> = patient_rx.try_iter().flat_map(|c| c.paths).collect();
+    assert!(
+        !later
+            .iter()
+            .any(|path| path.starts_with(&p("conversations/1/messages"))),
+        "the instant answer was reported again: {later:?}"
+    );
 }
 
 #[test]
@@ -653,20 +664,29 @@ fn the_example_manifest_and_agent_work() {
         &ctx(dir.path(), Changes::detached()),
     )
     .unwrap();
-    let out = call(
+    // The answer, however long python takes to start here: ask's own wait may end first,
+    // wait blocks until the turn is done.
+    let answer = || {
+        call(&h, "conversations/1", "wait", json!({}))
+            .unwrap()
+            .result
+    };
+    call(
         &h,
         "",
         "ask",
         json!({"message": "how do I count the lines of a file?"}),
     )
     .unwrap();
-    assert!(out.result.starts_with("wc -l FILE\n"), "{}", out.result);
-    let out = call(
+    let out = answer();
+    assert!(out.starts_with("wc -l FILE\n"), "{out}");
+    call(
         &h,
         "conversations/1",
         "reply",
         json!({"message": "another"}),
     )
     .unwrap();
-    assert!(out.result.starts_with("wc -w FILE\n"), "{}", out.result);
+    let out = answer();
+    assert!(out.starts_with("wc -w FILE\n"), "{out}");
 }
