@@ -35,7 +35,9 @@ fn settings(extra: &[&str]) -> AgentSettings {
     AgentSettings {
         command,
         description: Some("Echoes what it is told".to_string()),
-        wait_ms: 5_000,
+        // An instant agent answers within the call even when python takes seconds to
+        // start on a loaded machine; tests of slow answers set their own, short wait.
+        wait_ms: 20_000,
         timeout_ms: 60_000,
         wait_limit_ms: Some(20_000),
         env: BTreeMap::new(),
