@@ -14,9 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (seeding, find/stat/cat, memory, call latency), db, search, feed
-# (tail -f of the change feed), agent, exec, mcp, github.
-SECTIONS=${SECTIONS:-walk,db,search,feed,agent,exec,mcp,github}
+# Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
+# while calls are in flight, large results, the log), db, search, feed (tail -f of the
+# change feed), agent, exec, mcp, github.
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -29,7 +30,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -152,6 +153,54 @@ umount_wip
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
+fi
+
+if on calls; then
+echo "# calls in flight: reads elsewhere while 32 calls of one op wait (no call holds the mount)"
+cm=$work/callworld marks=$work/marks
+mkdir -p "$marks" "$work/callfiles"
+cat > "$work/calls.toml" <<TOML
+[[host]]
+kind = "agent"
+path = "slow"
+command = ["sh", "-c", "cat > /dev/null; touch \$MARK/in.\$\$; while [ ! -e \$MARK/go ]; do sleep 0.02; done; echo released"]
+wait_ms = 20000
+env = { MARK = "$marks" }
+[[host]]
+kind = "tracker"
+path = "tracker"
+[[host]]
+kind = "files"
+path = "files"
+root = "$work/callfiles"
+TOML
+(cd "$work/files" && "$bin/wip" mount "$cm" --state "$work/callstate" --manifest "$work/calls.toml" > /dev/null)
+"$bin/wip-bench" read "$cm/tracker/issues/42/description" 2000 | tee "$work/idle.txt"
+for i in $(seq 1 32); do echo "q$i" > "$cm/slow/ops/ask/call" & done
+for _ in $(seq 1 1000); do [ "$(ls "$marks" | grep -c '^in\.')" = 32 ] && break; sleep 0.05; done
+echo "calls in flight: $(ls "$marks" | grep -c '^in\.')"
+"$bin/wip-bench" read "$cm/tracker/issues/42/description" 2000 | tee "$work/busy.txt"
+t_ls_busy=$(secs ls "$cm/tracker/labels")
+touch "$marks/go"; wait
+p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
+echo "read p50: idle $(p50 read "$work/idle.txt") us, 32 calls in flight $(p50 read "$work/busy.txt") us; p99 $(p99 read "$work/idle.txt") vs $(p99 read "$work/busy.txt") us (ratio $(ratio "$(p99 read "$work/busy.txt")" "$(p99 read "$work/idle.txt")")); ls of labels while busy ${t_ls_busy} s"
+echo "# a large result: read back by wip call vs cat"
+python3 -c "
+import sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(190000):
+        f.write(('line %d ' % i).ljust(79, 'x') + '\n')
+" "$work/callfiles/big.txt"
+t_wipcall=$(secs "$bin/wip" call "$cm/files/big.txt/ops/read" limit=1000000)
+t_echo=$(secs bash -c "echo limit=1000000 > '$cm/files/big.txt/ops/read/call'")
+t_cat=$(secs cat "$cm/files/big.txt/ops/read/result")
+size=$(stat -c %s "$cm/files/big.txt/ops/read/result")
+echo "result of $size bytes: wip call ${t_wipcall} s (call and read back), echo ${t_echo} s + cat ${t_cat} s (ratio $(ratio "$t_wipcall" "$(echo "$t_echo + $t_cat" | bc)"))"
+echo "# .wip/log with a large journal"
+"$bin/wip-bench" mount-call "$cm/tracker/issues/1/ops/get_metadata/call" $'\n' 20000 > /dev/null
+"$bin/wip-bench" read "$cm/.wip/log" 50 | tee "$work/log.txt"
+echo ".wip/log: $(wc -l < "$cm/.wip/log") lines, $(stat -c %s "$cm/.wip/log") bytes, read p50 $(p50 read "$work/log.txt") us over a journal of $(awk '/^calls/ {print $2}' "$cm/.wip/stats") calls"
+"$bin/wip" umount "$cm"
 fi
 
 if on db; then

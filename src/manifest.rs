@@ -44,6 +44,14 @@ pub struct WorldSettings {
     /// How long a call may run before the caller gets ETIMEDOUT, in milliseconds.
     #[serde(default = "default_call_timeout_ms")]
     pub call_timeout_ms: u64,
+    /// The largest document one `call` (or `body`) write may carry, in bytes: a write past
+    /// it fails with EFBIG and nothing more is buffered.
+    #[serde(default = "default_max_call_bytes")]
+    pub max_call_bytes: u64,
+    /// How many calls may run on worker threads at once; more wait in a queue (their
+    /// `call_timeout_ms` counts from the write).
+    #[serde(default = "default_max_call_threads")]
+    pub max_call_threads: usize,
 }
 
 impl WorldSettings {
@@ -58,6 +66,8 @@ impl Default for WorldSettings {
             name: default_world_name(),
             description: None,
             call_timeout_ms: default_call_timeout_ms(),
+            max_call_bytes: default_max_call_bytes(),
+            max_call_threads: default_max_call_threads(),
         }
     }
 }
@@ -68,6 +78,14 @@ fn default_world_name() -> String {
 
 fn default_call_timeout_ms() -> u64 {
     30_000
+}
+
+fn default_max_call_bytes() -> u64 {
+    8 << 20
+}
+
+fn default_max_call_threads() -> usize {
+    64
 }
 
 /// Who the mount acts as. Hosts map the role onto their own permissions.
@@ -186,6 +204,12 @@ impl Manifest {
         }
         if self.world.call_timeout_ms == 0 {
             return Err(invalid("call_timeout_ms must be at least 1".into()));
+        }
+        if self.world.max_call_bytes == 0 {
+            return Err(invalid("max_call_bytes must be at least 1".into()));
+        }
+        if self.world.max_call_threads == 0 {
+            return Err(invalid("max_call_threads must be at least 1".into()));
         }
         Ok(())
     }

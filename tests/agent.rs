@@ -258,13 +258,17 @@ fn a_failing_agent_fails_the_ask_with_its_words() {
     let d = m.read("agents/echo/conversations/1/description");
     assert!(d.contains("· failed: exit status 1: "), "{d}");
     assert!(d.contains("something broke"), "{d}");
-    // bash sees the failure as a failed write.
-    let out = m.sh("echo fail > agents/echo/conversations/1/ops/reply/call");
+    // A text document runs at the last close: /bin/echo sees the failure there (bash's
+    // builtin echo ignores close errors), the JSON form already in the write.
+    let out = m.sh("/bin/echo fail > agents/echo/conversations/1/ops/reply/call");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    let out = m.sh(r#"echo '{"message":"fail"}' > agents/echo/conversations/1/ops/reply/call"#);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
     assert!(m
         .read("agents/echo/conversations/1/description")
-        .contains("· 2 messages ·"));
+        .contains("· 3 messages ·"));
 }
 
 #[test]

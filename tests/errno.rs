@@ -8,7 +8,7 @@ use wip::world::host::{Condition, Guard, HostError};
 
 /// Every kind. A kind added to `ErrorKind` fails to compile in `expected` below, whose
 /// match has no catch-all: then add it here too.
-const ALL: [ErrorKind; 7] = [
+const ALL: [ErrorKind; 9] = [
     ErrorKind::InvalidArgs,
     ErrorKind::Blocked,
     ErrorKind::Forbidden,
@@ -16,6 +16,8 @@ const ALL: [ErrorKind; 7] = [
     ErrorKind::Backend,
     ErrorKind::TimedOut,
     ErrorKind::NotSupported,
+    ErrorKind::TooLarge,
+    ErrorKind::CallerGone,
 ];
 
 /// The contract (README, docs/SEMANTICS.md): errno and the run's status word.
@@ -28,6 +30,8 @@ fn expected(kind: ErrorKind) -> (i32, &'static str) {
         ErrorKind::Backend => (libc::EIO, "failed"),
         ErrorKind::TimedOut => (libc::ETIMEDOUT, "timed_out"),
         ErrorKind::NotSupported => (libc::ENOTSUP, "not_supported"),
+        ErrorKind::TooLarge => (libc::EFBIG, "too_large"),
+        ErrorKind::CallerGone => (libc::EINTR, "caller_gone"),
     }
 }
 

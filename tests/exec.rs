@@ -156,11 +156,23 @@ fn processes_over_stdio_as_an_agent_would() {
     let daemon = m.daemon_pid().unwrap();
     let g = m.read(&format!("processes/{daemon}/ops/signal/guard"));
     assert!(g.contains("✗ not_runtime: this is the wip daemon"), "{g}");
-    // A bad signal name is refused by the schema before the host sees it.
+    // Its guard fails whatever the arguments: refused when `call` is opened, so even
+    // bash's builtin echo reports it.
     assert_eq!(
-        errno_of(m.call(&format!("processes/{daemon}/ops/signal"), "NOPE\n")),
-        libc::EINVAL
+        errno_of(m.call(&format!("processes/{daemon}/ops/signal"), "TERM\n")),
+        libc::EACCES
     );
+    let out = m.sh(&format!("echo TERM > processes/{daemon}/ops/signal/call"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    // A bad signal name is refused by the schema before the host sees it.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let bad = m.call(&format!("processes/{}/ops/signal", sleeper.id()), "NOPE\n");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(errno_of(bad), libc::EINVAL);
     // Every call is in the journal.
     let log = m.read(".wip/log");
     assert!(log.contains(&format!("/processes/{pid} signal")), "{log}");

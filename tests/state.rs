@@ -151,7 +151,9 @@ fn a_daemon_killed_during_a_tracker_write_loses_nothing_and_shows_the_call_inter
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let mut writer = Command::new("bash")
         .arg("-c")
-        .arg("echo 'lost in the crash?' > tracker/issues/17/ops/comment/call")
+        // /bin/echo hears the close's errno (bash's builtin would not: plain text runs at
+        // close).
+        .arg("/bin/echo 'lost in the crash?' > tracker/issues/17/ops/comment/call")
         .current_dir(&m.mount)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -205,10 +207,11 @@ fn a_journal_locked_by_another_process_is_eio_with_words_and_runs_nothing() {
     // than the journal waits for it (10 s).
     let holder = rusqlite::Connection::open(m.state.join("journal.db")).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    // bash's echo and `wip call`, side by side: both wait out the same lock.
+    // /bin/echo (which hears the close's errno, where plain text runs) and `wip call`,
+    // side by side: both wait out the same lock.
     let echo = Command::new("bash")
         .arg("-c")
-        .arg(format!("echo 'while locked' > {comment}/call"))
+        .arg(format!("/bin/echo 'while locked' > {comment}/call"))
         .current_dir(&m.mount)
         .stderr(Stdio::piped())
         .spawn()

@@ -3,6 +3,7 @@
 //!
 //!   wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N
 //!   wip-bench mount-call CALL_FILE ARGS N
+//!   wip-bench read FILE N            (open, read whole, close: read latency of any file)
 //!   wip-bench sql DB_FILE SQL N      (the same SQL through rusqlite, read-only, in-process)
 //!   wip-bench tantivy DIR            (index DIR's HTML text with tantivy directly)
 //!   wip-bench mcp-call TOOL ARGS N -- COMMAND…  (an MCP tool over stdio: rmcp directly, then
@@ -96,6 +97,26 @@ fn mount_call(args: &[String]) -> Result<()> {
         samples.push(t.elapsed().as_secs_f64() * 1e6);
     }
     report("through the mount", samples);
+    Ok(())
+}
+
+fn read_latency(args: &[String]) -> Result<()> {
+    let [path, n] = args else {
+        bail!("usage: wip-bench read FILE N");
+    };
+    let n: usize = n.parse()?;
+    let mut samples = Vec::with_capacity(n);
+    let mut buf = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        buf.clear();
+        std::io::Read::read_to_end(
+            &mut std::fs::File::open(path).with_context(|| format!("open {path}"))?,
+            &mut buf,
+        )?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("read", samples);
     Ok(())
 }
 
@@ -260,6 +281,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("host-call") => host_call(&args[1..]),
         Some("mount-call") => mount_call(&args[1..]),
+        Some("read") => read_latency(&args[1..]),
         Some("sql") => sql(&args[1..]),
         Some("tantivy") => tantivy_direct(&args[1..]),
         Some("mcp-call") => mcp_call(&args[1..]),

@@ -1,18 +1,56 @@
 //! Inode numbers for world nodes: one `remember` per entry reply, `forget` frees at zero,
 //! the root is never freed, numbers are never reused.
+//!
+//! A writable node (`call`) has at most one open writer per inode: the kernel holds an
+//! inode's lock while a write waits for its call, so a second writer of the same inode
+//! would wait in uninterruptible sleep for the first call to end. A second writer's open
+//! is therefore refused with ESTALE, which makes the kernel walk the path again, and a
+//! lookup of a busy writable node answers a fresh inode. Lookups reserve what they answer
+//! for the asking process briefly (another process opening it meanwhile is sent to walk
+//! again too), so a retry always finds its inode free: the kernel retries only once.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::world::node::NodeId;
 
 pub const ROOT_INO: u64 = 1;
 
+/// How long a lookup's answer is kept for the process that asked (its open follows).
+const RESERVATION: Duration = Duration::from_secs(2);
+
 pub struct Inodes {
+    /// The newest inode of each node.
     by_node: HashMap<NodeId, u64>,
-    by_ino: HashMap<u64, (NodeId, u64)>,
+    by_ino: HashMap<u64, Slot>,
     next: u64,
     /// Largest size since the tables were last shrunk.
     peak: usize,
+}
+
+struct Slot {
+    node: NodeId,
+    lookups: u64,
+    /// Open descriptors writing through this inode.
+    writers: usize,
+    /// The process a lookup answered this inode to, and when.
+    reserved: Option<(u32, Instant)>,
+}
+
+impl Slot {
+    fn new(node: NodeId) -> Slot {
+        Slot {
+            node,
+            lookups: 1,
+            writers: 0,
+            reserved: None,
+        }
+    }
+
+    fn reserved_for_other(&self, pid: u32) -> bool {
+        self.reserved
+            .is_some_and(|(p, at)| p != pid && at.elapsed() < RESERVATION)
+    }
 }
 
 impl Default for Inodes {
@@ -20,7 +58,7 @@ impl Default for Inodes {
         let mut by_node = HashMap::new();
         let mut by_ino = HashMap::new();
         by_node.insert(NodeId::Root, ROOT_INO);
-        by_ino.insert(ROOT_INO, (NodeId::Root, 1));
+        by_ino.insert(ROOT_INO, Slot::new(NodeId::Root));
         Inodes {
             by_node,
             by_ino,
@@ -34,17 +72,76 @@ impl Inodes {
     /// The inode of `node`, with one more kernel reference.
     pub fn remember(&mut self, node: &NodeId) -> u64 {
         if let Some(&ino) = self.by_node.get(node) {
-            if let Some(e) = self.by_ino.get_mut(&ino) {
-                e.1 += 1;
+            if let Some(s) = self.by_ino.get_mut(&ino) {
+                s.lookups += 1;
+                return ino;
             }
-            return ino;
         }
+        self.fresh(node)
+    }
+
+    /// The inode a lookup by process `pid` answers for a writable node: the newest one
+    /// unless it is being written or was just answered to another process; then the one
+    /// this process was just given, or a fresh one.
+    pub fn remember_writable(&mut self, node: &NodeId, pid: u32) -> u64 {
+        let newest = self.by_node.get(node).copied();
+        let free = newest
+            .and_then(|ino| self.by_ino.get(&ino).map(|s| (ino, s)))
+            .filter(|(_, s)| s.writers == 0 && !s.reserved_for_other(pid))
+            .map(|(ino, _)| ino);
+        let mine = || {
+            self.by_ino
+                .iter()
+                .find(|(_, s)| {
+                    s.node == *node
+                        && s.writers == 0
+                        && s.reserved
+                            .is_some_and(|(p, at)| p == pid && at.elapsed() < RESERVATION)
+                })
+                .map(|(ino, _)| *ino)
+        };
+        let ino = match free.or_else(mine) {
+            Some(ino) => {
+                if let Some(s) = self.by_ino.get_mut(&ino) {
+                    s.lookups += 1;
+                }
+                ino
+            }
+            None => self.fresh(node),
+        };
+        if let Some(s) = self.by_ino.get_mut(&ino) {
+            s.reserved = Some((pid, Instant::now()));
+        }
+        ino
+    }
+
+    fn fresh(&mut self, node: &NodeId) -> u64 {
         let ino = self.next;
         self.next += 1;
         self.by_node.insert(node.clone(), ino);
-        self.by_ino.insert(ino, (node.clone(), 1));
+        self.by_ino.insert(ino, Slot::new(node.clone()));
         self.peak = self.peak.max(self.by_ino.len());
         ino
+    }
+
+    /// Process `pid` starts writing through `ino`; false if another descriptor already
+    /// does, or a lookup just answered it to another process (whose retry it is).
+    pub fn open_writer(&mut self, ino: u64, pid: u32) -> bool {
+        match self.by_ino.get_mut(&ino) {
+            Some(s) if s.writers > 0 || s.reserved_for_other(pid) => false,
+            Some(s) => {
+                s.writers = 1;
+                s.reserved = None;
+                true
+            }
+            None => true,
+        }
+    }
+
+    pub fn close_writer(&mut self, ino: u64) {
+        if let Some(s) = self.by_ino.get_mut(&ino) {
+            s.writers = s.writers.saturating_sub(1);
+        }
     }
 
     /// After the kernel dropped most of what it held (memory pressure, `drop_caches`),
@@ -66,24 +163,26 @@ impl Inodes {
             return;
         }
         let gone = match self.by_ino.get_mut(&ino) {
-            Some(e) => {
-                e.1 = e.1.saturating_sub(n);
-                e.1 == 0
+            Some(s) => {
+                s.lookups = s.lookups.saturating_sub(n);
+                s.lookups == 0
             }
             None => false,
         };
         if gone {
-            if let Some((node, _)) = self.by_ino.remove(&ino) {
-                self.by_node.remove(&node);
+            if let Some(s) = self.by_ino.remove(&ino) {
+                if self.by_node.get(&s.node) == Some(&ino) {
+                    self.by_node.remove(&s.node);
+                }
             }
         }
     }
 
     pub fn node(&self, ino: u64) -> Option<NodeId> {
-        self.by_ino.get(&ino).map(|(n, _)| n.clone())
+        self.by_ino.get(&ino).map(|s| s.node.clone())
     }
 
-    /// The inode of `node` if the kernel holds one.
+    /// The inode of `node` if the kernel holds one (the newest, for writable nodes).
     pub fn known(&self, node: &NodeId) -> Option<u64> {
         self.by_node.get(node).copied()
     }
@@ -100,6 +199,7 @@ impl Inodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::world::node::{OpFile, Target};
 
     #[test]
     fn forget_frees_and_numbers_are_not_reused() {
@@ -115,5 +215,58 @@ mod tests {
         t.forget(ROOT_INO, 100);
         assert_eq!(t.node(ROOT_INO), Some(NodeId::Root));
         assert_eq!(t.len(), 2);
+    }
+
+    fn call() -> NodeId {
+        NodeId::OpFile(Target::Root, "locate".into(), OpFile::Call)
+    }
+
+    #[test]
+    fn a_busy_writable_node_gets_a_fresh_inode_per_process() {
+        let mut t = Inodes::default();
+        let x = t.remember_writable(&call(), 10);
+        assert_eq!(
+            t.remember_writable(&call(), 10),
+            x,
+            "same process, same inode"
+        );
+        assert!(t.open_writer(x, 10));
+        assert!(!t.open_writer(x, 10), "a second writer is refused");
+        // Two processes retry while x is written: each gets its own inode, also when it
+        // asks twice (the kernel's revalidation, then its lookup).
+        let y = t.remember_writable(&call(), 20);
+        let z = t.remember_writable(&call(), 30);
+        assert!(x != y && y != z && x != z);
+        assert_eq!(t.remember_writable(&call(), 20), y);
+        assert_eq!(t.remember_writable(&call(), 30), z);
+        // Another process with y in its cached dentry may not take it from 20.
+        assert!(!t.open_writer(y, 30));
+        assert!(t.open_writer(y, 20));
+        assert!(t.open_writer(z, 30));
+        t.close_writer(x);
+        assert!(t.open_writer(x, 50), "free again once its writer closed");
+        // The revalidation's answer is forgotten before the lookup comes: still fresh.
+        let w = t.remember_writable(&call(), 40);
+        t.forget(w, 1);
+        let w2 = t.remember_writable(&call(), 40);
+        assert!(t.open_writer(w2, 40));
+    }
+
+    #[test]
+    fn an_idle_writable_node_keeps_its_inode() {
+        let mut t = Inodes::default();
+        let x = t.remember_writable(&call(), 10);
+        assert!(t.open_writer(x, 10));
+        t.close_writer(x);
+        // The open took the reservation: anyone's next lookup gets the same inode.
+        assert_eq!(t.remember_writable(&call(), 10), x);
+        assert!(t.open_writer(x, 10));
+        t.close_writer(x);
+        assert_eq!(
+            t.remember_writable(&call(), 11),
+            x,
+            "reserved for 10, who opened it"
+        );
+        assert_eq!(t.known(&call()), Some(x));
     }
 }

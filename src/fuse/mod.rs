@@ -1,20 +1,22 @@
-//! The fuser adapter: inodes, attributes, open files, write buffering for `call`, and
-//! kernel cache invalidation. It knows the world model (`NodeId`, `World`), never a backend.
+//! The fuser adapter: inodes, attributes, open files and kernel cache invalidation. It
+//! knows the world model (`NodeId`, `World`, `CallDoc`), never a backend, and no call
+//! semantics: what is written into `call` goes to the world's `CallDoc`, which answers
+//! through a callback; replies travel into it, so no FUSE thread waits for a call.
 //!
 //! Caching: stable nodes get long TTLs, kept page and directory caches, and explicit
 //! invalidation when a call reports a change; volatile files (`guard`, `result`, `call`)
-//! use direct I/O and TTL 0 so every reader sees the present (and their own session's)
-//! content. Calls run in `write` as soon as the bytes are a complete args document, else at
-//! `flush` (see DESIGN.md, "Known pitfalls").
+//! use direct I/O so every reader sees the present (and their own session's) content.
+//! Every open renders a file once and serves reads by offset from that snapshot.
 
+pub mod holders;
 pub mod inodes;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -23,11 +25,11 @@ use fuser::{
     Session, SessionACL, WriteFlags,
 };
 
-use crate::world::args;
+use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
 use crate::world::host::Caller;
-use crate::world::node::{Caching, NodeAttr, NodeId, NodeKind, OpFile, Target};
-use crate::world::World;
+use crate::world::node::{Caching, NodeAttr, NodeId, NodeKind, OpFile};
+use crate::world::{CallDoc, Snapshot, World};
 use inodes::{Inodes, ROOT_INO};
 
 /// A stable node cached at least this long also keeps its page and directory caches
@@ -39,8 +41,6 @@ const CALL_BLKSIZE: u32 = 1 << 20;
 const MAX_WRITE: u32 = 1 << 20;
 /// How long a listing is reused by `readdir` calls continuing one walk (offset > 0).
 const LISTING_REUSE: Duration = Duration::from_secs(5);
-/// Writes that fill whole pages may be the first of several chunks; text runs at flush then.
-const CHUNK: usize = 4096;
 
 /// Shared by the file system and the world's change sink.
 #[derive(Clone, Default)]
@@ -73,13 +73,13 @@ impl Invalidator {
 }
 
 enum Handle {
-    Call(CallHandle),
+    /// A `call` opened for writing: its document.
+    Call { doc: CallDoc, ino: u64 },
     File {
         node: NodeId,
         session: u32,
-        /// Stable files are read once per open (one consistent version); live ones
-        /// (`guard`, `result`, `.wip/events` under `tail -f`) afresh at every read.
-        snapshot: Option<Vec<u8>>,
+        /// Rendered at the first read (and again when read from the start).
+        snapshot: Option<Snapshot>,
         live: bool,
     },
 }
@@ -87,26 +87,18 @@ enum Handle {
 /// A directory's listing, reused by the `readdir` calls that continue one walk.
 type Listing = Arc<Vec<(String, NodeId)>>;
 
-struct CallHandle {
-    target: Target,
-    op: String,
-    buf: Vec<u8>,
-    /// Bytes arrived since the last run.
-    pending: bool,
-    last_run: Option<i64>,
-    /// The words of the last call, for when it could not even be journaled (run 0).
-    last_text: String,
-}
-
 pub struct WorldFs {
     world: Arc<World>,
     inv: Invalidator,
     handles: Mutex<HashMap<u64, Handle>>,
-    listings: Mutex<HashMap<u64, (Instant, Listing)>>,
+    listings: TtlCache<u64, Listing>,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
     start: SystemTime,
+    /// Where the mount is and its id, for the last-close check (`holders`).
+    mount: PathBuf,
+    mnt_id: OnceLock<Option<u64>>,
 }
 
 fn errno(e: &WorldError) -> Errno {
@@ -117,15 +109,18 @@ impl WorldFs {
     pub fn new(world: Arc<World>) -> WorldFs {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let mount = world.mount_point().to_path_buf();
         WorldFs {
             world,
             inv: Invalidator::default(),
             handles: Mutex::new(HashMap::new()),
-            listings: Mutex::new(HashMap::new()),
+            listings: TtlCache::new(LISTING_REUSE, 256),
             next_fh: AtomicU64::new(1),
             uid,
             gid,
             start: SystemTime::now(),
+            mount,
+            mnt_id: OnceLock::new(),
         }
     }
 
@@ -207,65 +202,65 @@ impl WorldFs {
         fh
     }
 
-    /// Run the buffered call of handle `fh`; returns the errno of a failed call.
-    fn run_call(&self, fh: u64, req: &Request) -> Result<(), Errno> {
-        let (target, op, bytes) = {
-            let mut handles = self.handles();
-            let Some(Handle::Call(c)) = handles.get_mut(&fh) else {
-                return Ok(());
-            };
-            if !c.pending {
-                return Ok(());
-            }
-            c.pending = false;
-            (c.target.clone(), c.op.clone(), std::mem::take(&mut c.buf))
-        };
-        let caller = Caller::from_pid(req.pid(), req.uid());
-        let report = self.world.call(&target, &op, &bytes, &caller);
-        if let Some(Handle::Call(c)) = self.handles().get_mut(&fh) {
-            c.last_run = Some(report.run);
-            c.last_text = report.text.clone();
+    fn call_doc(&self, fh: FileHandle) -> Option<(CallDoc, u64)> {
+        match self.handles().get(&fh.0) {
+            Some(Handle::Call { doc, ino }) => Some((doc.clone(), *ino)),
+            _ => None,
         }
-        match &report.outcome {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                tracing::debug!(op, "call failed: {e}");
-                Err(errno(e))
-            }
-        }
+    }
+
+    /// Whether no related process holds another copy of the descriptor (see `holders`).
+    fn last_close(&self, pid: u32, ino: u64) -> bool {
+        let mnt_id = *self.mnt_id.get_or_init(|| holders::mount_id(&self.mount));
+        !holders::still_open(pid, ino, &self.mount, mnt_id)
     }
 
     /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
     /// reused while it continues, so a long listing is not recomputed per 4 KiB of replies.
     fn listing(&self, ino: INodeNo, offset: u64) -> Result<Listing, Errno> {
-        let mut cache = self.listings.lock().unwrap_or_else(|p| p.into_inner());
         if offset > 0 {
-            if let Some((at, l)) = cache.get(&ino.0) {
-                if at.elapsed() < LISTING_REUSE {
-                    return Ok(Arc::clone(l));
-                }
+            if let Some(l) = self.listings.get(&ino.0) {
+                return Ok(l);
             }
         }
-        drop(cache);
         let node = self.node(ino)?;
         let listing: Listing = Arc::new(self.world.list(&node).map_err(|e| errno(&e))?);
-        cache = self.listings.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= 256 {
-            // Entries live seconds: dropping all at a bound keeps inserts O(1).
-            cache.clear();
-        }
-        cache.insert(ino.0, (Instant::now(), Arc::clone(&listing)));
+        self.listings.insert(ino.0, Arc::clone(&listing));
         Ok(listing)
     }
 
-    /// Whether the bytes buffered so far are a whole args document to run now.
-    fn complete_now(buf: &[u8], offset: u64, data: &[u8]) -> bool {
-        if args::looks_like_json(buf) {
-            return args::is_complete_json(buf);
-        }
-        // One `echo` line is one write: a first write ending in a newline that does not fill
-        // whole pages is the whole document. Anything else waits for flush.
-        offset == 0 && data.ends_with(b"\n") && !data.len().is_multiple_of(CHUNK)
+    /// Serve a read of an open file from its snapshot (rendered now if needed).
+    fn read_file(&self, fh: u64, offset: u64) -> Result<Arc<[u8]>, Errno> {
+        let (node, session, snapshot, live) = match self.handles().get(&fh) {
+            Some(Handle::File {
+                node,
+                session,
+                snapshot,
+                live,
+            }) => (node.clone(), *session, snapshot.clone(), *live),
+            _ => return Err(Errno::EBADF),
+        };
+        let fresh = match &snapshot {
+            // A live file read from the start again (a reload) is rendered again.
+            Some(_) if live && offset == 0 => Some(self.world.snapshot(&node, session)),
+            Some(s) if live && offset >= s.bytes.len() as u64 => {
+                // Past the end of an append-only file (`tail -f`): what came since.
+                self.world.extend(s).transpose()
+            }
+            Some(_) => None,
+            None => Some(self.world.snapshot(&node, session)),
+        };
+        let snap = match fresh {
+            Some(r) => {
+                let s = r.map_err(|e| errno(&e))?;
+                if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh) {
+                    *snapshot = Some(s.clone());
+                }
+                s
+            }
+            None => snapshot.ok_or(Errno::EBADF)?,
+        };
+        Ok(snap.bytes)
     }
 }
 
@@ -292,7 +287,11 @@ impl Filesystem for WorldFs {
             let node = self.world.lookup(&parent, name).map_err(|e| errno(&e))?;
             let attr = self.attr_for(&node, req)?;
             let mut table = self.inodes();
-            let ino = table.remember(&node);
+            let ino = if attr.writable {
+                table.remember_writable(&node, req.pid())
+            } else {
+                table.remember(&node)
+            };
             self.count_inodes(&table);
             Ok::<_, Errno>((ino, attr))
         })();
@@ -343,23 +342,16 @@ impl Filesystem for WorldFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _ = (req, fh);
         let result = self.node(ino).and_then(|node| {
             let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
             match size {
-                // `> call` truncates first: a no-op, the call starts with the next write.
-                Some(0) if attr.writable => {
-                    if let Some(fh) = fh {
-                        if let Some(Handle::Call(c)) = self.handles().get_mut(&fh.0) {
-                            c.buf.clear();
-                        }
-                    }
-                    Ok(attr)
-                }
+                // `> call` truncates first: a no-op, the document starts with the write.
+                Some(0) if attr.writable => Ok(attr),
                 Some(_) => Err(Errno::EACCES),
                 None => Ok(attr),
             }
         });
-        let _ = req;
         match result {
             Ok(attr) => reply.attr(&Self::ttl(&attr), &self.file_attr(ino.0, &attr)),
             Err(e) => reply.error(e),
@@ -381,15 +373,22 @@ impl Filesystem for WorldFs {
             let node = self.node(ino)?;
             let caching = self.world.caching(&node).map_err(|e| errno(&e))?;
             let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
-            if let NodeId::OpFile(target, op, OpFile::Call) = &node {
-                let fh = self.new_fh(Handle::Call(CallHandle {
-                    target: target.clone(),
-                    op: op.clone(),
-                    buf: Vec::new(),
-                    pending: false,
-                    last_run: None,
-                    last_text: String::new(),
-                }));
+            if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&node, writing) {
+                // One writer per inode: a second one walks the path again (ESTALE) and
+                // gets an inode of its own, instead of waiting for the kernel's lock.
+                if !self.inodes().open_writer(ino.0, req.pid()) {
+                    return Err(Errno::ESTALE);
+                }
+                let caller = Caller::from_pid(req.pid(), req.uid());
+                let doc = match self.world.open_call(target, op, &caller) {
+                    Ok(doc) => doc,
+                    Err(e) => {
+                        self.inodes().close_writer(ino.0);
+                        tracing::debug!(op, "call refused at open: {e}");
+                        return Err(errno(&e));
+                    }
+                };
+                let fh = self.new_fh(Handle::Call { doc, ino: ino.0 });
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if writing {
@@ -434,80 +433,44 @@ impl Filesystem for WorldFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // Take what is needed out of the handle table before asking the world (which may be
-        // slow), so other descriptors are not held up.
-        enum Want {
-            Run(Option<i64>, String),
-            Snapshot(Vec<u8>),
-            Fill(NodeId, u32, bool),
+        if let Some((doc, _)) = self.call_doc(fh) {
+            return doc.read(offset, size, move |r| match r {
+                Ok(bytes) => reply.data(&bytes),
+                Err(e) => reply.error(errno(&e)),
+            });
         }
-        let want = match self.handles().get(&fh.0) {
-            Some(Handle::Call(c)) => Want::Run(c.last_run, c.last_text.clone()),
-            Some(Handle::File {
-                snapshot: Some(s), ..
-            }) => Want::Snapshot(s.clone()),
-            Some(Handle::File {
-                node,
-                session,
-                live,
-                ..
-            }) => Want::Fill(node.clone(), *session, *live),
-            _ => return reply.error(Errno::EBADF),
-        };
-        let bytes = match want {
-            Want::Run(None, _) => Vec::new(),
-            // Not journaled (the state database failed): only this descriptor has the words.
-            Want::Run(Some(0), text) => text.into_bytes(),
-            Want::Run(Some(id), _) => match self.world.run_result(id) {
-                Ok(t) => t.into_bytes(),
-                Err(e) => return reply.error(errno(&e)),
-            },
-            Want::Snapshot(s) => s,
-            Want::Fill(node, session, live) => match self.world.read(&node, session) {
-                Ok(b) => {
-                    if !live {
-                        if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh.0) {
-                            *snapshot = Some(b.clone());
-                        }
-                    }
-                    b
-                }
-                Err(e) => return reply.error(errno(&e)),
-            },
-        };
-        let start = (offset as usize).min(bytes.len());
-        let end = start.saturating_add(size as usize).min(bytes.len());
-        reply.data(&bytes[start..end]);
+        match self.read_file(fh.0, offset) {
+            Ok(bytes) => {
+                let start = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                let end = start.saturating_add(size as usize).min(bytes.len());
+                reply.data(&bytes[start..end]);
+            }
+            Err(e) => reply.error(e),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
-        req: &Request,
+        _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        offset: u64,
+        _offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let run_now = {
-            let mut handles = self.handles();
-            let Some(Handle::Call(c)) = handles.get_mut(&fh.0) else {
-                return reply.error(Errno::EBADF);
-            };
-            c.buf.extend_from_slice(data);
-            c.pending = true;
-            Self::complete_now(&c.buf, offset, data)
+        let Some((doc, _)) = self.call_doc(fh) else {
+            return reply.error(Errno::EBADF);
         };
-        if run_now {
-            if let Err(e) = self.run_call(fh.0, req) {
-                return reply.error(e);
-            }
-        }
-        reply.written(data.len() as u32);
+        doc.write(data, move |r| match r {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(&e)),
+        });
     }
 
     fn flush(
@@ -518,16 +481,22 @@ impl Filesystem for WorldFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // An empty flush (bash's dup2 before the write) finds nothing pending and runs nothing.
-        match self.run_call(fh.0, req) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        let Some((doc, ino)) = self.call_doc(fh) else {
+            return reply.ok();
+        };
+        let pid = req.pid();
+        doc.flush(
+            || self.last_close(pid, ino),
+            move |r| match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
     }
 
     fn release(
         &self,
-        req: &Request,
+        _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -535,9 +504,12 @@ impl Filesystem for WorldFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // Bytes never flushed still run: nothing written is lost (the error reaches `result`).
-        let _ = self.run_call(fh.0, req);
-        self.handles().remove(&fh.0);
+        if let Some(Handle::Call { doc, ino }) = self.handles().remove(&fh.0) {
+            self.inodes().close_writer(ino);
+            // Bytes no flush ran still run: nothing written is lost (the words reach
+            // `result`).
+            doc.release();
+        }
         reply.ok();
     }
 
@@ -749,6 +721,54 @@ impl Filesystem for WorldFs {
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         reply.ok();
+    }
+
+    /// Nothing to make durable here: a call's outcome is journaled before it is answered.
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    /// Extended attributes cannot be set here (the tree is the hosts' to shape).
+    #[allow(clippy::too_many_arguments)]
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    /// No file here is a terminal or a device: ENOTTY, as a regular file answers (Python
+    /// asks `TCGETS` on every `open()`), without a warning per request.
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
     }
 }
 

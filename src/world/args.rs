@@ -118,26 +118,37 @@ fn plain_text_param(schema: &Value) -> Option<String> {
     }
 }
 
-/// `key=value` lines, if every non-empty line is one with a known key.
+/// `key=value` lines, if the first non-empty line is one with a known key. A line that is
+/// not `KEY=…` with a known key continues the string value before it (so a multi-line
+/// `body=` needs no escaping); anywhere else it means the text is not in this form.
 fn parse_key_values(
     text: &str,
     props: &[(String, String)],
 ) -> WorldResult<Option<Map<String, Value>>> {
     let mut obj = Map::new();
-    let mut any = false;
+    // The string field the next unkeyed line continues.
+    let mut open: Option<String> = None;
     for line in text.lines() {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
+        let keyed = line.split_once('=').and_then(|(key, value)| {
+            let key = key.trim();
+            props
+                .iter()
+                .find(|(n, _)| n == key)
+                .map(|(_, ty)| (key, ty, value))
+        });
+        let Some((key, ty, value)) = keyed else {
+            if let Some(Value::String(s)) = open.as_ref().and_then(|k| obj.get_mut(k)) {
+                s.push('\n');
+                s.push_str(line);
+                continue;
+            }
+            if open.is_none() && line.trim().is_empty() {
+                // Blank lines before the first field, or after a value of another type.
+                continue;
+            }
             return Ok(None);
         };
-        let key = key.trim();
-        let Some((_, ty)) = props.iter().find(|(n, _)| n == key) else {
-            return Ok(None);
-        };
-        any = true;
         let parsed = match ty.as_str() {
             "string" => Value::String(value.to_string()),
             "array" => match serde_json::from_str::<Value>(value.trim()) {
@@ -154,11 +165,17 @@ fn parse_key_values(
             _ => serde_json::from_str::<Value>(value.trim())
                 .map_err(|_| WorldError::invalid(format!("{key}={value}: expected a {ty}")))?,
         };
+        open = (ty == "string").then(|| key.to_string());
         if obj.insert(key.to_string(), parsed).is_some() {
             return Err(WorldError::invalid(format!("{key} is given twice")));
         }
     }
-    Ok(any.then_some(obj))
+    // Blank lines after the last value belong to no field.
+    if let Some(Value::String(s)) = open.as_ref().and_then(|k| obj.get_mut(k)) {
+        let kept = s.trim_end_matches('\n').len();
+        s.truncate(kept);
+    }
+    Ok((!obj.is_empty()).then_some(obj))
 }
 
 /// Validate against the schema, strictly: an object schema without `additionalProperties`
@@ -243,6 +260,26 @@ mod tests {
         assert_eq!(v, json!({"add":["bug","docs"],"limit":3}));
         let err = parse_and_validate(b"limit=three\n", &label_schema()).unwrap_err();
         assert!(err.message.contains("limit"));
+    }
+
+    #[test]
+    fn key_value_string_values_continue_on_unkeyed_lines() {
+        let schema = json!({"type":"object","properties":{"title":{"type":"string"},"body":{"type":"string"},"labels":{"type":"array","items":{"type":"string"}}},"additionalProperties":false});
+        let v = parse_and_validate(
+            b"title=Crash\nbody=line one\n\nline=three\nlabels=bug\n",
+            &schema,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"title":"Crash","body":"line one\n\nline=three","labels":["bug"]})
+        );
+        // An unkeyed line after a non-string value is not this form.
+        assert!(parse_and_validate(b"labels=bug\nmore\n", &schema).is_err());
+        // Text whose first line is not KEY=… stays plain text.
+        let one = json!({"type":"object","properties":{"body":{"type":"string"}},"required":["body"],"additionalProperties":false});
+        let v = parse_and_validate(b"Fixed it.\nbody=see above\n", &one).unwrap();
+        assert_eq!(v, json!({"body":"Fixed it.\nbody=see above"}));
     }
 
     #[test]

@@ -24,6 +24,44 @@ pub fn session_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// Whether the process `pid` (a thread id, as FUSE gives it) is on its way out: a signal
+/// is pending that it neither blocks, ignores nor catches and whose default action ends
+/// the process (SIGKILL always). Such a caller cannot take an answer any more, and keeping
+/// its request unanswered would hold it in uninterruptible sleep, so its wait ends now.
+pub fn is_dying(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        // Gone already: nobody is waiting.
+        return true;
+    };
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    if pending & bit(libc::SIGKILL) != 0 {
+        return true;
+    }
+    // Signals whose default action is not to end the process.
+    let harmless = [
+        libc::SIGCHLD,
+        libc::SIGCONT,
+        libc::SIGSTOP,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGURG,
+        libc::SIGWINCH,
+    ]
+    .iter()
+    .fold(0u64, |m, s| m | bit(*s));
+    let fatal = pending & !harmless & !field("SigBlk:") & !field("SigIgn:") & !field("SigCgt:");
+    fatal != 0
+}
+
 fn command_of(pid: u32) -> Option<String> {
     use std::io::Read;
     // Only the start: `xargs cat` can have a command line of megabytes.
@@ -60,5 +98,41 @@ mod tests {
         let sid = unsafe { libc::getsid(0) } as u32;
         assert_eq!(me.session, sid);
         assert!(!me.command.is_empty());
+        assert!(!is_dying(std::process::id()));
+    }
+
+    #[test]
+    fn a_killed_process_is_dying() {
+        // A stopped child with SIGTERM pending (default action: end) is dying; one with
+        // only SIGCHLD-like signals pending is not.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        let wait_state = |want: char| {
+            for _ in 0..500 {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                if stat
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.trim().chars().next())
+                    == Some(want)
+                {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!("process {pid} never reached state {want}");
+        };
+        wait_state('T');
+        unsafe { libc::kill(pid as i32, libc::SIGWINCH) };
+        assert!(!is_dying(pid), "SIGWINCH does not end a process");
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        assert!(is_dying(pid), "SIGTERM pending on a stopped process");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(is_dying(pid), "a reaped process is gone");
     }
 }

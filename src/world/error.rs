@@ -27,6 +27,11 @@ pub enum ErrorKind {
     /// Not something this file supports, e.g. writing `description` (EACCES on open is
     /// decided by the caller; this is for operations a node cannot do at all).
     NotSupported,
+    /// The document written into `call` is larger than the world's `max_call_bytes` (EFBIG).
+    TooLarge,
+    /// The caller is being killed: its wait ends, the call goes on (EINTR). Never a run's
+    /// status: the run records the call's own outcome.
+    CallerGone,
 }
 
 impl ErrorKind {
@@ -40,6 +45,8 @@ impl ErrorKind {
             ErrorKind::Backend => libc::EIO,
             ErrorKind::TimedOut => libc::ETIMEDOUT,
             ErrorKind::NotSupported => libc::ENOTSUP,
+            ErrorKind::TooLarge => libc::EFBIG,
+            ErrorKind::CallerGone => libc::EINTR,
         }
     }
 
@@ -53,6 +60,8 @@ impl ErrorKind {
             ErrorKind::Backend => "failed",
             ErrorKind::TimedOut => "timed_out",
             ErrorKind::NotSupported => "not_supported",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::CallerGone => "caller_gone",
         }
     }
 }

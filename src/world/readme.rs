@@ -40,17 +40,23 @@ many exist, and any one is reachable by name (`cd tracker/issues/42`).
   `echo '{{"reason":"fixed in 1.2"}}' > ops/close/call && cat ops/close/result`
   Arguments: a JSON object, `key=value` lines, or plain text when the op takes a single
   string (`echo "fixed in 1.2" > ops/close/call`). No arguments: `echo > ops/NAME/call`.
+  Everything you write through one `>` (several lines, `{{ …; }} >`, a heredoc) is ONE call.
   Opening and closing `call` without writing runs nothing.
-- The write fails when the call does: EINVAL bad arguments, EPERM a guard is blocked,
-  EACCES policy forbids, EIO the backend failed, ETIMEDOUT it took too long. The words are
-  always in `result` (yours: results are kept per terminal session).
-- `wip call PATH [ARGS]` does the same in one step and prints the result.
+- Errors: EINVAL bad arguments, EPERM a guard is blocked, EACCES policy forbids, EIO the
+  backend failed, ETIMEDOUT it took too long, EFBIG too large. The words are always in
+  `result` (yours: results are kept per terminal session).
+- Who sees the errno: an op blocked whatever you write is refused when `call` is opened,
+  so every shell prints it; JSON and a lone newline fail in the write, so bash prints
+  `write error: …`. Plain text and key=value lines run when the file is closed, and bash's
+  builtin echo/printf ignore close errors: after a text call, `cat result`.
+- `{wip} call PATH [ARGS]` does it in one step, prints the result and exits 1 on error.
 
 ## Results
 A call that creates or finds objects prints their absolute paths in `result`, one per line
 with a tab and their description. Every call is kept in `ops/NAME/runs/ID/` (args, status,
 result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME/` so that
-`find` and `grep -r` stay out of it; `ls ops/NAME/runs/` lists it. Reading never runs anything.
+`find` and `grep -r` stay out of it, but it is there: `ls ops/NAME/runs/` lists the newest
+1000. Reading never runs anything.
 
 ## More
 `ops/resolve`: give a ref, get every path where that object appears.
@@ -61,5 +67,15 @@ effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
 This world is mounted at {mount}.
 "#,
         description = world.description(),
+        wip = wip_command(),
     )
+}
+
+/// How to run `wip` from here: the running binary's absolute path, so the advice works
+/// whether or not `wip` is on PATH.
+fn wip_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "wip".to_string())
 }

@@ -6,13 +6,15 @@
 //! counts are taken when a description is read, listings are bounded by `page_size`, and the
 //! schema is re-read at every look so changes made by another process show up at once.
 //!
-//! Three connections: `main` (read-only, or read-write on a `writable` mount) serves browsing
-//! and the write ops; `reader` is opened `SQLITE_OPEN_READ_ONLY` with `query_only` and an
-//! authorizer that allows nothing but reading, and runs every piece of SQL a caller writes
-//! (`query`, the `where` of `count` and `export`), so read-only is enforced by SQLite, never by
-//! looking at the text; `store` is a small database in the state directory that keeps the
-//! queries, so `queries/ID` survives a remount. A progress handler bounds every statement to
-//! `STATEMENT_BUDGET` and a busy timeout bounds every lock wait: every call is bounded.
+//! Connections: `main` (read-only, or read-write on a `writable` mount) serves browsing and
+//! the write ops; a small pool of `readers` (`READERS`), each opened `SQLITE_OPEN_READ_ONLY`
+//! with `query_only` and an authorizer that allows nothing but reading, runs every piece of
+//! SQL a caller writes (`query`, the `where` of `count` and `export`), so read-only is
+//! enforced by SQLite, never by looking at the text, and queries run side by side; `store`
+//! is a small database in the state directory that keeps the queries, so `queries/ID`
+//! survives a remount. A progress handler interrupts every statement at the host's budget
+//! (below the world's call timeout) and a busy timeout bounds every lock wait. Queries can
+//! still take that long, so calls run on the runtime's workers, never a FUSE thread.
 
 mod documents;
 mod keys;
@@ -39,8 +41,11 @@ use crate::world::host::{
 
 /// How long a lock on the database may be waited for.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one host call may keep SQLite busy (below the runtime's 30 s call timeout).
+/// How long one host call may keep SQLite busy at most; less when the world's call
+/// timeout is shorter (the budget stays below it, so the words are ours).
 const STATEMENT_BUDGET: Duration = Duration::from_secs(20);
+/// Read-only connections for callers' SQL: this many queries run at once, more wait.
+const READERS: usize = 4;
 
 /// The `[[host]]` table of a db host (minus `kind` and `path`).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -91,16 +96,16 @@ struct Deadline {
     base: Instant,
     /// Milliseconds after `base`; 0 = none.
     at: Arc<AtomicU64>,
-    /// How long each call may run, in milliseconds (`STATEMENT_BUDGET`; shorter in tests).
+    /// How long each call may run, in milliseconds, shared by the host's connections.
     budget_ms: Arc<AtomicU64>,
 }
 
 impl Deadline {
-    fn new() -> Self {
+    fn new(budget_ms: &Arc<AtomicU64>) -> Self {
         Deadline {
             base: Instant::now(),
             at: Arc::new(AtomicU64::new(0)),
-            budget_ms: Arc::new(AtomicU64::new(STATEMENT_BUDGET.as_millis() as u64)),
+            budget_ms: Arc::clone(budget_ms),
         }
     }
 
@@ -121,6 +126,70 @@ impl Deadline {
     }
 }
 
+/// A read-only connection for callers' SQL, with its own deadline and the words of what
+/// its authorizer refused last.
+pub(super) struct Reader {
+    conn: Connection,
+    deadline: Deadline,
+    denied: Arc<Mutex<Option<String>>>,
+}
+
+impl Reader {
+    fn open(file: &Path, budget_ms: &Arc<AtomicU64>) -> rusqlite::Result<Reader> {
+        let mut conn = Connection::open_with_flags(
+            file,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "query_only", "ON")?;
+        let deadline = Deadline::new(budget_ms);
+        deadline.install(&mut conn)?;
+        let denied = Arc::new(Mutex::new(None));
+        query::install_authorizer(&mut conn, denied.clone())?;
+        Ok(Reader {
+            conn,
+            deadline,
+            denied,
+        })
+    }
+
+    /// What the authorizer refused last.
+    pub(super) fn denied(&self) -> Option<String> {
+        self.denied.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::ops::Deref for Reader {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// A reader taken from the pool; it goes back when dropped.
+pub(super) struct ReaderGuard<'h> {
+    host: &'h DbHost,
+    reader: Option<Reader>,
+}
+
+impl std::ops::Deref for ReaderGuard<'_> {
+    type Target = Reader;
+    fn deref(&self) -> &Reader {
+        // Always Some until drop.
+        self.reader.as_ref().expect("reader taken before drop")
+    }
+}
+
+impl Drop for ReaderGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.reader.take() {
+            let mut pool = self.host.readers.lock().unwrap_or_else(|p| p.into_inner());
+            pool.push(r);
+            self.host.reader_free.notify_one();
+        }
+    }
+}
+
 /// A SQLite database mounted as a host.
 pub struct DbHost {
     /// Where the host is mounted in the world (`db/chinook`), for paths in results.
@@ -134,10 +203,10 @@ pub struct DbHost {
     search: Vec<String>,
     main: Mutex<Connection>,
     main_deadline: Deadline,
-    reader: Mutex<Connection>,
-    reader_deadline: Deadline,
-    /// What the authorizer refused last on `reader`, for the error's words.
-    denied: Arc<Mutex<Option<String>>>,
+    readers: Mutex<Vec<Reader>>,
+    reader_free: std::sync::Condvar,
+    /// How long one statement may run, in milliseconds (below the world's call timeout).
+    budget_ms: Arc<AtomicU64>,
     store: Mutex<Connection>,
 }
 
@@ -235,10 +304,9 @@ fn error_code(e: &rusqlite::Error) -> Option<ErrorCode> {
 /// Failures of our own statements: timeouts and locks are `TimedOut`, the rest `Backend`.
 fn db_err(e: rusqlite::Error) -> HostError {
     match error_code(&e) {
-        Some(ErrorCode::OperationInterrupted) => HostError::TimedOut(format!(
-            "the statement ran longer than {} s and was interrupted",
-            STATEMENT_BUDGET.as_secs()
-        )),
+        Some(ErrorCode::OperationInterrupted) => HostError::TimedOut(
+            "the statement ran longer than this host's time budget and was interrupted".into(),
+        ),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => HostError::TimedOut(format!(
             "{} (waited {} s for another connection's lock)",
             sqlite_words(&e),
@@ -332,22 +400,18 @@ impl DbHost {
                 });
             }
         }
-        let main_deadline = Deadline::new();
+        let budget_ms = Arc::new(AtomicU64::new(
+            ctx.wait_within_call(None)
+                .unwrap_or(1_000)
+                .min(STATEMENT_BUDGET.as_millis() as u64),
+        ));
+        let main_deadline = Deadline::new(&budget_ms);
         main_deadline.install(&mut main).map_err(wrap)?;
 
-        let denied = Arc::new(Mutex::new(None));
-        let mut reader = Connection::open_with_flags(
-            &file,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(wrap)?;
-        reader.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
-        reader
-            .pragma_update(None, "query_only", "ON")
+        let readers = (0..READERS)
+            .map(|_| Reader::open(&file, &budget_ms))
+            .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(wrap)?;
-        let reader_deadline = Deadline::new();
-        reader_deadline.install(&mut reader).map_err(wrap)?;
-        query::install_authorizer(&mut reader, denied.clone()).map_err(wrap)?;
 
         std::fs::create_dir_all(&ctx.state_dir).map_err(|source| DbError::StateDir {
             path: ctx.state_dir.clone(),
@@ -372,9 +436,9 @@ impl DbHost {
             search: settings.search,
             main: Mutex::new(main),
             main_deadline,
-            reader: Mutex::new(reader),
-            reader_deadline,
-            denied,
+            readers: Mutex::new(readers),
+            reader_free: std::sync::Condvar::new(),
+            budget_ms,
             store: Mutex::new(store),
         })
     }
@@ -387,20 +451,38 @@ impl DbHost {
         guard
     }
 
-    /// The read-only, authorized connection that runs callers' SQL, with a fresh deadline.
-    fn reader(&self) -> MutexGuard<'_, Connection> {
-        let guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-        self.reader_deadline.arm();
-        *self.denied.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        guard
+    /// A read-only, authorized connection to run a caller's SQL, with a fresh deadline;
+    /// when all are busy, the first to come free (within the statement budget).
+    fn reader(&self) -> HostResult<ReaderGuard<'_>> {
+        let budget = self.budget();
+        let pool = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut pool, wait) = self
+            .reader_free
+            .wait_timeout_while(pool, budget, |p| p.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(reader) = pool.pop() else {
+            debug_assert!(wait.timed_out());
+            return Err(HostError::TimedOut(format!(
+                "all {READERS} query connections stayed busy for {:.1} s; try again",
+                budget.as_secs_f64()
+            )));
+        };
+        reader.deadline.arm();
+        *reader.denied.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(ReaderGuard {
+            host: self,
+            reader: Some(reader),
+        })
+    }
+
+    fn budget(&self) -> Duration {
+        Duration::from_millis(self.budget_ms.load(Ordering::Relaxed))
     }
 
     #[cfg(test)]
     fn set_budget(&self, budget: Duration) {
-        for d in [&self.main_deadline, &self.reader_deadline] {
-            d.budget_ms
-                .store(budget.as_millis() as u64, Ordering::Relaxed);
-        }
+        self.budget_ms
+            .store(budget.as_millis() as u64, Ordering::Relaxed);
     }
 
     fn store(&self) -> MutexGuard<'_, Connection> {
@@ -504,9 +586,9 @@ impl Host for DbHost {
         self.resolve_ref(reference.trim()).unwrap_or_default()
     }
 
-    /// A busy timeout bounds every lock wait and a progress handler every statement.
+    /// A statement may run for the whole budget: calls go to the runtime's workers.
     fn bounded_calls(&self) -> bool {
-        true
+        false
     }
 
     /// Another process may change the database (and its schema) at any time.

@@ -303,13 +303,13 @@ impl DbHost {
 
     fn count(&self, name: &str, args: &Map<String, Value>) -> HostResult<CallOutcome> {
         let sql = self.filtered("count(*)", name, args)?;
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut stmt = self.prepare_user(&conn, &sql)?;
         bind(&mut stmt, &params_arg(args)?)?;
         let n: i64 = stmt
             .raw_query()
             .next()
-            .map_err(|e| self.reader_err(e))?
+            .map_err(|e| self.reader_err(&conn, e))?
             .map(|r| r.get(0))
             .transpose()
             .map_err(db_err)?
@@ -353,7 +353,7 @@ impl DbHost {
                 }
             },
         };
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut sql = self.filtered("*", name, args)?;
         if is_table {
             let t = self.table_of(&conn, name)?;
@@ -380,7 +380,7 @@ impl DbHost {
         let mut rows = stmt.raw_query();
         let mut n = 0u64;
         let mut cut = None;
-        while let Some(r) = rows.next().map_err(|e| self.reader_err(e))? {
+        while let Some(r) = rows.next().map_err(|e| self.reader_err(&conn, e))? {
             if n == limit {
                 cut = Some(format!("more rows than the limit {limit}"));
                 break;

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::schema::{self, Key, Table};
 use super::view::{line, plural, truncate};
-use super::{db_err, error_code, keys, sqlite_words, user_err, DbHost, Node};
+use super::{db_err, error_code, keys, sqlite_words, user_err, DbHost, Node, Reader};
 use crate::world::host::{CallOutcome, Child, EntryInfo, HostError, HostResult};
 
 /// Pragmas that only read, whatever their argument.
@@ -237,10 +237,15 @@ fn tsv(v: &SqlValue) -> String {
 
 impl DbHost {
     /// SQLite's words for a failure on `reader`, with what the authorizer refused.
-    pub(super) fn reader_err(&self, e: rusqlite::Error) -> HostError {
+    pub(super) fn reader_err(&self, reader: &Reader, e: rusqlite::Error) -> HostError {
+        if error_code(&e) == Some(ErrorCode::OperationInterrupted) {
+            return HostError::TimedOut(format!(
+                "the statement ran longer than {:.1} s and was interrupted",
+                self.budget().as_secs_f64()
+            ));
+        }
         if error_code(&e) == Some(ErrorCode::AuthorizationForStatementDenied) {
-            let what = self.denied.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(what) = what {
+            if let Some(what) = reader.denied() {
                 return HostError::Forbidden(format!(
                     "{}: {what} is not allowed (queries run on a read-only connection that only reads)",
                     sqlite_words(&e)
@@ -253,11 +258,11 @@ impl DbHost {
     /// Prepare exactly one statement that SQLite says only reads.
     pub(super) fn prepare_user<'c>(
         &self,
-        conn: &'c Connection,
+        conn: &'c Reader,
         sql: &str,
     ) -> HostResult<Statement<'c>> {
         let mut batch = Batch::new(conn, sql);
-        let Some(stmt) = batch.next().map_err(|e| self.reader_err(e))? else {
+        let Some(stmt) = batch.next().map_err(|e| self.reader_err(conn, e))? else {
             return Err(HostError::InvalidArgs(
                 "the SQL holds no statement".to_string(),
             ));
@@ -333,14 +338,14 @@ impl DbHost {
     /// Run `query`: count the rows in one pass, keep the first few for the text, store it.
     pub(super) fn run_query(&self, sql: &str, params: &[Value]) -> HostResult<CallOutcome> {
         let (columns, preview, count) = {
-            let conn = self.reader();
+            let conn = self.reader()?;
             let mut stmt = self.prepare_user(&conn, sql)?;
             bind(&mut stmt, params)?;
             let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
             let mut preview = Vec::new();
             let mut count = 0u64;
             let mut rows = stmt.raw_query();
-            while let Some(r) = rows.next().map_err(|e| self.reader_err(e))? {
+            while let Some(r) = rows.next().map_err(|e| self.reader_err(&conn, e))? {
                 count += 1;
                 if preview.len() < PREVIEW {
                     preview.push(row_values(r, columns.len())?);
@@ -433,7 +438,7 @@ impl DbHost {
 
     /// Rows `offset+1 ..= offset+limit` of a stored query, re-read from the database.
     pub(super) fn page(&self, q: &Stored, offset: u64, limit: usize) -> HostResult<Page> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut stmt = self.prepare_user(&conn, &q.sql)?;
         bind(&mut stmt, &q.params)?;
         let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
@@ -442,7 +447,7 @@ impl DbHost {
         let mut out = Vec::new();
         let mut n = 0u64;
         while out.len() < limit {
-            let Some(r) = rows.next().map_err(|e| self.reader_err(e))? else {
+            let Some(r) = rows.next().map_err(|e| self.reader_err(&conn, e))? else {
                 break;
             };
             n += 1;

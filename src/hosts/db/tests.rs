@@ -841,6 +841,42 @@ fn a_runaway_query_is_cut_off() {
 }
 
 #[test]
+fn runaway_queries_run_side_by_side_on_the_reader_pool() {
+    let f = Fixture::new();
+    let h = std::sync::Arc::new(f.host(false));
+    h.set_budget(std::time::Duration::from_millis(1500));
+    let runaway =
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n";
+    let threads: Vec<_> = (0..super::READERS)
+        .map(|_| {
+            let h = std::sync::Arc::clone(&h);
+            std::thread::spawn(move || query(&h, runaway))
+        })
+        .collect();
+    // All readers are taken at once: the queries run side by side, not one by one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !h.readers.lock().unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queries never ran together"
+        );
+        std::thread::yield_now();
+    }
+    for t in threads {
+        let r = t.join().unwrap();
+        match r {
+            Err(HostError::TimedOut(words)) => assert!(words.contains("interrupted"), "{words}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        h.readers.lock().unwrap().len(),
+        super::READERS,
+        "every reader came back"
+    );
+}
+
+#[test]
 fn rows_of_the_configured_tables_are_offered_to_search() {
     let f = Fixture::new();
     let settings = DbSettings {

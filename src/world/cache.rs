@@ -1,0 +1,79 @@
+//! One small time-bounded cache, for answers that are asked for many times in a row (a
+//! walk reads an op's `guard`, `schema` and `description` one after another) but must not
+//! be kept long. Entries live `ttl`; at `max` entries the cache is emptied rather than
+//! managed, which keeps every insert O(1) for caches whose entries live seconds.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub struct TtlCache<K, V> {
+    ttl: Duration,
+    max: usize,
+    map: Mutex<HashMap<K, (Instant, V)>>,
+}
+
+impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
+    pub fn new(ttl: Duration, max: usize) -> Self {
+        TtlCache {
+            ttl,
+            max: max.max(1),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The value for `key` if it was stored less than `ttl` ago.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key)
+            .filter(|(at, _)| at.elapsed() < self.ttl)
+            .map(|(_, v)| v.clone())
+    }
+
+    pub fn insert(&self, key: K, value: V) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= self.max {
+            map.clear();
+        }
+        map.insert(key, (Instant::now(), value));
+    }
+
+    /// The cached value, or `make()`'s, which is stored when it succeeds.
+    pub fn get_or_try<E>(&self, key: K, make: impl FnOnce() -> Result<V, E>) -> Result<V, E> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let v = make()?;
+        self.insert(key, v.clone());
+        Ok(v)
+    }
+
+    pub fn clear(&self) {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_expire_and_the_bound_empties() {
+        let c: TtlCache<u32, u32> = TtlCache::new(Duration::from_millis(30), 2);
+        c.insert(1, 10);
+        assert_eq!(c.get(&1), Some(10));
+        c.insert(2, 20);
+        c.insert(3, 30);
+        assert_eq!(c.get(&1), None, "the bound emptied the cache");
+        assert_eq!(c.get(&3), Some(30));
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(c.get(&3), None, "expired");
+        let made: Result<u32, ()> = c.get_or_try(4, || Ok(40));
+        assert_eq!(made, Ok(40));
+        let again: Result<u32, ()> = c.get_or_try(4, || Err(()));
+        assert_eq!(again, Ok(40), "served from the cache");
+        c.clear();
+        assert_eq!(c.get(&4), None);
+    }
+}

@@ -1,0 +1,398 @@
+//! One open `call` file: everything written through one open file description, from open
+//! to its last close, is ONE document and ONE call (DESIGN, "One command, one call").
+//!
+//! bash's builtins write one line per `write(2)`, so a line ending is no sign of the end.
+//! A document runs inside `write` only when it cannot grow: a JSON object that parses (or
+//! JSON that can never become valid), or a first write of only white space (no arguments).
+//! Any other document runs at the last close: the `flush` that the FUSE layer judges to be
+//! the descriptor's last one, else `release`; or when the writer reads the descriptor back.
+//! Nothing here knows FUSE: every step answers through a callback, now or when the call
+//! ends, so no thread waits for a call.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::Caller;
+use super::node::Target;
+use super::World;
+
+/// How a call ended, as its descriptor reports it.
+#[derive(Clone, Debug)]
+pub struct CallReport {
+    /// The run in the journal (0 when even the journal failed).
+    pub run: i64,
+    /// The text of `result` for this call.
+    pub text: Arc<str>,
+    pub outcome: Result<(), WorldError>,
+}
+
+/// Where a descriptor's answer goes once the call ended.
+pub type Done<T> = Box<dyn FnOnce(WorldResult<T>) + Send>;
+
+/// The document of one open file description of `call`.
+#[derive(Clone)]
+pub struct CallDoc {
+    doc: Arc<Doc>,
+}
+
+struct Doc {
+    world: Arc<World>,
+    target: Target,
+    op: String,
+    caller: Caller,
+    state: Mutex<State>,
+}
+
+struct State {
+    buf: Vec<u8>,
+    phase: Phase,
+    /// The call's errno reached someone (a write, flush or read of this descriptor):
+    /// later reads get the words.
+    told: bool,
+    /// Bytes written through the descriptor, and where reading back began: a reader that
+    /// did not seek back reads on from where its writing stopped, and gets the result
+    /// from its start just the same.
+    written: u64,
+    read_base: Option<u64>,
+    /// Bytes written after the call ran were reported once (journaled); later ones only
+    /// get the errno.
+    late_bytes_reported: bool,
+}
+
+enum Phase {
+    /// Accepting bytes.
+    Open,
+    /// The call runs; these wait for its end.
+    Running(Vec<Waiter>),
+    /// It ran (or was refused): final.
+    Done(CallReport),
+}
+
+/// Someone waiting for the call on this descriptor to end.
+enum Waiter {
+    Write(u32, Done<u32>),
+    Flush(Done<()>),
+    Read(u64, u32, Done<Vec<u8>>),
+}
+
+/// Whether a buffer is a document that cannot grow.
+#[derive(Debug, PartialEq, Eq)]
+enum Shape {
+    /// Run it now.
+    Final,
+    /// More may follow: run at the last close.
+    Open,
+}
+
+fn shape(buf: &[u8]) -> Shape {
+    let trimmed = buf.trim_ascii();
+    if trimmed.is_empty() {
+        // Only a first write can leave the buffer blank (a blank one ran already).
+        return Shape::Final;
+    }
+    if trimmed.first() != Some(&b'{') {
+        return Shape::Open;
+    }
+    match serde_json::from_slice::<serde_json::Value>(trimmed) {
+        Ok(_) => Shape::Final,
+        // An unfinished object may still be completed by the next write.
+        Err(e) if e.is_eof() => Shape::Open,
+        // A syntax error never becomes valid: say so now, where bash sees the errno.
+        Err(_) => Shape::Final,
+    }
+}
+
+impl CallDoc {
+    pub(super) fn new(world: Arc<World>, target: Target, op: String, caller: Caller) -> CallDoc {
+        CallDoc {
+            doc: Arc::new(Doc {
+                world,
+                target,
+                op,
+                caller,
+                state: Mutex::new(State {
+                    buf: Vec::new(),
+                    phase: Phase::Open,
+                    told: false,
+                    written: 0,
+                    read_base: None,
+                    late_bytes_reported: false,
+                }),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Callbacks never run under the lock, so a poisoned lock holds a consistent state.
+        self.doc.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes arrived. `done` gets the count written, or the call's errno when the
+    /// document is complete and ran, or why the bytes were refused.
+    pub fn write(&self, data: &[u8], done: impl FnOnce(WorldResult<u32>) + Send + 'static) {
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let mut st = self.state();
+        match &st.phase {
+            Phase::Open => {}
+            Phase::Running(_) => {
+                drop(st);
+                return done(Err(WorldError::invalid(
+                    "this descriptor is running its call; open `call` again for another call",
+                )));
+            }
+            Phase::Done(report) => {
+                if data.trim_ascii().is_empty() {
+                    // Trailing white space changes no document.
+                    st.written += data.len() as u64;
+                    drop(st);
+                    return done(Ok(len));
+                }
+                let run = report.run;
+                let refused_for_size =
+                    matches!(&report.outcome, Err(e) if e.kind == ErrorKind::TooLarge);
+                let first = !st.late_bytes_reported;
+                st.late_bytes_reported = true;
+                drop(st);
+                if refused_for_size {
+                    return done(Err(too_large(&self.doc.world)));
+                }
+                let e = WorldError::invalid(format!(
+                    "this descriptor already ran its call (run {run}); what is written after a complete document is not a call: open `call` again for another call"
+                ));
+                if first {
+                    // Keep the bytes and the words: the late write becomes a run of its own.
+                    let raw = String::from_utf8_lossy(data).into_owned();
+                    let world = Arc::clone(&self.doc.world);
+                    world.record_refusal(
+                        &self.doc.target,
+                        &self.doc.op,
+                        &self.doc.caller,
+                        &raw,
+                        e.clone(),
+                    );
+                }
+                return done(Err(e));
+            }
+        }
+        if data.is_empty() {
+            drop(st);
+            return done(Ok(0));
+        }
+        let max = self.doc.world.settings().max_call_bytes;
+        if (st.buf.len() + data.len()) as u64 > max {
+            let preview = preview(&st.buf, st.buf.len() + data.len());
+            st.buf = Vec::new();
+            let e = too_large(&self.doc.world);
+            let report = self.doc.world.record_refusal(
+                &self.doc.target,
+                &self.doc.op,
+                &self.doc.caller,
+                &preview,
+                e.clone(),
+            );
+            st.phase = Phase::Done(report);
+            st.told = true;
+            drop(st);
+            return done(Err(e));
+        }
+        st.buf.extend_from_slice(data);
+        st.written += data.len() as u64;
+        if shape(&st.buf) == Shape::Open {
+            drop(st);
+            return done(Ok(len));
+        }
+        self.start(st, Waiter::Write(len, Box::new(done)));
+    }
+
+    /// Whether bytes are buffered that have not run yet (a flush must then ask whether it
+    /// is the descriptor's last close).
+    pub fn has_pending(&self) -> bool {
+        Self::pending(&self.state())
+    }
+
+    fn pending(st: &State) -> bool {
+        matches!(st.phase, Phase::Open) && !st.buf.is_empty()
+    }
+
+    /// A close of one of the descriptor's copies. With bytes pending and `last_close()`
+    /// true, the document runs and `done` gets its errno; otherwise nothing runs.
+    pub fn flush(
+        &self,
+        last_close: impl FnOnce() -> bool,
+        done: impl FnOnce(WorldResult<()>) + Send + 'static,
+    ) {
+        let st = self.state();
+        let pending = Self::pending(&st);
+        drop(st);
+        if !pending {
+            return done(Ok(()));
+        }
+        // Asked without the lock: it may take a moment (the FUSE layer looks at /proc).
+        if !last_close() {
+            return done(Ok(()));
+        }
+        let st = self.state();
+        if !Self::pending(&st) {
+            drop(st);
+            return done(Ok(()));
+        }
+        self.start(st, Waiter::Flush(Box::new(done)));
+    }
+
+    /// A read of the descriptor: the result of its call. Reading back pending bytes runs
+    /// them first (the writer is done writing); when that call failed, this read gets the
+    /// errno and later reads the words.
+    pub fn read(
+        &self,
+        offset: u64,
+        size: u32,
+        done: impl FnOnce(WorldResult<Vec<u8>>) + Send + 'static,
+    ) {
+        let mut guard = self.state();
+        if matches!(guard.phase, Phase::Open) {
+            if guard.buf.is_empty() {
+                drop(guard);
+                return done(Ok(Vec::new()));
+            }
+            return self.start(guard, Waiter::Read(offset, size, Box::new(done)));
+        }
+        let st = &mut *guard;
+        let answer = match &mut st.phase {
+            Phase::Running(waiters) => {
+                waiters.push(Waiter::Read(offset, size, Box::new(done)));
+                return;
+            }
+            Phase::Done(report) => {
+                let at = result_offset(&mut st.read_base, st.written, offset);
+                answer_read(report, &mut st.told, at, size)
+            }
+            Phase::Open => Ok(Vec::new()),
+        };
+        drop(guard);
+        done(answer)
+    }
+
+    /// The last close: pending bytes run, for nobody (the words reach `result`).
+    pub fn release(&self) {
+        let st = self.state();
+        if Self::pending(&st) {
+            self.start(st, Waiter::Flush(Box::new(|_| {})));
+        }
+    }
+
+    /// Run the buffered document; `first` waits for its end.
+    fn start(&self, mut st: MutexGuard<'_, State>, first: Waiter) {
+        let bytes = std::mem::take(&mut st.buf);
+        st.phase = Phase::Running(vec![first]);
+        drop(st);
+        let me = self.clone();
+        let d = &self.doc;
+        Arc::clone(&d.world).run_document(
+            &d.target,
+            &d.op,
+            &d.caller,
+            &bytes,
+            Box::new(move |report| me.finished(report)),
+        );
+    }
+
+    fn finished(&self, report: CallReport) {
+        let mut st = self.state();
+        let waiters = match std::mem::replace(&mut st.phase, Phase::Done(report.clone())) {
+            Phase::Running(w) => w,
+            _ => Vec::new(),
+        };
+        let mut answers: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+        for w in waiters {
+            match w {
+                Waiter::Write(len, done) => {
+                    st.told = true;
+                    let r = report.outcome.clone().map(|()| len);
+                    answers.push(Box::new(move || done(r)));
+                }
+                Waiter::Flush(done) => {
+                    st.told = true;
+                    let r = report.outcome.clone();
+                    answers.push(Box::new(move || done(r)));
+                }
+                Waiter::Read(offset, size, done) => {
+                    let written = st.written;
+                    let at = result_offset(&mut st.read_base, written, offset);
+                    let r = answer_read(&report, &mut st.told, at, size);
+                    answers.push(Box::new(move || done(r)));
+                }
+            }
+        }
+        drop(st);
+        for a in answers {
+            a();
+        }
+    }
+}
+
+/// Where in the result a read at `offset` of the descriptor falls: the first read decides
+/// whether the reader went back to 0 (offsets are the result's) or reads on from the end
+/// of what it wrote (offsets count from there).
+fn result_offset(base: &mut Option<u64>, written: u64, offset: u64) -> u64 {
+    let b = *base.get_or_insert(if offset >= written { written } else { 0 });
+    offset.saturating_sub(b)
+}
+
+/// A read of a finished call: the errno once if nobody heard it yet, else the words.
+fn answer_read(
+    report: &CallReport,
+    told: &mut bool,
+    offset: u64,
+    size: u32,
+) -> WorldResult<Vec<u8>> {
+    if let Err(e) = &report.outcome {
+        if !*told {
+            *told = true;
+            return Err(e.clone());
+        }
+    }
+    let bytes = report.text.as_bytes();
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let end = start.saturating_add(size as usize).min(bytes.len());
+    Ok(bytes[start..end].to_vec())
+}
+
+fn too_large(world: &World) -> WorldError {
+    let max = world.settings().max_call_bytes;
+    WorldError::new(
+        ErrorKind::TooLarge,
+        format!(
+            "the document is larger than this world's max_call_bytes ({max} bytes); nothing was run. Send less, or raise max_call_bytes in the manifest's [world]"
+        ),
+    )
+}
+
+/// The first bytes of a refused document, for its run's `args`.
+fn preview(buf: &[u8], total: usize) -> String {
+    let head = &buf[..buf.len().min(200)];
+    format!("{}… ({total} bytes or more)", String::from_utf8_lossy(head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        assert_eq!(shape(b"\n"), Shape::Final);
+        assert_eq!(shape(b"  \r\n"), Shape::Final);
+        assert_eq!(shape(b"{\"a\":1}\n"), Shape::Final);
+        assert_eq!(shape(b"{\"a\":\n"), Shape::Open);
+        assert_eq!(
+            shape(b"{\"a\": \"x\xc3"),
+            Shape::Open,
+            "a cut UTF-8 character"
+        );
+        assert_eq!(shape(b"{\"a\": x\n"), Shape::Final, "never valid");
+        assert_eq!(shape(b"{\"a\":1} b\n"), Shape::Final, "trailing bytes");
+        assert_eq!(shape(b"title=x\n"), Shape::Open);
+        assert_eq!(shape(b"fixed in 1.2\n"), Shape::Open);
+    }
+}

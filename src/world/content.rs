@@ -1,0 +1,388 @@
+//! What files contain and how the kernel may cache them: attributes, bytes, links, and the
+//! generated texts of `.wip/`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::{ErrorKind, WorldError, WorldResult};
+use super::journal::{self, Run};
+use super::node::*;
+use super::root_ops::event_line;
+use super::{line, readme, World};
+use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
+
+/// How many characters of a call's arguments and result `.wip/log` shows.
+const LOG_CUT: usize = 300;
+
+/// A text on one line: newlines, tabs and other control characters escaped.
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// What one open of a file reads: its content rendered once and served by offset, so a
+/// large `result` read in small chunks is rendered once, not once per chunk.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub bytes: Arc<[u8]>,
+    /// For the change feed: the cursor of its last event, to append what follows, and
+    /// how many events it shows.
+    events_cursor: Option<i64>,
+    events_shown: usize,
+}
+
+impl World {
+    /// The content of a file node as one open sees it.
+    pub fn snapshot(&self, node: &NodeId, session: u32) -> WorldResult<Snapshot> {
+        if let NodeId::WipFile(WipFile::Events) = node {
+            let events = self.journal.events_after(self.events_start, EVENTS_SHOWN)?;
+            let text: String = events.iter().map(event_line).collect();
+            return Ok(Snapshot {
+                bytes: Arc::from(text.into_bytes()),
+                events_cursor: Some(events.last().map(|e| e.cursor).unwrap_or(self.events_start)),
+                events_shown: events.len(),
+            });
+        }
+        Ok(Snapshot {
+            bytes: Arc::from(self.read(node, session)?),
+            events_cursor: None,
+            events_shown: 0,
+        })
+    }
+
+    /// An append-only file (the change feed) read past its end, as `tail -f` does: the
+    /// snapshot with what was appended since, or `None` if nothing was.
+    pub fn extend(&self, snap: &Snapshot) -> WorldResult<Option<Snapshot>> {
+        let Some(cursor) = snap.events_cursor else {
+            return Ok(None);
+        };
+        let room = EVENTS_SHOWN.saturating_sub(snap.events_shown);
+        let events = self.journal.events_after(cursor, room)?;
+        let Some(last) = events.last() else {
+            return Ok(None);
+        };
+        let mut bytes = snap.bytes.to_vec();
+        for e in &events {
+            bytes.extend_from_slice(event_line(e).as_bytes());
+        }
+        Ok(Some(Snapshot {
+            bytes: Arc::from(bytes),
+            events_cursor: Some(last.cursor),
+            events_shown: snap.events_shown + events.len(),
+        }))
+    }
+
+    // ---- attributes and content ----------------------------------------------------
+
+    /// Caching rule for what a target's host shows.
+    fn target_caching(&self, target: &Target) -> Caching {
+        match target {
+            Target::Root => Caching::Stable(STABLE_TTL),
+            Target::Entry(e) => Caching::Stable(
+                self.hosts
+                    .get(e.host)
+                    .map(|m| m.host.cache_ttl())
+                    .unwrap_or(STABLE_TTL),
+            ),
+        }
+    }
+
+    pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
+        let dir = |caching| NodeAttr {
+            kind: NodeKind::Dir,
+            size: 0,
+            writable: false,
+            caching,
+            modified: None,
+        };
+        Ok(match node {
+            NodeId::Root | NodeId::Branch(_) | NodeId::Wip | NodeId::Discovered(_) => {
+                dir(Caching::Stable(STABLE_TTL))
+            }
+            NodeId::Entry(e) => {
+                let caching = self.target_caching(&Target::Entry(e.clone()));
+                NodeAttr {
+                    modified: self.modified(e, caching)?,
+                    ..dir(caching)
+                }
+            }
+            NodeId::Ops(t) | NodeId::Op(t, _) => dir(self.target_caching(t)),
+            // Its listing is invalidated with every call of the op.
+            NodeId::Runs(..) => dir(Caching::Stable(STABLE_TTL)),
+            NodeId::Run(..) => dir(Caching::Stable(STABLE_TTL)),
+            NodeId::DiscoveredLink(..) => NodeAttr {
+                kind: NodeKind::Symlink,
+                size: self.readlink(node)?.len() as u64,
+                writable: false,
+                caching: Caching::Stable(STABLE_TTL),
+                modified: None,
+            },
+            NodeId::OpFile(_, _, OpFile::Call) => NodeAttr {
+                kind: NodeKind::File,
+                size: 0,
+                writable: true,
+                caching: self.caching(node)?,
+                modified: None,
+            },
+            _ => {
+                let caching = self.file_caching(node)?;
+                let modified = match node {
+                    NodeId::Info(Target::Entry(e), _) => self.modified(e, caching)?,
+                    _ => None,
+                };
+                NodeAttr {
+                    kind: NodeKind::File,
+                    size: self.read(node, session)?.len() as u64,
+                    writable: false,
+                    caching,
+                    modified,
+                }
+            }
+        })
+    }
+
+    /// The host's modification time of an entry, asked only of hosts whose backend changes
+    /// behind our back (short cache TTL): the kernel uses it to drop stale listings.
+    fn modified(
+        &self,
+        e: &EntryRef,
+        caching: Caching,
+    ) -> WorldResult<Option<std::time::SystemTime>> {
+        match caching {
+            Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
+            _ => Ok(self.host(e)?.host.entry(&e.path)?.and_then(|i| i.modified)),
+        }
+    }
+
+    /// How the kernel may cache a file, without computing its content.
+    pub fn caching(&self, node: &NodeId) -> WorldResult<Caching> {
+        match node {
+            NodeId::OpFile(t, _, OpFile::Call) => Ok(Caching::Direct(self.target_caching(t).ttl())),
+            _ => self.file_caching(node),
+        }
+    }
+
+    fn file_caching(&self, node: &NodeId) -> WorldResult<Caching> {
+        Ok(match node {
+            NodeId::Info(t, _) => self.target_caching(t),
+            NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
+            // Guards and results change with calls, which invalidate them.
+            NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
+            NodeId::WipFile(WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events) => {
+                Caching::Direct(STABLE_TTL)
+            }
+            // It quotes every host's root description, which may change on its own (a
+            // server starting, an index refreshing).
+            NodeId::Readme => Caching::Direct(STABLE_TTL),
+            NodeId::RunFile(id, _) => {
+                // A run's files are final once it finished.
+                if self.run(*id)?.status == journal::RUNNING {
+                    Caching::Direct(Duration::ZERO)
+                } else {
+                    Caching::Stable(STABLE_TTL)
+                }
+            }
+            _ => Caching::Stable(STABLE_TTL),
+        })
+    }
+
+    /// The bytes of a file node, as `session` sees them.
+    pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
+        let text = match node {
+            NodeId::Readme => readme::render(self),
+            NodeId::BranchDescription(prefix) => {
+                let held: Vec<String> = self
+                    .hosts
+                    .iter()
+                    .filter(|m| m.path.len() > prefix.len() && m.path.starts_with(prefix))
+                    .map(|m| format!("{} ({})", m.path[prefix.len()..].join("/"), m.kind))
+                    .collect();
+                line(&format!(
+                    "Folder of {}: {}",
+                    if held.len() == 1 { "one host" } else { "hosts" },
+                    held.join(", ")
+                ))
+            }
+            NodeId::Info(Target::Root, InfoFile::Description) => line(&self.description()),
+            NodeId::Info(Target::Root, InfoFile::Ref) => {
+                line(&format!("wip://{}", self.settings.name))
+            }
+            NodeId::Info(Target::Entry(e), f) => {
+                let info = self
+                    .host(e)?
+                    .host
+                    .entry(&e.path)?
+                    .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
+                match f {
+                    InfoFile::Description => line(&info.description),
+                    InfoFile::Ref => line(&info.reference),
+                }
+            }
+            NodeId::OpFile(t, op, f) => {
+                let spec = self.op_spec(t, op)?;
+                match f {
+                    OpFile::Description => line(&spec.description),
+                    OpFile::Schema => line(
+                        &serde_json::to_string_pretty(&spec.schema)
+                            .map_err(|e| WorldError::backend(e.to_string()))?,
+                    ),
+                    OpFile::Guard => self.guard(t, op)?.render(),
+                    OpFile::Call => String::new(),
+                    OpFile::Result => self.result_for(t, op, session)?,
+                }
+            }
+            NodeId::RunFile(id, f) => {
+                let run = self.run(*id)?;
+                match f {
+                    RunFile::Args => line(&run.args),
+                    RunFile::Status => line(&run.status),
+                    RunFile::Result => run.result,
+                    RunFile::Guard => run.guard,
+                    RunFile::Caller => format!(
+                        "pid {} · uid {} · session {} · {}\nstarted {}\nfinished {}\n",
+                        run.pid,
+                        run.uid,
+                        run.session,
+                        run.command,
+                        run.started,
+                        run.finished.as_deref().unwrap_or("-")
+                    ),
+                }
+            }
+            NodeId::WipFile(WipFile::Log) => self.log_text()?,
+            NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
+            NodeId::WipFile(WipFile::Known) => self.known_text()?,
+            NodeId::WipFile(WipFile::Events) => {
+                let mut out = String::new();
+                for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
+                    out.push_str(&event_line(&e));
+                }
+                out
+            }
+            NodeId::WipFile(WipFile::Stats) => format!(
+                "materialised_nodes {}\ncalls {}\nuptime_s {}\n",
+                self.materialised.load(Ordering::Relaxed),
+                self.journal.count()?,
+                self.started.elapsed().as_secs()
+            ),
+            _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a file")),
+        };
+        Ok(text.into_bytes())
+    }
+
+    /// Target of a `discovered/N` link, relative to the link's folder.
+    pub fn readlink(&self, node: &NodeId) -> WorldResult<String> {
+        let NodeId::DiscoveredLink(id, i) = node else {
+            return Err(WorldError::new(ErrorKind::NotSupported, "not a symlink"));
+        };
+        let run = self.run(*id)?;
+        let target = run
+            .discovered
+            .get(i - 1)
+            .ok_or_else(|| WorldError::not_found("no such discovered entry"))?;
+        // The link lives in <entry>/ops/<op>/runs/<id>/discovered/.
+        let depth = run.path.split('/').filter(|s| !s.is_empty()).count() + 5;
+        Ok(format!(
+            "{}{}",
+            "../".repeat(depth),
+            target.trim_start_matches('/')
+        ))
+    }
+
+    pub(super) fn run(&self, id: i64) -> WorldResult<Run> {
+        self.journal
+            .get(id)?
+            .ok_or_else(|| WorldError::not_found(format!("no run {id}")))
+    }
+
+    pub fn description(&self) -> String {
+        let mut text = self
+            .settings
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("World `{}`.", self.settings.name));
+        let names: Vec<String> = self.hosts.iter().map(|m| m.path.join("/")).collect();
+        text.push_str(&format!(
+            " Hosts: {}. You act as {} ({}).",
+            names.join(", "),
+            self.identity.user,
+            self.identity.role.as_str()
+        ));
+        text
+    }
+
+    fn known_text(&self) -> WorldResult<String> {
+        let (entries, total) = self.known.recent(KNOWN_SHOWN)?;
+        let mut out = String::new();
+        for e in &entries {
+            let mark = if e.indexable { "" } else { " (not indexable)" };
+            out.push_str(&format!("{}\t{}{mark}\n", e.path, e.description));
+        }
+        if total as usize > entries.len() {
+            out.push_str(&format!(
+                "… {} more known entries; search them all with ops/locate\n",
+                total as usize - entries.len()
+            ));
+        }
+        Ok(out)
+    }
+
+    fn log_text(&self) -> WorldResult<String> {
+        let mut out = String::new();
+        // One line per call, whatever its arguments and result hold.
+        for run in self.journal.recent_brief(LOG_LINES, LOG_CUT)? {
+            out.push_str(&format!(
+                "#{} {} {:<11} {} {} args={} pid={} ({}) → {}\n",
+                run.id,
+                run.started,
+                run.status,
+                run.path,
+                run.op,
+                one_line(&run.args),
+                run.pid,
+                run.command.split(' ').next().unwrap_or(""),
+                one_line(run.result.trim_end())
+            ));
+        }
+        if out.is_empty() {
+            out.push_str("no calls yet\n");
+        }
+        Ok(out)
+    }
+
+    pub(super) fn result_for(
+        &self,
+        target: &Target,
+        op: &str,
+        session: u32,
+    ) -> WorldResult<String> {
+        let key = (target.clone(), op.to_string());
+        let remembered = self.results.lock().ok().and_then(|r| {
+            r.get(&key)
+                .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
+        });
+        let id = match remembered {
+            Some(id) => Some(id),
+            None => self.journal.latest(&self.target_path(target), op)?,
+        };
+        match id {
+            Some(id) => Ok(self.run(id)?.result),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// The text of one run's result (what `call` returns when read back on its descriptor).
+    pub fn run_result(&self, id: i64) -> WorldResult<String> {
+        Ok(self.run(id)?.result)
+    }
+}

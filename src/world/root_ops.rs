@@ -1,0 +1,136 @@
+//! The world root's own ops: `resolve` (a ref to every path), `locate` (words to known
+//! entries) and `events` (the change feed from a cursor).
+
+use serde_json::{json, Value};
+
+use super::error::{WorldError, WorldResult};
+use super::host::OpSpec;
+use super::journal::Event;
+use super::node::NodeId;
+use super::run::Outcome;
+use super::World;
+use super::FOUND_MAX;
+
+impl World {
+    // ---- root ops -----------------------------------------------------------------
+
+    pub(super) fn root_call(&self, op: &str, args: &Value) -> WorldResult<Outcome> {
+        let text_arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("").trim();
+        match op {
+            "resolve" => {
+                let reference = text_arg("ref");
+                let mut out = Outcome::default();
+                for (i, m) in self.hosts.iter().enumerate() {
+                    for p in m.host.resolve(reference) {
+                        if m.host.entry(&p)?.is_some() {
+                            out.discovered.push((i, p));
+                        }
+                    }
+                }
+                // Other places the object was seen (search hits, query rows, …).
+                for path in self.known.paths_of(reference)? {
+                    self.push_known(&mut out, &path);
+                }
+                if out.discovered.is_empty() {
+                    return Err(WorldError::not_found(format!(
+                        "no entry has the ref {reference:?} (refs look like the content of any entry's `ref` file)"
+                    )));
+                }
+                out.result = format!("{} path(s) for {reference}:", out.discovered.len());
+                Ok(out)
+            }
+            "locate" => {
+                let query = text_arg("query");
+                let words: Vec<String> = query.split_whitespace().map(str::to_string).collect();
+                if words.is_empty() {
+                    return Err(WorldError::invalid(
+                        "locate needs a query: words to find in paths and descriptions",
+                    ));
+                }
+                let mut out = Outcome::default();
+                for e in self.known.locate(&words, FOUND_MAX)? {
+                    self.push_known(&mut out, &e.path);
+                }
+                out.result = format!(
+                    "{} known entr{} match {query:?} (the known world: what was looked at or discovered; .wip/known lists it)",
+                    out.discovered.len(),
+                    if out.discovered.len() == 1 { "y" } else { "ies" }
+                );
+                Ok(out)
+            }
+            "events" => {
+                let since = args.get("since").and_then(Value::as_i64).unwrap_or(0);
+                let events = self.journal.events_after(since, FOUND_MAX)?;
+                let mut text: String = events.iter().map(event_line).collect();
+                match events.last() {
+                    Some(last) if events.len() == FOUND_MAX => {
+                        text.push_str(&format!("… more: call again with since={}\n", last.cursor))
+                    }
+                    Some(_) => {}
+                    None => text.push_str(&format!("no events after {since}\n")),
+                }
+                Ok(Outcome {
+                    result: text,
+                    ..Default::default()
+                })
+            }
+            other => Err(WorldError::not_found(format!(
+                "no op {other:?} at the root"
+            ))),
+        }
+    }
+
+    /// Add a known world path to a root op's discovered entries, if it still exists.
+    fn push_known(&self, out: &mut Outcome, path: &str) {
+        if let Ok(NodeId::Entry(e)) = self.resolve_path(path) {
+            let item = (e.host, e.path);
+            if !out.discovered.contains(&item) {
+                out.discovered.push(item);
+            }
+        }
+    }
+}
+
+/// One line of the change feed: JSON with its cursor.
+pub(super) fn event_line(e: &Event) -> String {
+    let mut line = serde_json::to_string(e).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+pub(super) fn root_ops() -> Vec<OpSpec> {
+    vec![
+        OpSpec {
+            name: "resolve".into(),
+            description: "resolve(ref): every path where the object with this ref appears".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"ref": {"type": "string", "description": "an object's ref, e.g. tracker://demo/issues/42"}},
+                "required": ["ref"],
+                "additionalProperties": false
+            }),
+        },
+        OpSpec {
+            name: "locate".into(),
+            description:
+                "locate(query): known, indexable entries whose path or description holds every word"
+                    .into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "words, any case, all must match"}},
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        },
+        OpSpec {
+            name: "events".into(),
+            description:
+                "events(since?): the change feed after a cursor, as JSON lines (resumable)".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"since": {"type": "integer", "minimum": 0, "description": "the last cursor you saw; 0 for the start"}},
+                "additionalProperties": false
+            }),
+        },
+    ]
+}

@@ -1,0 +1,676 @@
+//! Running a call: arguments validated against the op's schema, the guard evaluated, the
+//! run journaled before and after, the host called, and the outcome published (result per
+//! session, change feed, kernel cache invalidation).
+//!
+//! No caller's thread waits for a host: a call runs on the caller's thread only when its
+//! host's calls are bounded by nature (an embedded database), else on the worker pool,
+//! watched by one thread that answers ETIMEDOUT at `call_timeout_ms` (queued or not) and
+//! lets a caller that is being killed go. A call that outlives its caller's wait is
+//! recorded as timed out first and gets its late outcome recorded over it.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::call::{CallDoc, CallReport};
+use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::{self, CallOutcome, Caller};
+use super::journal::Event;
+use super::node::*;
+use super::{caller, World};
+
+/// How often the watch looks at callers still waiting (are they being killed?).
+const WATCH_TICK: Duration = Duration::from_millis(100);
+
+/// A successful call with every path tied to its host (root ops span hosts).
+#[derive(Default)]
+pub(super) struct Outcome {
+    pub result: String,
+    pub discovered: Vec<(usize, Vec<String>)>,
+    pub changed: Vec<(usize, Vec<String>)>,
+    /// World paths of entries of other hosts.
+    pub elsewhere: Vec<String>,
+}
+
+impl Outcome {
+    pub fn of_host(host: usize, o: CallOutcome) -> Outcome {
+        Outcome {
+            result: o.result,
+            discovered: o.discovered.into_iter().map(|p| (host, p)).collect(),
+            changed: o.changed.into_iter().map(|p| (host, p)).collect(),
+            elsewhere: o.found_elsewhere,
+        }
+    }
+}
+
+type Reply = Box<dyn FnOnce(CallReport) + Send>;
+
+/// One call running on the pool, between its worker and its waiting caller.
+struct Flight {
+    world: Arc<World>,
+    target: Target,
+    op: String,
+    id: i64,
+    args: Value,
+    caller: Caller,
+    deadline: Instant,
+    state: Mutex<FlightState>,
+}
+
+enum FlightState {
+    /// Waiting for a worker.
+    Queued(Reply),
+    Running(Reply),
+    /// The caller is gone: the outcome is recorded for nobody.
+    Detached,
+    /// The caller's wait timed out and that was recorded; a late outcome goes over it.
+    TimedOut,
+    /// Timed out before a worker took it: it never runs.
+    Cancelled,
+    Finished,
+}
+
+impl Flight {
+    fn lock(&self) -> MutexGuard<'_, FlightState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiting(&self) -> bool {
+        matches!(
+            *self.lock(),
+            FlightState::Queued(_) | FlightState::Running(_)
+        )
+    }
+
+    /// The worker's part.
+    fn work(self: Arc<Self>) {
+        {
+            let mut st = self.lock();
+            match std::mem::replace(&mut *st, FlightState::Finished) {
+                FlightState::Queued(reply) => *st = FlightState::Running(reply),
+                FlightState::Cancelled => {
+                    *st = FlightState::Cancelled;
+                    return;
+                }
+                other => *st = other,
+            }
+        }
+        let Target::Entry(e) = &self.target else {
+            return;
+        };
+        let result = match self.world.hosts.get(e.host) {
+            Some(m) => m
+                .host
+                .call(&e.path, &self.op, &self.args, &self.caller)
+                .map(|o| Outcome::of_host(e.host, o))
+                .map_err(WorldError::from),
+            None => Err(WorldError::not_found("no such host")),
+        };
+        let mut st = self.lock();
+        match std::mem::replace(&mut *st, FlightState::Finished) {
+            FlightState::Running(reply) => {
+                drop(st);
+                let report =
+                    self.world
+                        .complete(&self.target, &self.op, &self.caller, self.id, result);
+                reply(report);
+            }
+            FlightState::Detached => {
+                drop(st);
+                self.world
+                    .complete(&self.target, &self.op, &self.caller, self.id, result);
+            }
+            FlightState::TimedOut => {
+                drop(st);
+                self.world
+                    .finish_late(&self.target, &self.op, self.id, result);
+            }
+            other => *st = other,
+        }
+    }
+
+    /// The watch's part: time out, or let a dying caller go. Returns whether it is done.
+    fn watch(&self, now: Instant) -> bool {
+        let mut st = self.lock();
+        if now >= self.deadline {
+            let timeout = self.world.settings.call_timeout();
+            match std::mem::replace(&mut *st, FlightState::Finished) {
+                FlightState::Running(reply) => {
+                    // Recorded under the flight's lock: a late outcome can only come after.
+                    let e = WorldError::new(
+                        ErrorKind::TimedOut,
+                        format!(
+                            "timed out after {:.1}s; the call goes on in the background and its outcome will appear in {}",
+                            timeout.as_secs_f64(),
+                            self.world.run_file_path(&self.target, &self.op, self.id)
+                        ),
+                    );
+                    let report =
+                        self.world
+                            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
+                    *st = FlightState::TimedOut;
+                    drop(st);
+                    reply(report);
+                }
+                FlightState::Queued(reply) => {
+                    let pool = self.world.pool.stats();
+                    let e = WorldError::new(
+                        ErrorKind::TimedOut,
+                        format!(
+                            "timed out after {:.1}s waiting for a free worker ({} calls running, max_call_threads = {}); it did not run",
+                            timeout.as_secs_f64(),
+                            pool.threads,
+                            self.world.pool.max()
+                        ),
+                    );
+                    let report =
+                        self.world
+                            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
+                    *st = FlightState::Cancelled;
+                    drop(st);
+                    reply(report);
+                }
+                other => *st = other,
+            }
+            return true;
+        }
+        if !matches!(*st, FlightState::Queued(_) | FlightState::Running(_)) {
+            return true;
+        }
+        drop(st);
+        if caller::is_dying(self.caller.pid) {
+            let mut st = self.lock();
+            let reply = match std::mem::replace(&mut *st, FlightState::Detached) {
+                FlightState::Running(r) => Some(r),
+                FlightState::Queued(r) => {
+                    // Nobody wants it any more and it has not started: it may still run,
+                    // as a killed writer's finished document would.
+                    *st = FlightState::Queued(Box::new(|_| {}));
+                    Some(r)
+                }
+                other => {
+                    *st = other;
+                    None
+                }
+            };
+            drop(st);
+            if let Some(reply) = reply {
+                reply(CallReport {
+                    run: self.id,
+                    text: Arc::from(""),
+                    outcome: Err(WorldError::new(
+                        ErrorKind::CallerGone,
+                        "the caller is being killed; the call goes on",
+                    )),
+                });
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// The one thread that watches calls in flight.
+#[derive(Default)]
+pub(super) struct Watch {
+    flights: Mutex<Vec<Weak<Flight>>>,
+    wake: Condvar,
+    thread: OnceLock<()>,
+}
+
+impl Watch {
+    fn add(self: &Arc<Self>, flight: &Arc<Flight>) {
+        let mut f = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        f.push(Arc::downgrade(flight));
+        self.wake.notify_one();
+        drop(f);
+        self.thread.get_or_init(|| {
+            let me = Arc::downgrade(self);
+            let spawned = std::thread::Builder::new()
+                .name("call-watch".into())
+                .spawn(move || watch_loop(me));
+            if let Err(e) = spawned {
+                tracing::error!("cannot start the call watch: {e}; timeouts will not be enforced");
+            }
+        });
+    }
+}
+
+fn watch_loop(watch: Weak<Watch>) {
+    loop {
+        let Some(w) = watch.upgrade() else { return };
+        let live: Vec<Arc<Flight>> = {
+            let mut f = w.flights.lock().unwrap_or_else(|p| p.into_inner());
+            f.retain(|x| x.upgrade().is_some_and(|x| x.waiting()));
+            f.iter().filter_map(Weak::upgrade).collect()
+        };
+        let now = Instant::now();
+        for f in &live {
+            f.watch(now);
+        }
+        let next = live
+            .iter()
+            .filter(|f| f.waiting())
+            .map(|f| f.deadline.saturating_duration_since(Instant::now()))
+            .min()
+            .map(|d| d.min(WATCH_TICK));
+        drop(live);
+        let guard = w.flights.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = next.unwrap_or(Duration::from_secs(3600));
+        let _ = w.wake.wait_timeout(guard, wait);
+    }
+}
+
+impl World {
+    /// Open `call` for writing: an op whose guard fails whatever the arguments (or that a
+    /// policy forbids) is refused here, where even bash reports the errno; the refusal is
+    /// a run with its words in `result`.
+    pub fn open_call(
+        self: &Arc<Self>,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+    ) -> WorldResult<CallDoc> {
+        self.op_spec(target, op)?;
+        let guard = match self.guard(target, op) {
+            Ok(g) => g,
+            // A guard that cannot be read now is asked again when the document runs.
+            Err(_) => {
+                return Ok(CallDoc::new(
+                    Arc::clone(self),
+                    target.clone(),
+                    op.to_string(),
+                    caller.clone(),
+                ))
+            }
+        };
+        if !guard.allowed() {
+            let text = guard.render();
+            let path = self.target_path(target);
+            let error: WorldError = host::HostError::Blocked(guard).into();
+            return match self.journal.begin(caller, &path, op, "", &text) {
+                Ok(id) => {
+                    let report = self.complete(target, op, caller, id, Err(error));
+                    Err(report
+                        .outcome
+                        .err()
+                        .unwrap_or_else(|| WorldError::backend("refused")))
+                }
+                Err(e) => Err(WorldError::new(
+                    error.kind,
+                    format!("{error} (and the journal failed: {e})"),
+                )),
+            };
+        }
+        Ok(CallDoc::new(
+            Arc::clone(self),
+            target.clone(),
+            op.to_string(),
+            caller.clone(),
+        ))
+    }
+
+    /// Run the document `bytes` as a call; `reply` gets the report now (bounded hosts,
+    /// refusals) or when the call ends, times out, or its caller is gone.
+    pub(super) fn run_document(
+        self: Arc<Self>,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+        bytes: &[u8],
+        reply: Reply,
+    ) {
+        let path = self.target_path(target);
+        let spec = match self.op_spec(target, op) {
+            Ok(s) => s,
+            Err(e) => return reply(self.record_refusal(target, op, caller, "", e)),
+        };
+        let args = match super::args::parse_and_validate(bytes, &spec.schema) {
+            Ok(a) => a,
+            Err(e) => {
+                let raw = String::from_utf8_lossy(bytes).into_owned();
+                return reply(self.record_refusal(target, op, caller, &raw, e));
+            }
+        };
+        let args_text = args.to_string();
+        let guard = match self.evaluate_guard(target, op, Some(&args)) {
+            Ok(g) => g,
+            Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
+        };
+        let id = match self
+            .journal
+            .begin(caller, &path, op, &args_text, &guard.render())
+        {
+            Ok(id) => id,
+            Err(e) => {
+                // Without a journal row the call must not run: nothing may go unrecorded.
+                return reply(CallReport {
+                    run: 0,
+                    text: Arc::from(format!("error: {e}\n")),
+                    outcome: Err(e),
+                });
+            }
+        };
+        if !guard.allowed() {
+            let outcome = Err(host::HostError::Blocked(guard).into());
+            return reply(self.complete(target, op, caller, id, outcome));
+        }
+        let Target::Entry(e) = target else {
+            let outcome = self.root_call(op, &args);
+            return reply(self.complete(target, op, caller, id, outcome));
+        };
+        let host = match self.host(e) {
+            Ok(m) => Arc::clone(&m.host),
+            Err(err) => return reply(self.complete(target, op, caller, id, Err(err))),
+        };
+        if host.bounded_calls() {
+            // No thread hand-off: two context switches cost more than most such calls.
+            let outcome = host
+                .call(&e.path, op, &args, caller)
+                .map(|o| Outcome::of_host(e.host, o))
+                .map_err(WorldError::from);
+            return reply(self.complete(target, op, caller, id, outcome));
+        }
+        let flight = Arc::new(Flight {
+            world: Arc::clone(&self),
+            target: target.clone(),
+            op: op.to_string(),
+            id,
+            args,
+            caller: caller.clone(),
+            deadline: Instant::now() + self.settings.call_timeout(),
+            state: Mutex::new(FlightState::Queued(reply)),
+        });
+        self.watch.add(&flight);
+        let job = Arc::clone(&flight);
+        if let Err(err) = self.pool.run(move || job.work()) {
+            let mut st = flight.lock();
+            if let FlightState::Queued(reply) = std::mem::replace(&mut *st, FlightState::Finished) {
+                drop(st);
+                let e = WorldError::backend(format!("cannot start the call: {err}"));
+                reply(self.complete(target, op, caller, id, Err(e)));
+            }
+        }
+    }
+
+    /// Run a call and wait for its report (benchmarks, tests and tools in-process).
+    pub fn call(
+        self: &Arc<Self>,
+        target: &Target,
+        op: &str,
+        bytes: &[u8],
+        caller: &Caller,
+    ) -> CallReport {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Arc::clone(self).run_document(
+            target,
+            op,
+            caller,
+            bytes,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().unwrap_or_else(|_| CallReport {
+            run: 0,
+            text: Arc::from("error: the call ended without a report\n"),
+            outcome: Err(WorldError::backend("the call ended without a report")),
+        })
+    }
+
+    /// A call refused before it ran (bad arguments, too large, written after its
+    /// descriptor's call ran): a run of its own with the words, no guard.
+    pub(super) fn record_refusal(
+        &self,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+        args: &str,
+        error: WorldError,
+    ) -> CallReport {
+        let path = self.target_path(target);
+        match self.journal.begin(caller, &path, op, args, "") {
+            Ok(id) => self.complete(target, op, caller, id, Err(error)),
+            Err(e) => CallReport {
+                run: 0,
+                text: Arc::from(format!("error: {error} (and the journal failed: {e})\n")),
+                outcome: Err(error),
+            },
+        }
+    }
+
+    /// The absolute path of a run's `result`.
+    fn run_file_path(&self, target: &Target, op: &str, id: i64) -> String {
+        let base = self.target_path(target);
+        let base = if base == "/" { "" } else { base.as_str() };
+        self.absolute(&format!("{base}/ops/{op}/runs/{id}/result"))
+    }
+
+    fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
+        let (_, _, mut nodes) = self.record(
+            target,
+            op,
+            id,
+            outcome,
+            "(finished after the caller timed out)\n",
+        );
+        self.forget_guards();
+        nodes.extend(Self::changed_by_any_call(target, op));
+        // The run itself was final (timed out) and may be cached: it changed.
+        nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
+        self.publish(&nodes);
+    }
+
+    /// Tell the kernel's caches what changed (the FUSE layer's sink), before the caller
+    /// hears back, so its next read sees the change.
+    pub(super) fn publish(&self, nodes: &[NodeId]) {
+        let sink = self.sink.lock().ok().and_then(|s| s.clone());
+        if let Some(sink) = sink {
+            sink(nodes);
+        }
+    }
+
+    /// Write a call's outcome to its run; returns the outcome, its `result` text and the
+    /// nodes it changed. A successful text starts with `prefix`.
+    fn record(
+        &self,
+        target: &Target,
+        op: &str,
+        id: i64,
+        outcome: WorldResult<Outcome>,
+        prefix: &str,
+    ) -> (Result<(), WorldError>, String, Vec<NodeId>) {
+        let (status, errno, text, discovered, changed, mut events, result) = match outcome {
+            Ok(o) => {
+                let (text, discovered, changed, events) = self.render_success(&o);
+                let text = format!("{prefix}{text}");
+                ("ok", 0, text, discovered, changed, events, Ok(()))
+            }
+            Err(e) => (
+                e.kind.status(),
+                e.errno(),
+                format!("error: {e}\n"),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Err(e),
+            ),
+        };
+        events.insert(
+            0,
+            Event {
+                kind: "call".into(),
+                path: self.target_path(target),
+                op: Some(op.to_string()),
+                run: Some(id),
+                status: Some(status.to_string()),
+                ..Default::default()
+            },
+        );
+        if let Err(e) = self
+            .journal
+            .finish(id, status, errno, &text, &discovered, &events)
+        {
+            tracing::error!(run = id, "journal: {e}");
+        }
+        (result, text, changed)
+    }
+
+    /// What every call changes, whatever it did: its runs, its result, the log.
+    fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
+        [
+            NodeId::Runs(target.clone(), op.to_string()),
+            NodeId::OpFile(target.clone(), op.to_string(), OpFile::Result),
+            NodeId::WipFile(WipFile::Log),
+            NodeId::WipFile(WipFile::Stats),
+            NodeId::WipFile(WipFile::Known),
+            NodeId::WipFile(WipFile::Events),
+        ]
+    }
+
+    /// A call changed the world: guards and op lists may differ now.
+    pub(super) fn forget_guards(&self) {
+        self.guards.clear();
+        self.ops_cache.clear();
+    }
+
+    /// Result text, discovered world paths and changed nodes of a successful call.
+    fn render_success(&self, outcome: &Outcome) -> (String, Vec<String>, Vec<NodeId>, Vec<Event>) {
+        let mut text = outcome.result.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let mut discovered = Vec::new();
+        let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
+        for p in &outcome.elsewhere {
+            match self.entry_at(p) {
+                Some(e) => found.push((e.host, e.path)),
+                None => tracing::debug!(path = p, "a found path is not an entry"),
+            }
+        }
+        for (h, rel) in &found {
+            let world_path = self.entry_path(*h, rel);
+            let info = self
+                .hosts
+                .get(*h)
+                .and_then(|m| m.host.entry(rel).ok().flatten());
+            let description = match &info {
+                Some(i) => {
+                    let e = EntryRef {
+                        host: *h,
+                        path: rel.clone(),
+                    };
+                    self.note_ancestors(&e);
+                    self.remember(&e, i);
+                    i.description.clone()
+                }
+                None => String::new(),
+            };
+            text.push_str(&format!(
+                "{}\t{}\n",
+                self.absolute(&world_path),
+                description
+            ));
+            discovered.push(world_path);
+        }
+        let mut events: Vec<Event> = discovered
+            .iter()
+            .map(|p| Event {
+                kind: "discovered".into(),
+                path: p.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let (mut changed, change_events) = self.changed_entries(&outcome.changed);
+        events.extend(change_events);
+        // A new entry changes its parent's listing (hosts need not say so).
+        for (h, rel) in &found {
+            if let Some((_, parent)) = rel.split_last() {
+                changed.push(NodeId::Entry(EntryRef {
+                    host: *h,
+                    path: parent.to_vec(),
+                }));
+            }
+        }
+        (text, discovered, changed, events)
+    }
+
+    /// The nodes and change-feed events of entries that changed.
+    pub(super) fn changed_entries(
+        &self,
+        entries: &[(usize, Vec<String>)],
+    ) -> (Vec<NodeId>, Vec<Event>) {
+        let mut changed = Vec::new();
+        let mut events = Vec::new();
+        for (h, p) in entries {
+            let gone = self
+                .hosts
+                .get(*h)
+                .is_some_and(|m| matches!(m.host.entry(p), Ok(None)));
+            events.push(Event {
+                kind: if gone { "removed" } else { "changed" }.into(),
+                path: self.entry_path(*h, p),
+                ..Default::default()
+            });
+            let e = EntryRef {
+                host: *h,
+                path: p.clone(),
+            };
+            let target = Target::Entry(e.clone());
+            changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+            // The set of ops may change with the entry's state (a server's new tools).
+            changed.push(NodeId::Ops(target.clone()));
+            // The entry's guards depend on its state: their sizes may have changed.
+            if let Ok(ops) = self.ops(&target) {
+                for o in ops.iter() {
+                    changed.push(NodeId::OpFile(
+                        target.clone(),
+                        o.name.clone(),
+                        OpFile::Guard,
+                    ));
+                }
+            }
+            if p.is_empty() {
+                // The root README quotes every host's root description.
+                changed.push(NodeId::Readme);
+            } else {
+                // A child's description shows in its parent's listing (titles, counts),
+                // and a removed child leaves it: the parent changed too.
+                changed.push(NodeId::Entry(EntryRef {
+                    host: *h,
+                    path: p[..p.len() - 1].to_vec(),
+                }));
+            }
+            changed.push(NodeId::Entry(e));
+        }
+        (changed, events)
+    }
+
+    /// Record a finished call, keep it as its session's result, and publish what changed.
+    pub(super) fn complete(
+        &self,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+        id: i64,
+        outcome: WorldResult<Outcome>,
+    ) -> CallReport {
+        let (result, text, mut changed) = self.record(target, op, id, outcome, "");
+        if let Ok(mut results) = self.results.lock() {
+            let r = results.entry((target.clone(), op.to_string())).or_default();
+            r.latest = r.latest.max(id);
+            r.by_session.insert(caller.session, id);
+        }
+        if !changed.is_empty() {
+            self.forget_guards();
+        }
+        changed.extend(Self::changed_by_any_call(target, op));
+        self.publish(&changed);
+        CallReport {
+            run: id,
+            text: Arc::from(text),
+            outcome: result,
+        }
+    }
+}

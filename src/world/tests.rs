@@ -1,0 +1,512 @@
+//! World-level tests of the call pipeline with a small in-memory host: documents, one call
+//! per descriptor, timeouts, late finishes, per-session results, limits and errnos, in
+//! milliseconds and without FUSE.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::host::*;
+use super::node::{EntryRef, Target};
+use super::{CallDoc, Mounted, World};
+use crate::manifest::{Identity, WorldSettings};
+
+/// A host with one root entry and a few ops:
+/// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`
+/// calls are inside the host at once (so it proves calls run side by side); `sleep(ms)`.
+#[derive(Default)]
+struct MemHost {
+    notes: Mutex<Vec<String>>,
+    closed: AtomicBool,
+    inside: Mutex<usize>,
+    met: Condvar,
+    calls: AtomicUsize,
+}
+
+impl Host for MemHost {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(path
+            .is_empty()
+            .then(|| EntryInfo::new("a host in memory", "mem://root")))
+    }
+
+    fn children(&self, _path: &[String]) -> HostResult<Vec<Child>> {
+        Ok(Vec::new())
+    }
+
+    fn ops(&self, _path: &[String]) -> HostResult<Vec<OpSpec>> {
+        let op = |name: &str, props: Value, required: &[&str]| OpSpec {
+            name: name.into(),
+            description: format!("{name}: for tests"),
+            schema: object_schema(props, required),
+        };
+        Ok(vec![
+            op("note", json!({"text": {"type": "string"}}), &["text"]),
+            op("close", json!({}), &[]),
+            op("meet", json!({"n": {"type": "integer"}}), &["n"]),
+            op("sleep", json!({"ms": {"type": "integer"}}), &["ms"]),
+        ])
+    }
+
+    fn guard(&self, _path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        let open = !self.closed.load(Ordering::SeqCst);
+        Ok(Guard::new(match op {
+            "close" => vec![Condition::check(
+                "open",
+                open,
+                if open { "open" } else { "already closed" },
+            )],
+            _ => Vec::new(),
+        }))
+    }
+
+    fn call(
+        &self,
+        _path: &[String],
+        op: &str,
+        args: &Value,
+        _caller: &Caller,
+    ) -> HostResult<CallOutcome> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match op {
+            "note" => {
+                let text = args["text"].as_str().unwrap_or_default().to_string();
+                let mut notes = self.notes.lock().unwrap();
+                notes.push(text);
+                Ok(CallOutcome::text(format!("noted {}", notes.len())))
+            }
+            "close" => {
+                if self.closed.swap(true, Ordering::SeqCst) {
+                    return Err(HostError::Blocked(Guard::new(vec![Condition::check(
+                        "open",
+                        false,
+                        "already closed",
+                    )])));
+                }
+                Ok(CallOutcome::text("closed"))
+            }
+            "meet" => {
+                let n = args["n"].as_u64().unwrap_or(1) as usize;
+                let mut inside = self.inside.lock().unwrap();
+                *inside += 1;
+                self.met.notify_all();
+                let (inside, timeout) = self
+                    .met
+                    .wait_timeout_while(inside, Duration::from_secs(10), |i| *i < n)
+                    .unwrap();
+                drop(inside);
+                if timeout.timed_out() {
+                    return Err(HostError::Backend(format!("never {n} calls at once")));
+                }
+                Ok(CallOutcome::text("met"))
+            }
+            "sleep" => {
+                std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
+                Ok(CallOutcome::text("slept"))
+            }
+            _ => Err(HostError::NotFound(op.into())),
+        }
+    }
+}
+
+struct Fixture {
+    world: Arc<World>,
+    host: Arc<MemHost>,
+    _state: tempfile::TempDir,
+}
+
+fn world_with(settings: WorldSettings) -> Fixture {
+    let host = Arc::new(MemHost::default());
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        settings,
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["mem".into()],
+            kind: "mem".into(),
+            host: host.clone(),
+        }],
+        state.path(),
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    Fixture {
+        world: Arc::new(world),
+        host,
+        _state: state,
+    }
+}
+
+fn world() -> Fixture {
+    world_with(WorldSettings::default())
+}
+
+fn root() -> Target {
+    Target::Entry(EntryRef {
+        host: 0,
+        path: Vec::new(),
+    })
+}
+
+fn caller(session: u32) -> Caller {
+    Caller {
+        pid: std::process::id(),
+        uid: 0,
+        session,
+        command: "test".into(),
+    }
+}
+
+fn open(f: &Fixture, op: &str, session: u32) -> CallDoc {
+    f.world.open_call(&root(), op, &caller(session)).unwrap()
+}
+
+/// Write and wait for the descriptor's answer.
+fn write(doc: &CallDoc, bytes: &[u8]) -> Result<u32, i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.write(bytes, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
+fn flush(doc: &CallDoc, last: bool) -> Result<(), i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.flush(|| last, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
+fn read(doc: &CallDoc) -> Result<String, i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.read(0, 1 << 20, move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap()
+        .map(|b| String::from_utf8(b).unwrap())
+}
+
+fn result(f: &Fixture, op: &str, session: u32) -> String {
+    f.world.result_for(&root(), op, session).unwrap()
+}
+
+fn notes(f: &Fixture) -> Vec<String> {
+    f.host.notes.lock().unwrap().clone()
+}
+
+#[test]
+fn lines_written_one_by_one_are_one_document_run_at_the_last_close() {
+    let f = world();
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"first line\n"), Ok(11));
+    assert_eq!(write(&doc, b"second line\n"), Ok(12));
+    // A copy of the descriptor closing (a forked child) runs nothing.
+    assert_eq!(flush(&doc, false), Ok(()));
+    assert!(notes(&f).is_empty());
+    assert_eq!(flush(&doc, true), Ok(()));
+    assert_eq!(notes(&f), vec!["first line\nsecond line".to_string()]);
+    // Further closes and the release run nothing more.
+    assert_eq!(flush(&doc, true), Ok(()));
+    doc.release();
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(f.world.journal().count().unwrap(), 1);
+}
+
+#[test]
+fn key_value_lines_written_separately_keep_every_field() {
+    let f = world();
+    let doc = open(&f, "meet", 1);
+    assert_eq!(write(&doc, b"n=1\n"), Ok(4));
+    assert_eq!(flush(&doc, true), Ok(()));
+    assert_eq!(result(&f, "meet", 1), "met\n");
+}
+
+#[test]
+fn a_json_object_runs_inside_the_write_and_later_bytes_are_refused() {
+    let f = world();
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"{\"text\":"), Ok(8), "unfinished JSON waits");
+    assert!(notes(&f).is_empty());
+    assert_eq!(write(&doc, b"\"x\"}\n"), Ok(5));
+    assert_eq!(notes(&f), vec!["x".to_string()]);
+    // White space after the document changes nothing; anything else is EINVAL, journaled
+    // once with its bytes and words.
+    assert_eq!(write(&doc, b"\n"), Ok(1));
+    assert_eq!(write(&doc, b"more\n"), Err(libc::EINVAL));
+    assert_eq!(write(&doc, b"and more\n"), Err(libc::EINVAL));
+    assert_eq!(notes(&f).len(), 1);
+    assert_eq!(f.world.journal().count().unwrap(), 2);
+    let r = result(&f, "note", 1);
+    assert!(r.contains("already ran its call"), "{r}");
+    // Reading back gives this descriptor's own call's result.
+    assert_eq!(read(&doc), Ok("noted 1\n".to_string()));
+}
+
+#[test]
+fn json_that_can_never_be_valid_fails_in_the_write() {
+    let f = world();
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"{\"text\": nope}\n"), Err(libc::EINVAL));
+    assert!(result(&f, "note", 1).contains("not valid JSON"));
+    // Unfinished JSON fails at the last close.
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"{\"text\":\n"), Ok(9));
+    assert_eq!(flush(&doc, true), Err(libc::EINVAL));
+    assert!(notes(&f).is_empty());
+}
+
+#[test]
+fn a_blank_first_write_runs_with_no_arguments() {
+    let f = world();
+    let doc = open(&f, "close", 1);
+    assert_eq!(write(&doc, b"\n"), Ok(1));
+    assert_eq!(result(&f, "close", 1), "closed\n");
+    // An op that needs arguments fails in the write, where bash sees it.
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
+}
+
+#[test]
+fn an_op_blocked_whatever_the_arguments_is_refused_at_open_and_journaled() {
+    let f = world();
+    f.host.closed.store(true, Ordering::SeqCst);
+    let err = match f.world.open_call(&root(), "close", &caller(7)) {
+        Err(e) => e,
+        Ok(_) => panic!("opened"),
+    };
+    assert_eq!(err.errno(), libc::EPERM);
+    assert!(err.message.contains("already closed"), "{}", err.message);
+    let r = result(&f, "close", 7);
+    assert!(
+        r.starts_with("error: blocked by guard open: already closed"),
+        "{r}"
+    );
+    let run = f.world.journal().recent(1).unwrap().remove(0);
+    assert_eq!(run.status, "blocked");
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn opening_and_closing_without_writing_runs_nothing() {
+    let f = world();
+    let doc = open(&f, "close", 1);
+    assert_eq!(flush(&doc, true), Ok(()));
+    doc.release();
+    assert_eq!(read(&doc), Ok(String::new()));
+    assert_eq!(f.world.journal().count().unwrap(), 0);
+}
+
+#[test]
+fn bytes_no_flush_ran_run_at_release() {
+    let f = world();
+    let doc = open(&f, "note", 1);
+    write(&doc, b"never flushed").unwrap();
+    doc.release();
+    // Nobody waits for it: it runs on a worker.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while notes(&f).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(notes(&f), vec!["never flushed".to_string()]);
+}
+
+fn read_at(doc: &CallDoc, offset: u64, size: u32) -> String {
+    let (tx, rx) = mpsc::channel();
+    doc.read(offset, size, move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    String::from_utf8(rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap()).unwrap()
+}
+
+#[test]
+fn reading_back_without_seeking_gets_the_result_from_its_start() {
+    let f = world();
+    // Written 5 bytes, then read on from position 5 in chunks of 3.
+    let doc = open(&f, "note", 1);
+    write(&doc, b"hello").unwrap();
+    assert_eq!(read_at(&doc, 5, 3), "not");
+    assert_eq!(read_at(&doc, 8, 3), "ed ");
+    assert_eq!(read_at(&doc, 11, 10), "1\n");
+    // Seeking back to 0 first: the offsets are the result's.
+    let doc = open(&f, "note", 1);
+    write(&doc, b"again").unwrap();
+    assert_eq!(read_at(&doc, 0, 4), "note");
+    assert_eq!(read_at(&doc, 4, 2), "d ");
+    assert_eq!(read_at(&doc, 6, 10), "2\n");
+}
+
+#[test]
+fn reading_back_runs_the_document_and_a_failure_answers_with_its_errno_once() {
+    let f = world();
+    let doc = open(&f, "note", 1);
+    write(&doc, b"read me back\n").unwrap();
+    assert_eq!(read(&doc), Ok("noted 1\n".to_string()));
+    f.host.closed.store(false, Ordering::SeqCst);
+    let doc = open(&f, "meet", 1);
+    write(&doc, b"n=x\n").unwrap();
+    assert_eq!(read(&doc), Err(libc::EINVAL));
+    let words = read(&doc).unwrap();
+    assert!(
+        words.starts_with("error: n=x: expected a integer") || words.starts_with("error:"),
+        "{words}"
+    );
+}
+
+#[test]
+fn a_document_past_max_call_bytes_is_refused_at_once_and_nothing_runs() {
+    let f = world_with(WorldSettings {
+        max_call_bytes: 100,
+        ..WorldSettings::default()
+    });
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, &[b'a'; 60]), Ok(60));
+    assert_eq!(write(&doc, &[b'b'; 60]), Err(libc::EFBIG));
+    assert_eq!(
+        write(&doc, b"c"),
+        Err(libc::EFBIG),
+        "nothing more is buffered"
+    );
+    assert_eq!(flush(&doc, true), Ok(()));
+    doc.release();
+    assert!(notes(&f).is_empty());
+    let r = result(&f, "note", 1);
+    assert!(r.contains("max_call_bytes (100 bytes)"), "{r}");
+    let run = f.world.journal().recent(1).unwrap().remove(0);
+    assert_eq!(run.status, "too_large");
+    assert!(
+        run.args.len() < 300,
+        "the run keeps a preview, not the payload"
+    );
+}
+
+#[test]
+fn calls_of_one_op_run_side_by_side() {
+    let f = world();
+    let n = 6;
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..n {
+        let doc = open(&f, "meet", 1);
+        let tx = tx.clone();
+        doc.write(format!("{{\"n\":{n}}}").as_bytes(), move |r| {
+            tx.send(r.map_err(|e| e.errno())).unwrap()
+        });
+    }
+    for _ in 0..n {
+        // Each write reports its 7 bytes only once all six met inside the host.
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), Ok(7));
+    }
+}
+
+#[test]
+fn the_call_timeout_bounds_the_wait_and_the_late_outcome_is_recorded_over_it() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 100,
+        ..WorldSettings::default()
+    });
+    let doc = open(&f, "sleep", 1);
+    assert_eq!(write(&doc, b"{\"ms\":600}"), Err(libc::ETIMEDOUT));
+    let r = result(&f, "sleep", 1);
+    assert!(r.contains("timed out after 0.1s"), "{r}");
+    let id = f.world.journal().recent(1).unwrap()[0].id;
+    assert_eq!(
+        f.world.journal().get(id).unwrap().unwrap().status,
+        "timed_out"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = f.world.journal().get(id).unwrap().unwrap();
+        if run.status == "ok" {
+            assert!(
+                run.result
+                    .starts_with("(finished after the caller timed out)\nslept"),
+                "{}",
+                run.result
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never finished: {run:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 300,
+        max_call_threads: 1,
+        ..WorldSettings::default()
+    });
+    let first = open(&f, "sleep", 1);
+    let (tx, rx) = mpsc::channel();
+    first.write(b"{\"ms\":1500}", move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    // Wait (bounded) until the first call is inside the host, so the second one queues.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f.host.calls.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    let second = open(&f, "note", 2);
+    assert_eq!(
+        write(&second, b"{\"text\":\"queued\"}"),
+        Err(libc::ETIMEDOUT)
+    );
+    let r = result(&f, "note", 2);
+    assert!(
+        r.contains("waiting for a free worker") && r.contains("did not run"),
+        "{r}"
+    );
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        Err(libc::ETIMEDOUT)
+    );
+    // The first finishes late; the queued one never runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f
+        .world
+        .journal()
+        .recent(2)
+        .unwrap()
+        .iter()
+        .any(|r| r.op == "sleep" && r.status != "ok")
+    {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(notes(&f).is_empty(), "the timed-out queued call ran");
+}
+
+#[test]
+fn results_are_per_session_even_interleaved_on_one_op() {
+    let f = world();
+    let a = open(&f, "note", 100);
+    let b = open(&f, "note", 200);
+    write(&a, b"from a\n").unwrap();
+    write(&b, b"from b\n").unwrap();
+    flush(&b, true).unwrap();
+    flush(&a, true).unwrap();
+    // a's call finished last, yet each session sees its own.
+    assert_eq!(result(&f, "note", 100), "noted 2\n");
+    assert_eq!(result(&f, "note", 200), "noted 1\n");
+    // A session that made no call sees the latest.
+    assert_eq!(result(&f, "note", 300), "noted 2\n");
+}
+
+#[test]
+fn bounded_hosts_answer_on_the_callers_thread() {
+    // The root's ops are bounded (SQLite): locate with no query is EINVAL at once.
+    let f = world();
+    let doc = f
+        .world
+        .open_call(&Target::Root, "locate", &caller(1))
+        .unwrap();
+    assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
+}
