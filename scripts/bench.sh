@@ -14,9 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), calls (reads while calls
-# are in flight, large results, the log), db, search, agent, exec, mcp, github.
-SECTIONS=${SECTIONS:-walk,calls,db,search,agent,exec,mcp,github}
+# Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
+# while calls are in flight, large results, the log), db, search, feed (tail -f of the
+# change feed), agent, exec, mcp, github.
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -29,7 +30,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/callworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -61,11 +62,13 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 best3() { local a b c; a=$(secs "$1" "$2"); b=$(secs "$1" "$2"); c=$(secs "$1" "$2"); printf '%s\n' "$a" "$b" "$c" | sort -n | head -n 1; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
+# The daemon's pid from what `wip mount` prints (pgrep would read every process's command
+# line, and hangs on one stuck on some other dead FUSE mount).
+daemon_pid() { sed -n 's/.*(daemon pid \([0-9]*\),.*/\1/p'; }
 mount_wip() {
-  (cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" > /dev/null)
-  wip_pid=$(pgrep -f "wip mount $m -f" | head -n 1)
+  wip_pid=$(cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" | daemon_pid)
 }
-umount_wip() { "$bin/wip" umount "$m"; while pgrep -f "wip mount $m -f" > /dev/null; do sleep 0.05; done; }
+umount_wip() { "$bin/wip" umount "$m"; while kill -0 "$wip_pid" 2>/dev/null; do sleep 0.05; done; }
 mount_floor() {
   "$bin/fuse-floor" "$f" "$work/shape" & floor_pid=$!
   for _ in $(seq 1 500); do mountpoint -q "$f" && return; sleep 0.02; done
@@ -81,7 +84,15 @@ p50() { sed -n "s/^$1.*p50_us=\([0-9.]*\).*/\1/p" "$2"; }
 
 if on walk; then
 echo "# seeding and mounting (ISSUES=$ISSUES)"
+# Baseline: the same world seeded with the demo project alone, on a fresh state too.
+sed '/^extra_issues/d' "$work/bench.toml" > "$work/demo.toml"
+t_demo=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/smallm' --state '$work/demostate' --manifest '$work/demo.toml'")
+"$bin/wip" umount "$work/smallm"
+t0=$(now)
 mount_wip
+t1=$(now)
+t_seed=$(echo "scale=4; ($t1 - $t0) / 1000000000" | bc)
+echo "first mount: ${t_seed} s with $ISSUES extra issues, ${t_demo} s with the demo seed alone; ratio $(ratio "$t_seed" "$t_demo")"
 rss_empty=$(rss_kb "$wip_pid")
 paths=$(find "$m" | wc -l)
 find "$m" -mindepth 1 -printf '%y\t%s\t%P\n' > "$work/shape"
@@ -136,11 +147,12 @@ echo "RSS per materialised node: $(echo "scale=0; ($rss_full - $rss_empty) * 102
 
 echo "# call latency (get_metadata on an issue, $CALLS calls)"
 "$bin/wip-bench" mount-call "$m/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | tee "$work/mount.txt"
+# One daemon per state directory: the in-process world takes it once the mount is gone.
+umount_wip
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
-umount_wip
 fi
 
 if on calls; then
@@ -205,8 +217,7 @@ kind = "db"
 path = "db/zip"
 file = "$work/fx/zipcodes.db"
 TOML
-(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" > /dev/null)
-db_pid=$(pgrep -f "wip mount $dbm -f" | head -n 1)
+db_pid=$(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" | daemon_pid)
 sql="SELECT TrackId, Name FROM Track WHERE AlbumId = 1 ORDER BY TrackId"
 "$bin/wip-bench" mount-call "$dbm/db/chinook/ops/query/call" "{\"sql\":\"$sql\"}" 500 | tee "$work/dbmount.txt"
 "$bin/wip-bench" sql "$work/fx/chinook.db" "$sql" 500 | tee "$work/dbsql.txt"
@@ -261,6 +272,37 @@ s_mount=$(p50 "through the mount" "$work/searchmount.txt")
 s_in=$(p50 "in-process host.call" "$work/searchin.txt")
 echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio $(ratio "$s_mount" "$s_in")"
 echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
+fi
+
+if on feed; then
+echo "# change feed: how soon tail -f sees an event, vs tail -f of a file on tmpfs"
+# Both with tail's polling (once a second; inotify sees no change inside a FUSE file), so
+# the ratio is what the feed adds to tail's own wait.
+fm=$work/feedworld
+FEEDS=${FEEDS:-8}
+printf '[[host]]\nkind = "tracker"\npath = "tracker"\n' > "$work/feed.toml"
+(cd "$work/files" && "$bin/wip" mount "$fm" --state "$work/feedstate" --manifest "$work/feed.toml" > /dev/null)
+: > "$shm/feed.log"
+# seen FILE CMD…: seconds from running CMD until `tail -f FILE` prints a new line.
+seen() {
+  local file=$1 fifo=$work/feed.fifo tp t0 t1 line; shift
+  rm -f "$fifo"; mkfifo "$fifo"
+  tail -n 0 ---disable-inotify -f "$file" > "$fifo" & tp=$!
+  exec 7< "$fifo"
+  until [ -n "$(find "/proc/$tp/fd" -lname "$file" 2>/dev/null)" ]; do sleep 0.01; done
+  # At a random point of tail's one-second wait, as an event comes.
+  sleep "0.$((RANDOM % 10))"
+  t0=$(now); "$@" > /dev/null; read -r -u 7 line; t1=$(now)
+  kill "$tp"; wait "$tp" 2>/dev/null || true; exec 7<&-
+  echo "scale=3; ($t1 - $t0) / 1000000000" | bc
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+append() { echo "line" >> "$shm/feed.log"; }
+comment() { echo "feed $RANDOM" > "$fm/tracker/issues/17/ops/comment/call"; }
+t_feed_tmpfs=$(for _ in $(seq 1 "$FEEDS"); do seen "$shm/feed.log" append; done | median)
+t_feed_wip=$(for _ in $(seq 1 "$FEEDS"); do seen "$fm/.wip/events" comment; done | median)
+"$bin/wip" umount "$fm"
+echo "tail -f sees a new line after (median of $FEEDS): ${t_feed_tmpfs} s on tmpfs, ${t_feed_wip} s on .wip/events after a call; ratio $(ratio "$t_feed_wip" "$t_feed_tmpfs")"
 fi
 
 if on agent; then
