@@ -180,6 +180,11 @@ pub struct Capabilities {
     /// How long the kernel may cache what it shows, unless the manifest says otherwise.
     #[serde(default)]
     pub cache_ttl_ms: Option<u64>,
+    /// The ops of each kind of entry, declared once: an entry that names its `kind` offers
+    /// these, and the runtime never asks `ops` for it. Optional; entries without a kind (or
+    /// a kind not declared here) are asked as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<std::collections::BTreeMap<String, Vec<WireOp>>>,
 }
 
 /// An entry on the wire.
@@ -193,6 +198,9 @@ pub struct WireEntry {
     /// Seconds since the Unix epoch (fractions allowed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified: Option<f64>,
+    /// Which of the kinds declared in `initialize` this entry is (its ops are that kind's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 fn yes() -> bool {
@@ -201,13 +209,17 @@ fn yes() -> bool {
 
 impl WireEntry {
     pub fn into_info(self) -> EntryInfo {
+        self.info()
+    }
+
+    pub fn info(&self) -> EntryInfo {
         let modified = self
             .modified
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s));
         EntryInfo {
-            description: self.description,
-            reference: self.reference,
+            description: self.description.clone(),
+            reference: self.reference.clone(),
             indexable: self.indexable,
             modified,
         }
@@ -222,6 +234,7 @@ impl WireEntry {
                 .modified
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs_f64()),
+            kind: None,
         }
     }
 }
@@ -258,11 +271,20 @@ pub struct WireOp {
 }
 
 impl WireOp {
+    /// The op as the runtime serves it. An object schema with `properties` but no
+    /// `additionalProperties` is closed by the runtime's validation, so the served schema
+    /// says so.
     pub fn into_spec(self) -> OpSpec {
+        let mut schema = self.schema;
+        if let Some(obj) = schema.as_object_mut() {
+            if obj.contains_key("properties") && !obj.contains_key("additionalProperties") {
+                obj.insert("additionalProperties".into(), Value::Bool(false));
+            }
+        }
         OpSpec {
             name: self.name,
             description: self.description,
-            schema: self.schema,
+            schema,
         }
     }
 }

@@ -169,7 +169,9 @@ impl<R> WatchedStdout<R> {
                 LineState::Json if b == b'\n' => self.line = LineState::Start,
                 LineState::Json => {}
                 LineState::Junk(_) if b == b'\n' => {
-                    if let LineState::Junk(text) = std::mem::replace(&mut self.line, LineState::Start) {
+                    if let LineState::Junk(text) =
+                        std::mem::replace(&mut self.line, LineState::Start)
+                    {
                         self.junk(&text);
                     }
                 }
@@ -430,7 +432,10 @@ pub fn phase_words(phase: &Phase) -> String {
             let when = if tenths == 0 {
                 "restarting now".to_string()
             } else {
-                format!("restarting in {}", seconds(Duration::from_millis(tenths * 100)))
+                format!(
+                    "restarting in {}",
+                    seconds(Duration::from_millis(tenths * 100))
+                )
             };
             format!(
                 "{why}; {when} (a {} wait after {} in a row)",
@@ -579,27 +584,23 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let startup = Duration::from_millis(settings.startup_timeout_ms);
-    let running = match tokio::time::timeout(
-        startup,
-        Handler { events: tx }.serve((stdout, stdin)),
-    )
-    .await
-    {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            let failed = format!("the server failed to initialize: {e}");
-            return match exit_status(&mut child).await {
-                Some(status) => format!("{failed}; it {}", exit_words(status)),
-                None => failed,
-            };
-        }
-        Err(_) => {
-            return format!(
-                "the server did not initialize within {} (startup_timeout_ms)",
-                seconds(startup)
-            )
-        }
-    };
+    let running =
+        match tokio::time::timeout(startup, Handler { events: tx }.serve((stdout, stdin))).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let failed = format!("the server failed to initialize: {e}");
+                return match exit_status(&mut child).await {
+                    Some(status) => format!("{failed}; it {}", exit_words(status)),
+                    None => failed,
+                };
+            }
+            Err(_) => {
+                return format!(
+                    "the server did not initialize within {} (startup_timeout_ms)",
+                    seconds(startup)
+                )
+            }
+        };
     let peer = running.peer().clone();
     let info = peer.peer_info().map(|i| ServerInfo {
         name: i
@@ -703,10 +704,7 @@ async fn bounded<T>(
             Listed::Missing
         }
         Ok(Err(e)) => Listed::Failed(service_error_words(what, &e)),
-        Err(_) => Listed::Failed(format!(
-            "{what}: no answer within {}",
-            seconds(timeout)
-        )),
+        Err(_) => Listed::Failed(format!("{what}: no answer within {}", seconds(timeout))),
     }
 }
 
@@ -718,7 +716,10 @@ fn optional<T: Default>(what: &str, listed: Listed<T>, slot: &mut T, warnings: &
         Listed::Got(v) => v,
         Listed::Missing => T::default(),
         Listed::Failed(why) => {
-            let why = why.strip_prefix("protocol error: ").unwrap_or(&why).to_string();
+            let why = why
+                .strip_prefix("protocol error: ")
+                .unwrap_or(&why)
+                .to_string();
             tracing::warn!(target: "wip::mcp", "{why}; shown as none");
             warnings.push(format!("{why} (shown as none)"));
             T::default()
@@ -752,12 +753,22 @@ async fn list(
         }
         Listing::Prompts if has(|c| c.prompts.is_some()) => {
             let listed = bounded("prompts/list", timeout, peer.list_all_prompts()).await;
-            optional("prompts/list", listed, &mut catalog.prompts, &mut catalog.list_warnings);
+            optional(
+                "prompts/list",
+                listed,
+                &mut catalog.prompts,
+                &mut catalog.list_warnings,
+            );
         }
         Listing::Resources if has(|c| c.resources.is_some()) => {
             let listed = bounded("resources/list", timeout, list_resources(peer)).await;
             let mut got = (Vec::new(), false);
-            optional("resources/list", listed, &mut got, &mut catalog.list_warnings);
+            optional(
+                "resources/list",
+                listed,
+                &mut got,
+                &mut catalog.list_warnings,
+            );
             (catalog.resources, catalog.resources_truncated) = got;
             let listed = bounded(
                 "resources/templates/list",

@@ -123,7 +123,9 @@ pub enum McpError {
     AboveCallTimeout { timeout: u64, world: u64 },
     #[error("timeout_ms and startup_timeout_ms must be at least 1")]
     Timeout,
-    #[error("restart_delay_ms ({first}) must be at least 1 and at most restart_delay_max_ms ({max})")]
+    #[error(
+        "restart_delay_ms ({first}) must be at least 1 and at most restart_delay_max_ms ({max})"
+    )]
     RestartDelay { first: u64, max: u64 },
     #[error("cannot start the runtime for the server: {0}")]
     Runtime(std::io::Error),
@@ -194,7 +196,8 @@ impl McpHost {
         if settings.timeout_ms == Some(0) || settings.startup_timeout_ms == 0 {
             return Err(McpError::Timeout);
         }
-        if settings.restart_delay_ms == 0 || settings.restart_delay_ms > settings.restart_delay_max_ms
+        if settings.restart_delay_ms == 0
+            || settings.restart_delay_ms > settings.restart_delay_max_ms
         {
             return Err(McpError::RestartDelay {
                 first: settings.restart_delay_ms,
@@ -378,7 +381,9 @@ impl McpHost {
             Node::Template(n) if op == "read" => steered(Steered::Template, Some(n)),
             // A resource the server listed is data it offers, read by a URI it chose: no
             // caller steers the work. One reached through a template is the template's read.
-            Node::Resource(uri) if op == "read_body" && !c.resources.iter().any(|r| &r.uri == uri) => {
+            Node::Resource(uri)
+                if op == "read_body" && !c.resources.iter().any(|r| &r.uri == uri) =>
+            {
                 let template = c
                     .templates
                     .iter()

@@ -290,7 +290,8 @@ pub fn op_schema(input: &Map<String, Value>) -> Value {
     if !s.get("properties").is_some_and(Value::is_object) {
         s.insert("properties".into(), Value::Object(Map::new()));
     }
-    s.entry("additionalProperties").or_insert(Value::Bool(false));
+    s.entry("additionalProperties")
+        .or_insert(Value::Bool(false));
     Value::Object(s)
 }
 

@@ -109,7 +109,10 @@ fn policy_blocks_stated_destructive_and_open_world_hints() {
 #[test]
 fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
     let tools = vec![
-        ("fetch".to_string(), hints(json!({"readOnlyHint": true, "openWorldHint": true}))),
+        (
+            "fetch".to_string(),
+            hints(json!({"readOnlyHint": true, "openWorldHint": true})),
+        ),
         ("get".to_string(), hints(json!({"readOnlyHint": true}))),
     ];
     let none = Policy {
@@ -125,28 +128,52 @@ fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
          \"fetch\" to allow_prompts = [...] in the manifest's [[host]] table for \"mcp/fetch\""
     );
     let c = none.steered_condition(Steered::Template, Some("page"), &tools);
-    assert!(!c.ok && c.detail.contains("\"page\" to allow_templates"), "{}", c.detail);
+    assert!(
+        !c.ok && c.detail.contains("\"page\" to allow_templates"),
+        "{}",
+        c.detail
+    );
     // A resource whose template is gone can only be allowed by kind.
     let c = none.steered_condition(Steered::Template, None, &tools);
-    assert!(!c.ok && !c.detail.contains("allow_templates"), "{}", c.detail);
+    assert!(
+        !c.ok && !c.detail.contains("allow_templates"),
+        "{}",
+        c.detail
+    );
     // Allowing the tool by name does not allow the prompt: they are different code.
     let tool_only = Policy {
         tools: vec!["fetch".into()],
         ..none.clone()
     };
-    assert!(!tool_only.steered_condition(Steered::Prompt, Some("fetch"), &tools).ok);
+    assert!(
+        !tool_only
+            .steered_condition(Steered::Prompt, Some("fetch"), &tools)
+            .ok
+    );
     let by_name = Policy {
         prompts: vec!["fetch".into()],
         ..none.clone()
     };
     let c = by_name.steered_condition(Steered::Prompt, Some("fetch"), &tools);
-    assert!(c.ok && c.detail.contains("allow_prompts lists \"fetch\""), "{}", c.detail);
-    assert!(!by_name.steered_condition(Steered::Template, Some("fetch"), &tools).ok);
+    assert!(
+        c.ok && c.detail.contains("allow_prompts lists \"fetch\""),
+        "{}",
+        c.detail
+    );
+    assert!(
+        !by_name
+            .steered_condition(Steered::Template, Some("fetch"), &tools)
+            .ok
+    );
     let by_kind = Policy {
         open_world: true,
         ..none.clone()
     };
-    assert!(by_kind.steered_condition(Steered::Prompt, Some("x"), &tools).ok);
+    assert!(
+        by_kind
+            .steered_condition(Steered::Prompt, Some("x"), &tools)
+            .ok
+    );
     // Destructive and open-world tools: both kinds are named, up to three tools each.
     let many: Vec<(String, Hints)> = (1..=5)
         .map(|i| (format!("rm{i}"), hints(json!({"destructiveHint": true}))))
@@ -154,13 +181,18 @@ fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
         .collect();
     let c = by_kind.steered_condition(Steered::Prompt, Some("x"), &many);
     assert!(
-        !c.ok && c.detail.contains("tools \"rm1\", \"rm2\", \"rm3\" and 2 more destructive;"),
+        !c.ok
+            && c.detail
+                .contains("tools \"rm1\", \"rm2\", \"rm3\" and 2 more destructive;"),
         "{}",
         c.detail
     );
     // A server with only harmless tools: nothing to carry.
     let harmless = vec![("get".to_string(), hints(json!({"readOnlyHint": true})))];
-    assert!(none.steered_condition(Steered::Prompt, Some("p"), &harmless).ok);
+    assert!(
+        none.steered_condition(Steered::Prompt, Some("p"), &harmless)
+            .ok
+    );
     assert!(none.steered_condition(Steered::Prompt, Some("p"), &[]).ok);
 }
 
@@ -189,7 +221,8 @@ fn restart_delays_double_up_to_their_cap() {
         max,
         "no overflow"
     );
-    let small = super::client::restart_delay(3, Duration::from_millis(100), Duration::from_millis(300));
+    let small =
+        super::client::restart_delay(3, Duration::from_millis(100), Duration::from_millis(300));
     assert_eq!(small, Duration::from_millis(300));
 }
 
@@ -323,7 +356,10 @@ fn contents_rendered_as_text() {
     let more = json!({"content": [{"type": "text", "text": "Sum is 42"}],
                       "structuredContent": {"sum": 42, "unit": "apples"}});
     let text = tool_result_text(&more, &mut uris);
-    assert!(text.starts_with("Sum is 42\nstructured content:\n"), "{text}");
+    assert!(
+        text.starts_with("Sum is 42\nstructured content:\n"),
+        "{text}"
+    );
     assert!(text.contains("\"unit\": \"apples\""), "{text}");
     // Without text blocks the structured content is all there is.
     let only = json!({"content": [], "structuredContent": {"sum": 42}});
@@ -414,8 +450,14 @@ fn a_server_that_cannot_start_is_described_with_its_real_delay() {
         let d = host.entry(&[]).unwrap().unwrap().description;
         if let Some(rest) = d.split("restarting").nth(1) {
             assert!(d.contains("cannot start `/nonexistent/server`"), "{d}");
-            assert!(!rest.contains("in 0 s") && !rest.contains("in 0.0 s"), "{d}");
-            let wait = rest.split("(a ").nth(1).and_then(|r| r.split_once(" wait after "));
+            assert!(
+                !rest.contains("in 0 s") && !rest.contains("in 0.0 s"),
+                "{d}"
+            );
+            let wait = rest
+                .split("(a ")
+                .nth(1)
+                .and_then(|r| r.split_once(" wait after "));
             let (wait, after) = wait.unwrap_or_else(|| panic!("no wait in {d}"));
             let failures: u32 = after.split(' ').next().unwrap().parse().unwrap();
             if seen.last().map(|(f, _)| *f) != Some(failures) {
@@ -505,7 +547,9 @@ fn a_server_that_dies_is_told_by_its_signal_and_its_own_stderr() {
     let host = open_bounded(settings(&["sh", "-c", &script]));
     let d = wait_description(&host, "after 2 failures in a row");
     assert!(
-        d.contains("it was killed by signal 9 (SIGKILL) (its stderr since it started: life 2 ending)"),
+        d.contains(
+            "it was killed by signal 9 (SIGKILL) (its stderr since it started: life 2 ending)"
+        ),
         "{d}"
     );
     assert!(!d.contains("life 1"), "only this life's stderr: {d}");
