@@ -20,6 +20,9 @@ The tree (host-relative):
                     ops: read_body, signal(signal) guarded by: exists, may_signal (same
                     user, or the caller is root), not_init, not_runtime (not the wip daemon),
                     not_host (not this program), signal (a known name)
+Every entry names its kind ("machine" for the root, "process" for a PID) and `initialize`
+declares the ops of each kind once, so the runtime never asks `ops` per process.
+`call` checks the guard again itself and answers "blocked" with the conditions.
 Listings are paged (`children` with cursor and limit). Processes looked at are watched:
 when one exits, a `changed` notification tells the runtime, and the process stays reachable
 by path (not listed) for 10 minutes as "exited", so the result of the call that stopped it
@@ -154,7 +157,7 @@ def process(pid):
 
 
 def entry_of(p):
-    e = {"description": p["description"], "ref": p["ref"]}
+    e = {"description": p["description"], "ref": p["ref"], "kind": "process"}
     if p.get("indexable") is False:
         e["indexable"] = False
     return e
@@ -186,6 +189,12 @@ OPS = {
                ("signal", "signal(signal): send TERM, KILL, HUP, INT, STOP, CONT, ... "
                           "to this process.")],
 }
+# The kind each entry names, and the ops of each kind as `initialize` declares them.
+KIND = {(): "machine", ("pid",): "process"}
+
+
+def op_list(kind):
+    return [{"name": n, "description": d, "schema": SCHEMAS[n]} for n, d in OPS[kind]]
 
 
 class Session:
@@ -277,7 +286,8 @@ class Session:
             self.runtime_uid = rt["uid"]
         return {"protocol": PROTOCOL, "version": VERSION, "name": "processes",
                 "description": f"the processes of {HOSTNAME}",
-                "capabilities": {"changes": True, "cache_ttl_ms": 1000}}
+                "capabilities": {"changes": True, "cache_ttl_ms": 1000,
+                                 "kinds": {KIND[k]: op_list(k) for k in OPS}}}
 
     def entry(self, params):
         path = params.get("path", [])
@@ -286,7 +296,7 @@ class Session:
             n = len(pids())
             return {"description": f"Processes of {HOSTNAME}: {n} now (host pid {os.getpid()}); "
                                    f"`ls` lists them by PID, paged; ops/find finds by command",
-                    "ref": f"proc://{HOSTNAME}/",
+                    "ref": f"proc://{HOSTNAME}/", "kind": KIND[()],
                     # The set changes all the time: a new time makes the kernel re-list.
                     "modified": float(int(time.time()))}
         if kind is None:
@@ -323,10 +333,11 @@ class Session:
         return page
 
     def ops(self, params):
+        # Asked only by a runtime that does not use the kinds declared in initialize.
         kind, _ = self.node(params.get("path", []))
         if kind is None:
             raise HostError(NOT_FOUND, "no such process")
-        return [{"name": n, "description": d, "schema": SCHEMAS[n]} for n, d in OPS[kind]]
+        return op_list(kind)
 
     def conditions(self, kind, p, op, args, uid):
         if kind != ("pid",) or op != "signal":
@@ -485,9 +496,11 @@ class Session:
         try:
             msg = json.loads(line)
         except ValueError as e:
-            self.send({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32700, "message": f"not JSON: {e}"}})
-            return
+            # The runtime sends well-formed lines only: this stream is broken. An error with
+            # "id": null would answer no request; say why and end, the runtime restarts us.
+            print(f"processes: a line that is not JSON ({e}); stopping", file=sys.stderr,
+                  flush=True)
+            sys.exit(2)
         if not isinstance(msg, dict) or "method" not in msg:
             return  # a response or junk: the runtime sends us no responses we await
         mid, method = msg.get("id"), msg["method"]

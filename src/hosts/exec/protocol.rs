@@ -97,6 +97,13 @@ impl Incoming {
                 id: obj.get("id").cloned(),
             });
         }
+        if let (Some(Value::Null), Some(e)) = (obj.get("id"), obj.get("error")) {
+            // JSON-RPC's answer to a request it could not read: it answers none of ours.
+            return Err(format!(
+                "an error with \"id\": null, which answers no request (the host could not read one?): {}",
+                one_line_json(e)
+            ));
+        }
         let id = obj
             .get("id")
             .and_then(Value::as_u64)
@@ -116,6 +123,14 @@ impl Incoming {
             }
             _ => Err("a response needs exactly one of \"result\" and \"error\"".into()),
         }
+    }
+}
+
+/// An error object in a few words: `code -32700: not JSON`.
+fn one_line_json(e: &Value) -> String {
+    match (e.get("code"), e.get("message").and_then(Value::as_str)) {
+        (Some(c), Some(m)) => format!("code {c}: {m}"),
+        _ => e.to_string(),
     }
 }
 

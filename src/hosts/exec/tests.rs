@@ -142,6 +142,10 @@ fn incoming_lines_are_classified_or_refused_with_reasons() {
         ("[1]", "object"),
         (r#"{"id":1,"result":2}"#, "jsonrpc"),
         (r#"{"jsonrpc":"2.0","id":"a","result":2}"#, "numeric"),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"not JSON"}}"#,
+            "answers no request (the host could not read one?): code -32700: not JSON",
+        ),
         (r#"{"jsonrpc":"2.0","id":1}"#, "exactly one"),
         (
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#,
