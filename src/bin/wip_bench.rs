@@ -297,8 +297,9 @@ fn mcp_open(args: &[String]) -> Result<()> {
         ("open, a server that never answers", "[\"sleep\", \"600\"]"),
         ("open, a server that exits at once", "[\"true\"]"),
     ] {
-        let settings: wip::hosts::mcp::McpSettings =
-            toml::from_str(&format!("command = {command}\nstartup_timeout_ms = 3600000"))?;
+        let settings: wip::hosts::mcp::McpSettings = toml::from_str(&format!(
+            "command = {command}\nstartup_timeout_ms = 3600000"
+        ))?;
         let mut samples = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();

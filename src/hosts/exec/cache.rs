@@ -132,7 +132,7 @@ impl CrashLog {
             .iter()
             .map(|(k, c)| (k.clone(), c.clone()))
             .collect();
-        v.sort_by(|a, b| b.1.last.cmp(&a.1.last));
+        v.sort_by_key(|(_, c)| std::cmp::Reverse(c.last));
         v
     }
 }
