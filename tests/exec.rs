@@ -81,6 +81,18 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// `host` lists the process `pid` (a sleeper) and reads its body.
+fn lists_and_reads(m: &Mount, host: &str, pid: u32) {
+    assert!(m
+        .ok(&format!("ls {host}"))
+        .lines()
+        .any(|l| l == pid.to_string()));
+    m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
+    assert!(m
+        .result(&format!("{host}/{pid}/ops/read_body"))
+        .contains("command: sleep 300"));
+}
+
 fn errno_of(r: Result<(), i32>) -> i32 {
     r.expect_err("the call should have failed")
 }
@@ -239,14 +251,7 @@ fn processes_over_a_unix_socket_and_tcp() {
     for host in ["far/unix", "far/tcp"] {
         let d = m.read(&format!("{host}/description"));
         assert!(d.starts_with("Processes of "), "{host}: {d}");
-        assert!(m
-            .ok(&format!("ls {host}"))
-            .lines()
-            .any(|l| l == pid.to_string()));
-        m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
-        assert!(m
-            .result(&format!("{host}/{pid}/ops/read_body"))
-            .contains("command: sleep 300"));
+        lists_and_reads(&m, host, pid);
         let g = m.read(&format!("{host}/1/ops/signal/guard"));
         assert!(g.starts_with("blocked"), "{g}");
     }
@@ -531,14 +536,7 @@ fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
             m.read(&format!("{host}/description"))
                 .starts_with("Processes of ")
         });
-        assert!(m
-            .ok(&format!("ls {host}"))
-            .lines()
-            .any(|l| l == pid.to_string()));
-        m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
-        assert!(m
-            .result(&format!("{host}/{pid}/ops/read_body"))
-            .contains("command: sleep 300"));
+        lists_and_reads(&m, host, pid);
     }
     // Going down and coming back are changes of the roots, in the change feed.
     let events = m.read(".wip/events");

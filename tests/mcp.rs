@@ -22,18 +22,20 @@ fn node_modules() -> PathBuf {
     common::fixtures().join("node/node_modules")
 }
 
-fn everything_js() -> String {
-    node_modules()
-        .join("@modelcontextprotocol/server-everything/dist/index.js")
+/// The entry point of an npm MCP server under `modules` (a node_modules folder).
+fn server_js(modules: PathBuf, server: &str) -> String {
+    modules
+        .join(format!("@modelcontextprotocol/{server}/dist/index.js"))
         .display()
         .to_string()
 }
 
+fn everything_js() -> String {
+    server_js(node_modules(), "server-everything")
+}
+
 fn memory_js() -> String {
-    node_modules()
-        .join("@modelcontextprotocol/server-memory/dist/index.js")
-        .display()
-        .to_string()
+    server_js(node_modules(), "server-memory")
 }
 
 fn everything_host(path: &str, extra: &str) -> String {
@@ -948,17 +950,17 @@ fn more_servers() -> PathBuf {
 }
 
 fn filesystem_js() -> String {
-    more_servers()
-        .join("node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
-        .display()
-        .to_string()
+    server_js(
+        more_servers().join("node/node_modules"),
+        "server-filesystem",
+    )
 }
 
 fn thinking_js() -> String {
-    more_servers()
-        .join("node/node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js")
-        .display()
-        .to_string()
+    server_js(
+        more_servers().join("node/node_modules"),
+        "server-sequential-thinking",
+    )
 }
 
 fn python_server(name: &str) -> String {

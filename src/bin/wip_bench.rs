@@ -226,15 +226,7 @@ fn mcp_call(args: &[String]) -> Result<()> {
 
     let settings: wip::hosts::mcp::McpSettings =
         toml::from_str(&format!("command = {}", serde_json::to_string(command)?))?;
-    let ctx = wip::hosts::HostContext {
-        state_dir: std::env::temp_dir(),
-        launch_dir: std::env::current_dir()?,
-        mount_point: PathBuf::from("/nonexistent-bench-mount"),
-        identity: Default::default(),
-        peers: Vec::new(),
-        changes: wip::world::host::Changes::detached(),
-        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
-    };
+    let ctx = host_context()?;
     let host = wip::hosts::mcp::McpHost::open("mcp", settings, &ctx)?;
     use wip::world::host::Host;
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
@@ -257,6 +249,19 @@ fn mcp_call(args: &[String]) -> Result<()> {
     }
     report("in-process host.call", samples);
     Ok(())
+}
+
+/// What a host opened by the benchmark sees: no mount, no change feed, default timeouts.
+fn host_context() -> Result<wip::hosts::HostContext> {
+    Ok(wip::hosts::HostContext {
+        state_dir: std::env::temp_dir(),
+        launch_dir: std::env::current_dir()?,
+        mount_point: PathBuf::from("/nonexistent-bench-mount"),
+        identity: Default::default(),
+        peers: Vec::new(),
+        changes: wip::world::host::Changes::detached(),
+        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
+    })
 }
 
 fn mount_read(args: &[String]) -> Result<()> {
@@ -284,15 +289,7 @@ fn mcp_open(args: &[String]) -> Result<()> {
         bail!("usage: wip-bench mcp-open N");
     };
     let n: usize = n.parse()?;
-    let ctx = wip::hosts::HostContext {
-        state_dir: std::env::temp_dir(),
-        launch_dir: std::env::current_dir()?,
-        mount_point: PathBuf::from("/nonexistent-bench-mount"),
-        identity: Default::default(),
-        peers: Vec::new(),
-        changes: wip::world::host::Changes::detached(),
-        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
-    };
+    let ctx = host_context()?;
     for (label, command) in [
         ("open, a server that never answers", "[\"sleep\", \"600\"]"),
         ("open, a server that exits at once", "[\"true\"]"),
