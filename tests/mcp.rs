@@ -693,15 +693,18 @@ fn list_changed_refreshes_the_tree() {
     wait_ready(&m, "s");
     assert_eq!(ls(&m, "s/ops"), ["add", "add_tool", "exit", "ping"]);
     m.call("s/ops/add_tool", "fresh\n").unwrap();
-    // The notification arrives on its own; the host re-lists and reports the change.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ls(&m, "s/tools").contains(&"fresh".to_string()) {
+    // The notification arrives on its own; the host re-lists and reports the change, which
+    // the runtime applies on its own thread: wait for both.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ls(&m, "s/tools").contains(&"fresh".to_string())
+        || !m.path("s/ops/fresh/description").exists()
+    {
         assert!(
             Instant::now() < deadline,
             "new tool never appeared: {:?}",
             ls(&m, "s/tools")
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert!(m
         .read("s/ops/fresh/description")
