@@ -110,6 +110,11 @@ fn processes_over_stdio_as_an_agent_would() {
     assert!(listed.lines().any(|l| l == "ops"));
     let s = sleeper();
     let pid = s.0.id();
+    // Just started, it may still be running for a moment before it sleeps.
+    wait_for("the sleeper to sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("(sleeping)")
+    });
     let d = m.read(&format!("processes/{pid}/description"));
     assert!(d.contains("sleep 300") && d.contains("(sleeping)"), "{d}");
     assert!(m
