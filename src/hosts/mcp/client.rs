@@ -106,6 +106,9 @@ pub struct State {
     pub first_junk: Option<String>,
     /// Process group of the running server, to end it whole (npx starts node under it).
     pgid: Option<i32>,
+    /// The task reading the current life's stderr, awaited (briefly) when the life ends so
+    /// that its last words are in.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub struct Shared {
@@ -338,6 +341,7 @@ impl Client {
                 junk_lines: 0,
                 first_junk: None,
                 pgid: None,
+                stderr_task: None,
             }),
             changes,
             shutdown: Notify::new(),
@@ -471,13 +475,18 @@ async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>, timeout: Dur
             why = run_once(&shared, &settings, timeout) => why,
             _ = shared.shutdown.notified() => break,
         };
-        {
+        let stderr_task = {
             let mut st = shared.lock();
             st.peer = None;
             if let Some(pgid) = st.pgid.take() {
                 // Whatever the server left behind in its group goes with it.
                 unsafe { libc::killpg(pgid, libc::SIGKILL) };
             }
+            st.stderr_task.take()
+        };
+        // The group is gone, so its stderr ends: let the last lines in before quoting them.
+        if let Some(task) = stderr_task {
+            let _ = tokio::time::timeout(EXIT_WAIT, task).await;
         }
         // A server that ran a while starts again from the first delay.
         if started.elapsed() >= HEALTHY_RUN {
@@ -559,8 +568,9 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         st.starts
     };
     if let Some(stderr) = stderr {
+        let reader = Arc::clone(shared);
         let shared = Arc::clone(shared);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(target: "wip::mcp", "server stderr: {line}");
@@ -575,6 +585,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
                 st.stderr.push_back(one_line(&line));
             }
         });
+        reader.lock().stderr_task = Some(task);
     }
     let stdout = WatchedStdout {
         inner: stdout,
