@@ -30,7 +30,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -350,6 +350,47 @@ for t in stdio unix; do
   echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
 done
 kill $exec_pid; exec_pid=""
+
+echo "# exec host misbehaving: reads of a healthy host while another hangs a call, and of hosts that are down"
+bm=$work/execbad
+cat > "$work/execbad.toml" <<TOML
+[[host]]
+kind = "exec"
+path = "processes"
+command = ["python3", "$PWD/examples/hosts/processes.py"]
+[[host]]
+kind = "exec"
+path = "bad/hang"
+command = ["python3", "$PWD/tests/hosts/misbehave.py", "hang"]
+call_timeout_ms = 20000
+[[host]]
+kind = "exec"
+path = "bad/mute"
+command = ["python3", "$PWD/tests/hosts/misbehave.py", "mute"]
+start_timeout_ms = 1000
+TOML
+mkdir -p "$bm"
+(cd "$work/files" && "$bin/wip" mount "$bm" --state "$work/execbadstate" --manifest "$work/execbad.toml" > /dev/null)
+until grep -q "^Processes of" "$bm/processes/description"; do sleep 0.05; done
+until grep -q "is down" "$bm/bad/mute/description"; do sleep 0.05; done
+READS=${READS:-500}
+# A guard is read with direct I/O and evaluated by the host (the runtime keeps it 0.5 s):
+# every read reaches the daemon, and some the host.
+guard=$bm/processes/1/ops/signal/guard
+"$bin/wip-bench" mount-read "$guard" "$READS" | tee "$work/read-idle.txt"
+(echo > "$bm/bad/hang/ops/misbehave/call") 2> /dev/null & hung=$!
+until grep -q "running .*/bad/hang misbehave" "$bm/.wip/log"; do sleep 0.05; done
+"$bin/wip-bench" mount-read "$guard" "$READS" | tee "$work/read-hung.txt"
+"$bin/wip-bench" mount-read "$bm/bad/mute/" "$READS" | tee "$work/read-mute.txt"
+"$bin/wip-bench" mount-read "$bm/bad/mute/description" "$READS" | tee "$work/read-mute-root.txt"
+r_idle=$(p50 "read" "$work/read-idle.txt")
+r_hung=$(p50 "read" "$work/read-hung.txt")
+r_mute=$(p50 "read" "$work/read-mute.txt")
+r_root=$(p50 "read" "$work/read-mute-root.txt")
+echo "cat processes/1/ops/signal/guard p50: ${r_idle} us idle, ${r_hung} us while bad/hang hangs a call; ratio $(ratio "$r_hung" "$r_idle")"
+echo "a host that never shakes hands: ls bad/mute fails in ${r_mute} us (p50), cat bad/mute/description ${r_root} us; vs the healthy guard read $(ratio "$r_mute" "$r_idle")"
+"$bin/wip" umount "$bm"
+wait "$hung" 2> /dev/null || true
 fi
 
 if on mcp; then
@@ -373,6 +414,10 @@ m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
 p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
 echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
 echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
+"$bin/wip-bench" mcp-open 20 | tee "$work/mcpopen.txt"
+o_never=$(p50 "open, a server that never answers" "$work/mcpopen.txt")
+o_exits=$(p50 "open, a server that exits at once" "$work/mcpopen.txt")
+echo "McpHost::open p50: ${o_never} us for a server that never answers, ${o_exits} us for one that exits at once; ratio $(ratio "$o_never" "$o_exits") (opening waits for neither)"
 fi
 
 if on github; then
