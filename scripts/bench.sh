@@ -14,9 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
-# Which parts to run: walk (find/stat/cat, memory, call latency), calls (reads while calls
-# are in flight, large results, the log), db, search, agent, exec, mcp, github.
-SECTIONS=${SECTIONS:-walk,calls,db,search,agent,exec,mcp,github}
+# Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
+# while calls are in flight, large results, the log), db, search, feed (tail -f of the
+# change feed), agent, exec, mcp, github.
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -29,7 +30,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/callworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -61,11 +62,13 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 best3() { local a b c; a=$(secs "$1" "$2"); b=$(secs "$1" "$2"); c=$(secs "$1" "$2"); printf '%s\n' "$a" "$b" "$c" | sort -n | head -n 1; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
+# The daemon's pid from what `wip mount` prints (pgrep would read every process's command
+# line, and hangs on one stuck on some other dead FUSE mount).
+daemon_pid() { sed -n 's/.*(daemon pid \([0-9]*\),.*/\1/p'; }
 mount_wip() {
-  (cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" > /dev/null)
-  wip_pid=$(pgrep -f "wip mount $m -f" | head -n 1)
+  wip_pid=$(cd "$work/files" && "$bin/wip" mount "$m" --state "$work/state" --manifest "$work/bench.toml" | daemon_pid)
 }
-umount_wip() { "$bin/wip" umount "$m"; while pgrep -f "wip mount $m -f" > /dev/null; do sleep 0.05; done; }
+umount_wip() { "$bin/wip" umount "$m"; while kill -0 "$wip_pid" 2>/dev/null; do sleep 0.05; done; }
 mount_floor() {
   "$bin/fuse-floor" "$f" "$work/shape" & floor_pid=$!
   for _ in $(seq 1 500); do mountpoint -q "$f" && return; sleep 0.02; done
@@ -81,7 +84,15 @@ p50() { sed -n "s/^$1.*p50_us=\([0-9.]*\).*/\1/p" "$2"; }
 
 if on walk; then
 echo "# seeding and mounting (ISSUES=$ISSUES)"
+# Baseline: the same world seeded with the demo project alone, on a fresh state too.
+sed '/^extra_issues/d' "$work/bench.toml" > "$work/demo.toml"
+t_demo=$(secs bash -c "cd '$work/files' && '$bin/wip' mount '$work/smallm' --state '$work/demostate' --manifest '$work/demo.toml'")
+"$bin/wip" umount "$work/smallm"
+t0=$(now)
 mount_wip
+t1=$(now)
+t_seed=$(echo "scale=4; ($t1 - $t0) / 1000000000" | bc)
+echo "first mount: ${t_seed} s with $ISSUES extra issues, ${t_demo} s with the demo seed alone; ratio $(ratio "$t_seed" "$t_demo")"
 rss_empty=$(rss_kb "$wip_pid")
 paths=$(find "$m" | wc -l)
 find "$m" -mindepth 1 -printf '%y\t%s\t%P\n' > "$work/shape"
@@ -136,11 +147,12 @@ echo "RSS per materialised node: $(echo "scale=0; ($rss_full - $rss_empty) * 102
 
 echo "# call latency (get_metadata on an issue, $CALLS calls)"
 "$bin/wip-bench" mount-call "$m/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | tee "$work/mount.txt"
+# One daemon per state directory: the in-process world takes it once the mount is gone.
+umount_wip
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
-umount_wip
 fi
 
 if on calls; then
@@ -205,8 +217,7 @@ kind = "db"
 path = "db/zip"
 file = "$work/fx/zipcodes.db"
 TOML
-(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" > /dev/null)
-db_pid=$(pgrep -f "wip mount $dbm -f" | head -n 1)
+db_pid=$(cd "$work/files" && "$bin/wip" mount "$dbm" --state "$work/dbstate" --manifest "$work/db.toml" | daemon_pid)
 sql="SELECT TrackId, Name FROM Track WHERE AlbumId = 1 ORDER BY TrackId"
 "$bin/wip-bench" mount-call "$dbm/db/chinook/ops/query/call" "{\"sql\":\"$sql\"}" 500 | tee "$work/dbmount.txt"
 "$bin/wip-bench" sql "$work/fx/chinook.db" "$sql" 500 | tee "$work/dbsql.txt"
@@ -263,6 +274,37 @@ echo "search p50: ${s_mount} us through the mount, ${s_in} us in-process; ratio 
 echo "index size on disk: $(du -sh "$work/searchstate"/search-search | cut -f1)"
 fi
 
+if on feed; then
+echo "# change feed: how soon tail -f sees an event, vs tail -f of a file on tmpfs"
+# Both with tail's polling (once a second; inotify sees no change inside a FUSE file), so
+# the ratio is what the feed adds to tail's own wait.
+fm=$work/feedworld
+FEEDS=${FEEDS:-8}
+printf '[[host]]\nkind = "tracker"\npath = "tracker"\n' > "$work/feed.toml"
+(cd "$work/files" && "$bin/wip" mount "$fm" --state "$work/feedstate" --manifest "$work/feed.toml" > /dev/null)
+: > "$shm/feed.log"
+# seen FILE CMD…: seconds from running CMD until `tail -f FILE` prints a new line.
+seen() {
+  local file=$1 fifo=$work/feed.fifo tp t0 t1 line; shift
+  rm -f "$fifo"; mkfifo "$fifo"
+  tail -n 0 ---disable-inotify -f "$file" > "$fifo" & tp=$!
+  exec 7< "$fifo"
+  until [ -n "$(find "/proc/$tp/fd" -lname "$file" 2>/dev/null)" ]; do sleep 0.01; done
+  # At a random point of tail's one-second wait, as an event comes.
+  sleep "0.$((RANDOM % 10))"
+  t0=$(now); "$@" > /dev/null; read -r -u 7 line; t1=$(now)
+  kill "$tp"; wait "$tp" 2>/dev/null || true; exec 7<&-
+  echo "scale=3; ($t1 - $t0) / 1000000000" | bc
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+append() { echo "line" >> "$shm/feed.log"; }
+comment() { echo "feed $RANDOM" > "$fm/tracker/issues/17/ops/comment/call"; }
+t_feed_tmpfs=$(for _ in $(seq 1 "$FEEDS"); do seen "$shm/feed.log" append; done | median)
+t_feed_wip=$(for _ in $(seq 1 "$FEEDS"); do seen "$fm/.wip/events" comment; done | median)
+"$bin/wip" umount "$fm"
+echo "tail -f sees a new line after (median of $FEEDS): ${t_feed_tmpfs} s on tmpfs, ${t_feed_wip} s on .wip/events after a call; ratio $(ratio "$t_feed_wip" "$t_feed_tmpfs")"
+fi
+
 if on agent; then
 echo "# agents host: ask on an instant agent vs running the command directly"
 am=$work/agentworld
@@ -308,6 +350,47 @@ for t in stdio unix; do
   echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
 done
 kill $exec_pid; exec_pid=""
+
+echo "# exec host misbehaving: reads of a healthy host while another hangs a call, and of hosts that are down"
+bm=$work/execbad
+cat > "$work/execbad.toml" <<TOML
+[[host]]
+kind = "exec"
+path = "processes"
+command = ["python3", "$PWD/examples/hosts/processes.py"]
+[[host]]
+kind = "exec"
+path = "bad/hang"
+command = ["python3", "$PWD/tests/hosts/misbehave.py", "hang"]
+call_timeout_ms = 20000
+[[host]]
+kind = "exec"
+path = "bad/mute"
+command = ["python3", "$PWD/tests/hosts/misbehave.py", "mute"]
+start_timeout_ms = 1000
+TOML
+mkdir -p "$bm"
+(cd "$work/files" && "$bin/wip" mount "$bm" --state "$work/execbadstate" --manifest "$work/execbad.toml" > /dev/null)
+until grep -q "^Processes of" "$bm/processes/description"; do sleep 0.05; done
+until grep -q "is down" "$bm/bad/mute/description"; do sleep 0.05; done
+READS=${READS:-500}
+# A guard is read with direct I/O and evaluated by the host (the runtime keeps it 0.5 s):
+# every read reaches the daemon, and some the host.
+guard=$bm/processes/1/ops/signal/guard
+"$bin/wip-bench" mount-read "$guard" "$READS" | tee "$work/read-idle.txt"
+(echo > "$bm/bad/hang/ops/misbehave/call") 2> /dev/null & hung=$!
+until grep -q "running .*/bad/hang misbehave" "$bm/.wip/log"; do sleep 0.05; done
+"$bin/wip-bench" mount-read "$guard" "$READS" | tee "$work/read-hung.txt"
+"$bin/wip-bench" mount-read "$bm/bad/mute/" "$READS" | tee "$work/read-mute.txt"
+"$bin/wip-bench" mount-read "$bm/bad/mute/description" "$READS" | tee "$work/read-mute-root.txt"
+r_idle=$(p50 "read" "$work/read-idle.txt")
+r_hung=$(p50 "read" "$work/read-hung.txt")
+r_mute=$(p50 "read" "$work/read-mute.txt")
+r_root=$(p50 "read" "$work/read-mute-root.txt")
+echo "cat processes/1/ops/signal/guard p50: ${r_idle} us idle, ${r_hung} us while bad/hang hangs a call; ratio $(ratio "$r_hung" "$r_idle")"
+echo "a host that never shakes hands: ls bad/mute fails in ${r_mute} us (p50), cat bad/mute/description ${r_root} us; vs the healthy guard read $(ratio "$r_mute" "$r_idle")"
+"$bin/wip" umount "$bm"
+wait "$hung" 2> /dev/null || true
 fi
 
 if on mcp; then
@@ -331,6 +414,10 @@ m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
 p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
 echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
 echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
+"$bin/wip-bench" mcp-open 20 | tee "$work/mcpopen.txt"
+o_never=$(p50 "open, a server that never answers" "$work/mcpopen.txt")
+o_exits=$(p50 "open, a server that exits at once" "$work/mcpopen.txt")
+echo "McpHost::open p50: ${o_never} us for a server that never answers, ${o_exits} us for one that exits at once; ratio $(ratio "$o_never" "$o_exits") (opening waits for neither)"
 fi
 
 if on github; then

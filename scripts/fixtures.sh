@@ -5,6 +5,8 @@
 #   zipcodes.db  the 43,191-row database shipped inside the pyzipcode 3.0.1 source package
 #   node/        from npm: @octokit/fixtures 23.1.2, recorded GitHub API sessions (github host
 #                tests); @modelcontextprotocol/server-everything and server-memory (mcp host)
+#   rust-book/   the Rust book's HTML from Debian's rust-doc package (search host tests)
+#   mcp/         more MCP servers (mcp host tests): node/ from npm, sqlite/ and fetch/ from PyPI
 # Usage: scripts/fixtures.sh [DIR]   (default target/fixtures); idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +28,67 @@ if [ "$mcp_ok" = 0 ]; then
   npm install --prefix "$dir/node" --no-audit --no-fund --silent $mcp_pkgs
 fi
 
+# ---- mcp host: more servers nobody here wrote, each with a behaviour that once broke ----------
+# From npm into $dir/mcp/node: server-filesystem (a structuredContent that repeats its text)
+# and server-sequential-thinking (union types such as ["boolean","string"]). From PyPI, one
+# virtualenv each with every package pinned by tests/mcp-servers/NAME.txt: mcp-server-sqlite
+# (answers resources/templates/list with -32601; written for the 1.x SDK) and
+# mcp-server-fetch (an open-world tool beside a prompt that fetches the same URL).
+mcp_more="@modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-sequential-thinking@2026.8.31"
+more_ok=1
+for p in $mcp_more; do
+  name=${p%@*} version=${p##*@}
+  grep -qs "\"version\": \"$version\"" "$dir/mcp/node/node_modules/$name/package.json" || more_ok=0
+done
+if [ "$more_ok" = 0 ]; then
+  command -v npm >/dev/null || { echo "scripts/fixtures.sh: npm is needed for the MCP servers (apt-get install nodejs npm)" >&2; exit 1; }
+  mkdir -p "$dir/mcp/node"
+  # shellcheck disable=SC2086
+  npm install --prefix "$dir/mcp/node" --no-audit --no-fund --silent $mcp_more
+fi
+for server in sqlite fetch; do
+  pins=tests/mcp-servers/$server.txt venv=$dir/mcp/$server
+  # The installed set is stamped with its pins; changed pins reinstall it.
+  if ! cmp -s "$pins" "$venv/pins.txt"; then
+    python3 -m venv --help >/dev/null 2>&1 || { echo "scripts/fixtures.sh: python3 -m venv is needed for the MCP servers from PyPI (apt-get install python3-venv)" >&2; exit 1; }
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$pins"
+    cp "$pins" "$venv/pins.txt"
+  fi
+done
+
 # github host: GitHub API sessions recorded by @octokit/fixtures (npm), replayed by the tests.
 if [ ! -s "$dir/node/node_modules/@octokit/fixtures/package.json" ]; then
   command -v npm >/dev/null || { echo "fixtures.sh: npm is needed for @octokit/fixtures" >&2; exit 1; }
   npm install --prefix "$dir/node" --no-audit --no-fund --silent @octokit/fixtures@23.1.2 >/dev/null
 fi
+# search host tests: the Rust book as Debian ships it (package rust-doc, pinned), HTML
+# nobody here wrote, the same text whatever toolchain runs the tests. Only the book is
+# kept (not its archived first and 2018 editions), without the symlinks into
+# /usr/share/javascript it would leave dangling.
+book_version=1.63.0+dfsg1-2
+if [ "$(cat "$dir/rust-book.version" 2>/dev/null)" != "$book_version" ]; then
+  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
+    { echo "scripts/fixtures.sh: apt-get and dpkg-deb (Debian) are needed for the Rust book (rust-doc $book_version)" >&2; exit 1; }
+  deb=$(mktemp -d)
+  trap 'rm -rf "$deb"' EXIT
+  if ! (cd "$deb" && apt-get download -qq "rust-doc=$book_version" 2>/dev/null); then
+    # A fresh machine may not have read the package lists yet.
+    if [ "$(id -u)" = 0 ]; then apt-get update -qq; fi
+    (cd "$deb" && apt-get download -qq "rust-doc=$book_version") ||
+      { echo "scripts/fixtures.sh: cannot download Debian's rust-doc $book_version (run apt-get update as root first)" >&2; exit 1; }
+  fi
+  dpkg-deb --fsys-tarfile "$deb"/rust-doc_*.deb | tar -x -C "$deb" ./usr/share/doc/rust-doc/html/book/
+  find "$deb/usr/share/doc/rust-doc/html/book" -type l -delete
+  rm -rf "$deb/usr/share/doc/rust-doc/html/book/2018-edition" "$deb/usr/share/doc/rust-doc/html/book/first-edition"
+  rm -rf "$dir/rust-book"
+  mv "$deb/usr/share/doc/rust-doc/html/book" "$dir/rust-book"
+  rm -rf "$deb"
+  trap - EXIT
+  echo "$book_version" > "$dir/rust-book.version"
+fi
+
 if [ -s "$dir/chinook.db" ] && [ -s "$dir/zipcodes.db" ]; then exit 0; fi
 dl=$(mktemp -d)
 trap 'rm -rf "$dl"' EXIT

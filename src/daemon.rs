@@ -20,6 +20,11 @@ use crate::world::{Mounted, World};
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// FUSE worker threads: calls may block (a slow backend) without stalling reads.
 const THREADS: usize = 8;
+/// The state directory's lock file: one daemon per state directory.
+const LOCK_FILE: &str = "daemon.lock";
+/// How long a new daemon waits for one whose mount is already gone to finish exiting
+/// (`wip umount DIR && wip mount DIR` right after).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// Where state lives unless `--state` says otherwise.
 pub fn default_state_dir() -> PathBuf {
@@ -70,11 +75,107 @@ pub fn redact(text: &str) -> String {
         + "\n"
 }
 
-/// Build the world a manifest describes (hosts open their backends here).
+/// Exclusive use of a state directory (an advisory `flock` on `daemon.lock`, which names
+/// the holder). The kernel drops the lock when the holder's process ends, also by a crash,
+/// so a stale file never blocks a mount.
+pub struct StateLock {
+    _file: std::fs::File,
+}
+
+/// What a lock file says of its holder: `pid PID` and `mount DIR` lines.
+fn lock_holder(file: &mut std::fs::File) -> (Option<u32>, Option<PathBuf>) {
+    let mut text = String::new();
+    let _ = file.seek(std::io::SeekFrom::Start(0));
+    let _ = file.read_to_string(&mut text);
+    let mut pid = None;
+    let mut mount = None;
+    for line in text.lines() {
+        if let Some(p) = line.strip_prefix("pid ") {
+            pid = p.trim().parse().ok();
+        } else if let Some(m) = line.strip_prefix("mount ") {
+            mount = Some(PathBuf::from(m));
+        }
+    }
+    (pid, mount)
+}
+
+/// Take the state directory for the daemon serving `mount_point`, or say who has it.
+///
+/// A holder whose mount is already gone is on its way out: wait for it (bounded), so an
+/// unmount followed at once by a mount works. A holder still serving its mount is a
+/// second daemon on the same journal and databases: refused.
+pub fn lock_state_dir(state_dir: &Path, mount_point: &Path) -> Result<StateLock> {
+    use std::fs::TryLockError;
+    let path = state_dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open the state lock {}", path.display()))?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                let (pid, mount) = lock_holder(&mut file);
+                let serving = mount
+                    .as_deref()
+                    .and_then(mounted_fs_type)
+                    .is_some_and(|t| t.starts_with("fuse"));
+                let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+                if serving || Instant::now() > deadline {
+                    let who = match (pid, &mount) {
+                        (Some(p), Some(m)) => {
+                            format!("wip daemon pid {p}, serving {}", m.display())
+                        }
+                        (Some(p), None) => format!("process {p}"),
+                        _ => "another process".to_string(),
+                    };
+                    let state = state_dir.display();
+                    let how = match (&mount, serving) {
+                        (Some(m), true) => format!("unmount it first (wip umount {})", m.display()),
+                        _ if alive => "stop it first".to_string(),
+                        _ => "wait until it has exited".to_string(),
+                    };
+                    bail!(
+                        "the state directory {state} is in use by another {who}; one state directory serves one mount: {how}, or give this mount its own --state DIR"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+    }
+    file.set_len(0)?;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    write!(
+        file,
+        "pid {}\nmount {}\n",
+        std::process::id(),
+        mount_point.display()
+    )?;
+    file.flush()?;
+    Ok(StateLock { _file: file })
+}
+
+/// Locks this process holds: one per world it built, released when the process ends.
+static HELD_LOCKS: std::sync::Mutex<Vec<StateLock>> = std::sync::Mutex::new(Vec::new());
+
+/// Build the world a manifest describes (hosts open their backends here). The state
+/// directory stays locked to this process from here on.
 pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     let (manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
+    let lock = lock_state_dir(&opts.state_dir, &opts.mount_point)?;
+    HELD_LOCKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(lock);
     let (changes, change_rx) = Changes::channel();
     let mut ctx = HostContext {
         state_dir: opts.state_dir.clone(),
@@ -255,8 +356,10 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
     let mount_point = prepare_mount_point(&opts.mount_point)?;
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
-    // Fail fast on a bad manifest, in the caller's terminal.
+    // Fail fast on a bad manifest or a state directory in use, in the caller's terminal
+    // (the daemon takes the lock for itself once started).
     load_manifest(opts.manifest.as_deref())?;
+    drop(lock_state_dir(&opts.state_dir, &mount_point)?);
     let log_path = opts.state_dir.join("wip.log");
     let log = OpenOptions::new()
         .create(true)

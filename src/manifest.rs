@@ -345,12 +345,37 @@ mod tests {
 
     #[test]
     fn rejects_reserved_and_overlapping_paths() {
-        let bad = "[[host]]\nkind='files'\npath='ops'\n";
-        assert!(Manifest::parse(bad, "t").is_err());
+        let words = |text: &str| match Manifest::parse(text, "t.toml") {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        };
+        let plain =
+            "must be one or more plain names (not description, ref, ops, README.md or .wip)";
+        assert_eq!(
+            words("[[host]]\nkind='files'\npath='ops'\n"),
+            format!("invalid manifest t.toml: host path \"ops\" {plain}")
+        );
+        assert_eq!(
+            words("[[host]]\nkind='files'\npath='a//b'\n"),
+            format!("invalid manifest t.toml: host path \"a//b\" {plain}")
+        );
         let overlap = "[[host]]\nkind='files'\npath='a'\n[[host]]\nkind='files'\npath='a/b'\n";
-        assert!(Manifest::parse(overlap, "t").is_err());
-        let unknown = "[world]\nnope=1\n";
-        assert!(Manifest::parse(unknown, "t").is_err());
+        assert_eq!(
+            words(overlap),
+            "invalid manifest t.toml: host path \"a/b\" overlaps another host"
+        );
+        let unknown = words("[world]\nnope=1\n");
+        assert!(
+            unknown.starts_with("invalid manifest t.toml: TOML parse error at line 2, column 1")
+                && unknown.contains(
+                    "unknown field `nope`, expected one of `name`, `description`, `call_timeout_ms`"
+                ),
+            "{unknown}"
+        );
+        assert_eq!(
+            words("[world]\ncall_timeout_ms=0\n"),
+            "invalid manifest t.toml: call_timeout_ms must be at least 1"
+        );
     }
 
     #[test]

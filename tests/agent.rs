@@ -17,12 +17,17 @@ fn agent_script() -> PathBuf {
 
 /// A world with the scripted agent at `agents/echo`; `wait_ms` is how long ask waits.
 fn mount(wait_ms: u64) -> Mount {
+    mount_with(wait_ms, "")
+}
+
+/// `mount`, with more settings of the agent host (TOML lines).
+fn mount_with(wait_ms: u64, settings: &str) -> Mount {
     // The agent runs in the launch directory (the mount's root): it writes its pids there.
     Mount::start(Some(&format!(
         "[[host]]\nkind = \"agent\"\npath = \"agents/echo\"\n\
          command = [\"python3\", {script:?}]\n\
          description = \"Echoes the last message (a scripted agent)\"\n\
-         wait_ms = {wait_ms}\nenv = {{ AGENT_PIDS = \"pids\" }}\n",
+         wait_ms = {wait_ms}\nenv = {{ AGENT_PIDS = \"pids\" }}\n{settings}",
         script = agent_script().display().to_string(),
     )))
 }
@@ -129,9 +134,8 @@ fn ask_reply_and_browse_by_path() {
 #[test]
 fn a_slow_answer_says_working_then_wait_returns_it() {
     let m = mount(300);
-    let started = Instant::now();
+    // ask returns before the answer: its result says working, not the answer.
     m.ok("echo 'slow 3' > agents/echo/ops/ask/call");
-    assert!(started.elapsed() < Duration::from_secs(2));
     let r = m.result("agents/echo/ops/ask");
     assert!(r.starts_with("conversation 1 is working"), "{r}");
     assert!(
@@ -209,14 +213,18 @@ fn cancel_stops_the_agent_and_everything_it_started() {
     wait_until("agent and sleeper started", || pids(&m).len() >= 2);
     let procs = pids(&m);
     assert!(procs.iter().all(|&p| alive(p)), "{procs:?}");
-    let started = Instant::now();
+    // cancel returns once the turn has ended (not after the agent's 60 s): the agent is
+    // gone when it returns, what it started dies of the SIGKILL sent to its group then,
+    // and the conversation says cancelled, not done.
     m.ok("echo > agents/echo/conversations/1/ops/cancel/call");
-    assert!(started.elapsed() < Duration::from_secs(5));
     let r = m.result("agents/echo/conversations/1/ops/cancel");
     assert!(r.starts_with("cancelled conversation 1"), "{r}");
-    for p in procs {
-        assert!(!alive(p), "process {p} survived the cancel");
-    }
+    assert!(
+        !alive(procs[0]),
+        "the agent {} survived the cancel",
+        procs[0]
+    );
+    wait_until("what the agent started is gone", || !alive(procs[1]));
     let d = m.read("agents/echo/conversations/1/description");
     assert!(
         d.contains("· cancelled: stopped by a call of cancel ·"),
@@ -302,7 +310,7 @@ fn conversations_persist_and_a_cut_turn_shows_interrupted() {
     wait_until("second slow agent started", || pids(&m).len() >= 5);
     let (agent, sleeper) = (pids(&m)[3], pids(&m)[4]);
     m.kill_daemon();
-    let out = std::process::Command::new(common::WIP)
+    let out = common::wip_command()
         .arg("umount")
         .arg(&m.mount)
         .output()
@@ -324,4 +332,77 @@ fn conversations_persist_and_a_cut_turn_shows_interrupted() {
         .result("agents/echo/conversations/2/ops/wait")
         .starts_with("echo: go on [3 messages: user,user,user]"));
     assert!(m.path("agents/echo/conversations/2/messages/4").exists());
+}
+
+/// Reads have no side effects: walking an agent world and reading every file, the
+/// conversations too, starts no agent and runs no op.
+#[test]
+fn reading_every_file_of_an_agent_world_starts_no_agent_and_runs_nothing() {
+    let m = mount(10_000);
+    m.ok("echo 'hello' > agents/echo/ops/ask/call");
+    let agents_started = pids(&m);
+    assert_eq!(agents_started.len(), 1);
+    let calls = m.journal_count();
+    let conv = m.read("agents/echo/conversations/1/description");
+    let out = m.sh(
+        "find agents agents/echo/conversations -maxdepth 6 -type f -print0 \
+         | xargs -0 cat > /dev/null 2>&1; \
+         find agents/echo/conversations -maxdepth 6 -type f | wc -l",
+    );
+    let files: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(files >= 40, "the walk read {files} files");
+    assert_eq!(pids(&m), agents_started, "a read started the agent");
+    assert_eq!(m.journal_count(), calls, "a read ran an op");
+    assert_eq!(m.read("agents/echo/conversations/1/description"), conv);
+    assert_eq!(
+        m.ok("ls agents/echo/conversations | grep -v -x -e description -e ref -e ops"),
+        "1\n"
+    );
+}
+
+/// Names listed in directory order (`ls -U`), without an entry's own files.
+fn listed(m: &Mount, dir: &str) -> Vec<String> {
+    m.ok(&format!(
+        "ls -U {dir} | grep -v -x -e description -e ref -e ops"
+    ))
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[test]
+fn conversations_and_messages_past_a_page_are_reached_by_path() {
+    let m = mount_with(10_000, "page_size = 3\n");
+    for i in 1..=5 {
+        m.ok(&format!("echo 'hi {i}' > agents/echo/ops/ask/call"));
+    }
+    // The newest page, newest first; the description says how many and how to reach all.
+    assert_eq!(listed(&m, "agents/echo/conversations"), ["5", "4", "3"]);
+    assert_eq!(
+        m.read("agents/echo/conversations/description"),
+        "5 conversations of this agent, newest first (ls shows the newest 3; any is reachable \
+         as conversations/ID) · start one with agents/echo/ops/ask/call\n"
+    );
+    assert_eq!(
+        m.read("agents/echo/conversations/1/description"),
+        "Conversation 1 · done · 2 messages · \"hi 1\"\n"
+    );
+    assert!(!m.path("agents/echo/conversations/6").exists());
+    // Messages past a page: the newest 3 are listed (in order), the first by path.
+    for i in 1..=2 {
+        m.ok(&format!(
+            "echo 'again {i}' > agents/echo/conversations/1/ops/reply/call"
+        ));
+    }
+    let messages = "agents/echo/conversations/1/messages";
+    assert_eq!(listed(&m, messages), ["4", "5", "6"]);
+    assert!(m
+        .read(&format!("{messages}/description"))
+        .starts_with("6 messages of conversation 1, oldest first: messages/1 … messages/6"));
+    assert_eq!(
+        m.read(&format!("{messages}/1/ref")),
+        "agent://agents/echo/conversations/1/messages/1\n"
+    );
+    m.ok(&format!("echo > {messages}/1/ops/read_body/call"));
+    assert_eq!(m.result(&format!("{messages}/1/ops/read_body")), "hi 1\n");
 }

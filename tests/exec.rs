@@ -1,6 +1,8 @@
 //! The exec host, mounted for real: the example processes host (Python) over stdio, a unix
-//! socket and TCP, driven as an agent would; and hosts that crash, hang, print junk or never
-//! shake hands, each of which must cost one call an errno with words and never the mount.
+//! socket and TCP (and those servers restarting), driven as an agent would; hosts that
+//! crash, hang, print junk or never shake hands, each of which must cost one call an errno
+//! with words and never the mount; and a host that records what it is asked, to show that
+//! reads never act and that declared kinds spare the `ops` requests.
 
 mod common;
 
@@ -19,6 +21,10 @@ fn processes_py() -> String {
         .join("examples/hosts/processes.py")
         .display()
         .to_string()
+}
+
+fn recorder_py() -> String {
+    repo().join("tests/hosts/recorder.py").display().to_string()
 }
 
 fn misbehave_py() -> String {
@@ -68,11 +74,23 @@ fn sleeper() -> Server {
 }
 
 fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// `host` lists the process `pid` (a sleeper) and reads its body.
+fn lists_and_reads(m: &Mount, host: &str, pid: u32) {
+    assert!(m
+        .ok(&format!("ls {host}"))
+        .lines()
+        .any(|l| l == pid.to_string()));
+    m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
+    assert!(m
+        .result(&format!("{host}/{pid}/ops/read_body"))
+        .contains("command: sleep 300"));
 }
 
 fn errno_of(r: Result<(), i32>) -> i32 {
@@ -92,6 +110,11 @@ fn processes_over_stdio_as_an_agent_would() {
     assert!(listed.lines().any(|l| l == "ops"));
     let s = sleeper();
     let pid = s.0.id();
+    // Just started, it may still be running for a moment before it sleeps.
+    wait_for("the sleeper to sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("(sleeping)")
+    });
     let d = m.read(&format!("processes/{pid}/description"));
     assert!(d.contains("sleep 300") && d.contains("(sleeping)"), "{d}");
     assert!(m
@@ -245,14 +268,7 @@ fn processes_over_a_unix_socket_and_tcp() {
     for host in ["far/unix", "far/tcp"] {
         let d = m.read(&format!("{host}/description"));
         assert!(d.starts_with("Processes of "), "{host}: {d}");
-        assert!(m
-            .ok(&format!("ls {host}"))
-            .lines()
-            .any(|l| l == pid.to_string()));
-        m.ok(&format!("echo > {host}/{pid}/ops/read_body/call"));
-        assert!(m
-            .result(&format!("{host}/{pid}/ops/read_body"))
-            .contains("command: sleep 300"));
+        lists_and_reads(&m, host, pid);
         let g = m.read(&format!("{host}/1/ops/signal/guard"));
         assert!(g.starts_with("blocked"), "{g}");
     }
@@ -265,28 +281,25 @@ fn misbehaving_world() -> Mount {
         processes_py()
     );
     for mode in ["crash", "hang", "junk", "mute"] {
+        // The hung call waits long enough that what runs meanwhile surely runs meanwhile.
+        let call_ms = if mode == "hang" { 10_000 } else { 1500 };
         manifest.push_str(&format!(
             "[[host]]\nkind = \"exec\"\npath = \"bad/{mode}\"\ncommand = [\"python3\", {py:?}, \"{mode}\"]\n\
-             timeout_ms = 1500\nstart_timeout_ms = 3000\ncall_timeout_ms = 1500\n"
+             timeout_ms = 1500\nstart_timeout_ms = 3000\ncall_timeout_ms = {call_ms}\n"
         ));
     }
     Mount::start(Some(&manifest))
 }
 
-/// Other hosts still answer, promptly, and the misbehaving ones' roots say what they are.
+/// Other hosts still answer, and the misbehaving ones' roots say what they are (how fast,
+/// while a host hangs, is measured by scripts/bench.sh).
 fn responsive(m: &Mount) {
-    let t = Instant::now();
     assert!(m.read("processes/description").starts_with("Processes of"));
     assert!(m.ok("ls processes").lines().any(|l| l == "1"));
     for host in ["crash", "junk"] {
         let d = m.read(&format!("bad/{host}/description"));
         assert!(d.contains("misbehaves") || d.contains("is down"), "{d}");
     }
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "the mount took {:?}",
-        t.elapsed()
-    );
 }
 
 #[test]
@@ -325,13 +338,23 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
             (r, t.elapsed())
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    wait_for("the hung call to be running", || {
+        m.read(".wip/log")
+            .lines()
+            .any(|l| l.contains("/bad/hang misbehave") && l.contains("running"))
+    });
     responsive(&m);
+    // The reads above were answered while the call still hung.
+    assert!(
+        !hung.is_finished(),
+        "the hung call ended before the reads did"
+    );
     let (r, took) = hung.join().unwrap();
     assert_eq!(r, Err(Some(libc::ETIMEDOUT)));
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Bounded by the host's call_timeout_ms, which the words name.
+    assert!(took >= Duration::from_secs(10), "{took:?}");
     let r = m.result("bad/hang/ops/misbehave");
-    assert!(r.contains("no answer to call within 1500 ms"), "{r}");
+    assert!(r.contains("no answer to call within 10000 ms"), "{r}");
 
     // Prints junk: EIO quoting it.
     assert_eq!(errno_of(m.call("bad/junk/ops/misbehave", "\n")), libc::EIO);
@@ -348,11 +371,9 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
         d.contains("is down") && d.contains("no answer to initialize"),
         "{d}"
     );
-    let t = Instant::now();
     let out = m.sh("ls bad/mute");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 
     // The journal has each call with its outcome.
     let log = m.read(".wip/log");
@@ -365,6 +386,185 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
         assert!(
             log.lines().any(|l| l.contains(path) && l.contains(status)),
             "{path} {status} not in:\n{log}"
+        );
+    }
+}
+
+/// What the recording host was asked, one JSON object a request.
+fn recorded(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn reads_never_act_on_an_exec_world_and_kinds_spare_every_ops_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let s = sleeper();
+    let pid = s.0.id();
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"rec\"\ncommand = [\"python3\", {:?}, {:?}, \"--kinds\"]\n\
+         [[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        recorder_py(),
+        log.display().to_string(),
+        processes_py()
+    )));
+    wait_for("the hosts to start", || {
+        m.read("rec/description").starts_with("a recording host")
+            && m.read("processes/description").starts_with("Processes of")
+    });
+    // A file manager's walk: every directory listed, every file stat'ed and read.
+    m.ok(&format!(
+        "ls -laR rec processes/{pid} > /dev/null; \
+         find rec processes/{pid} -type f -print0 | xargs -0 cat > /dev/null; \
+         find rec processes/{pid} -print0 | xargs -0 stat > /dev/null; ls processes > /dev/null"
+    ));
+    let files = m.ok("find rec -type f | wc -l");
+    assert!(files.trim().parse::<usize>().unwrap() >= 30, "{files}");
+    // Nothing ran: no call reached either host, the journal is empty, the process lives.
+    let asked = recorded(&log);
+    assert!(
+        asked.iter().any(|r| r["method"] == "guard"),
+        "the walk read guards"
+    );
+    assert!(
+        asked.iter().all(|r| r["method"] != "call"),
+        "a read acted: {asked:?}"
+    );
+    assert_eq!(m.journal_count(), 0, "{}", m.read(".wip/log"));
+    assert!(m
+        .read(&format!("processes/{pid}/description"))
+        .contains("sleep 300"));
+    // The kinds were declared: the ops of every entry came from initialize.
+    assert!(
+        asked.iter().all(|r| r["method"] != "ops"),
+        "{:?}",
+        asked
+            .iter()
+            .filter(|r| r["method"] == "ops")
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(m.ok("ls rec/items/2/ops"), "read_body\ntouch\n");
+    assert_eq!(m.ok("ls rec/ops"), "crash\necho\n");
+    // What a write does run, it runs.
+    m.ok("echo > rec/items/2/ops/touch/call");
+    assert_eq!(
+        m.read("rec/items/2/description"),
+        "item 2, touched 1 times\n"
+    );
+    let calls: Vec<_> = recorded(&log)
+        .into_iter()
+        .filter(|r| r["method"] == "call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["path"], serde_json::json!(["items", "2"]));
+}
+
+#[test]
+fn a_call_that_keeps_crashing_the_host_is_refused_and_named_on_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"rec\"\ncommand = [\"python3\", {:?}, {:?}]\n",
+        recorder_py(),
+        log.display().to_string()
+    )));
+    wait_for("the host to start", || {
+        m.read("rec/description").starts_with("a recording host")
+    });
+    // An agent retrying the call that crashes the host: soon refused without reaching it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = m.call("rec/ops/crash", "\n");
+        let words = m.result("rec/ops/crash");
+        if words.contains("crashes on this call") {
+            assert_eq!(r, Err(libc::EIO));
+            assert!(
+                words.starts_with("error: host rec crashes on this call: it went down during it")
+                    && words.contains("(last: the host exited (exit status: 3) during call)"),
+                "{words}"
+            );
+            break;
+        }
+        assert!(r.is_err(), "crash answered: {words}");
+        assert!(Instant::now() < deadline, "never refused: {words}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let crashes = recorded(&log)
+        .iter()
+        .filter(|r| r["method"] == "call" && r["op"] == "crash")
+        .count();
+    let lives = recorded(&log)
+        .iter()
+        .filter(|r| r["method"] == "initialize")
+        .count();
+    assert!(lives <= crashes + 1, "{lives} starts for {crashes} crashes");
+    // Back up, its root names the call; other calls run.
+    wait_for("the root to name the call", || {
+        m.read("rec/description")
+            .contains("crashes on this call: rec/ops/crash (")
+    });
+    m.ok("echo hi > rec/ops/echo/call");
+    assert_eq!(m.result("rec/ops/echo"), "echo: hi\n");
+}
+
+#[test]
+fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("processes.sock");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let unix = format!("unix:{}", sock.display());
+    let tcp = format!("tcp:127.0.0.1:{port}");
+    let servers = (serve(&unix), serve(&tcp));
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"far/unix\"\nconnect = {unix:?}\n\
+         [[host]]\nkind = \"exec\"\npath = \"far/tcp\"\nconnect = {tcp:?}\n"
+    )));
+    for host in ["far/unix", "far/tcp"] {
+        wait_for("the servers to be reached", || {
+            m.read(&format!("{host}/description"))
+                .starts_with("Processes of ")
+        });
+    }
+    // Both servers go away: the roots say so, listings fail with words, nothing hangs.
+    drop(servers);
+    for host in ["far/unix", "far/tcp"] {
+        wait_for("the roots to say the hosts are down", || {
+            m.read(&format!("{host}/description")).contains("is down")
+        });
+        let out = m.sh(&format!("ls {host}"));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Input/output error"),
+            "{out:?}"
+        );
+    }
+    // They come back on the same socket and port: the mount reconnects on its own.
+    let _servers = (serve(&unix), serve(&tcp));
+    let s = sleeper();
+    let pid = s.0.id();
+    for host in ["far/unix", "far/tcp"] {
+        wait_for("the hosts to be reached again", || {
+            m.read(&format!("{host}/description"))
+                .starts_with("Processes of ")
+        });
+        lists_and_reads(&m, host, pid);
+    }
+    // Going down and coming back are changes of the roots, in the change feed.
+    let events = m.read(".wip/events");
+    for host in ["/far/unix\"", "/far/tcp\""] {
+        assert!(
+            events
+                .lines()
+                .filter(|l| l.contains(host) && l.contains("\"changed\""))
+                .count()
+                >= 2,
+            "{events}"
         );
     }
 }

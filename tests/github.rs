@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use common::Mount;
 
@@ -124,6 +125,30 @@ impl Replay {
         out.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
     }
 
+    /// Script what GitHub does next (see github-replay's header): `what` is `record`,
+    /// `replace` or `rate-limit`.
+    fn script(&self, what: &str, body: &serde_json::Value) {
+        use std::io::{Read, Write};
+        let body = body.to_string();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "POST /__wip/{what} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{what}: {out}");
+    }
+
+    /// A recorded JSON body, as GitHub serves it.
+    fn json(&self, path: &str) -> serde_json::Value {
+        let text = self.get(path);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+    }
+
     /// Requests the server answered so far.
     fn requests(&self) -> u64 {
         self.get("/__wip/requests").trim().parse().unwrap()
@@ -166,10 +191,19 @@ fn manifest(port: u16, token_env: &str) -> String {
     )
 }
 
+/// A replay server and a mount of both github hosts, with the fake token in the daemon's
+/// environment only.
 fn start() -> (Replay, Mount) {
-    std::env::set_var(TOKEN_ENV, FAKE_TOKEN);
+    start_with(&manifest_for_replay)
+}
+
+fn manifest_for_replay(port: u16) -> String {
+    manifest(port, TOKEN_ENV)
+}
+
+fn start_with(manifest: &dyn Fn(u16) -> String) -> (Replay, Mount) {
     let replay = Replay::start();
-    let m = Mount::start(Some(&manifest(replay.port, TOKEN_ENV)));
+    let m = Mount::start_with_env(Some(&manifest(replay.port)), &[(TOKEN_ENV, FAKE_TOKEN)]);
     (replay, m)
 }
 
@@ -278,10 +312,24 @@ fn issues_are_paged_and_any_number_resolves_by_path() {
         m.read(&format!("{dir}/7/ref")),
         format!("github://{ORG}/paginate-issues/issues/7\n")
     );
-    // Not on GitHub: ENOENT; not a number: ENOENT without asking.
-    let out = m.sh(&format!("cat {dir}/99/description"));
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+    // Not on GitHub: ENOENT, after asking once; not a number (or not its one spelling):
+    // ENOENT without asking.
+    let missing = |name: &str| {
+        let out = m.sh(&format!("cat {dir}/{name}/description"));
+        assert!(!out.status.success(), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(err.contains("No such file or directory"), "{name}: {err}");
+    };
+    let before = replay.requests();
+    missing("99");
+    assert_eq!(replay.requests(), before + 1, "{}", replay.log());
+    assert!(replay
+        .log()
+        .ends_with(&format!("GET /repos/{ORG}/paginate-issues/issues/99 404")));
+    for name in ["abc", "07", "-1", "7x"] {
+        missing(name);
+    }
+    assert_eq!(replay.requests(), before + 1, "{}", replay.log());
     m.call(&format!("{dir}/7/ops/read_body"), "\n").unwrap();
     let body = m.result(&format!("{dir}/7/ops/read_body"));
     assert!(body.starts_with("Issue #7 · open"), "{body}");
@@ -329,7 +377,7 @@ fn labels_list_create_and_githubs_validation_error() {
 
 #[test]
 fn create_issue_then_add_labels_and_set_a_status() {
-    let (_replay, m) = start();
+    let (replay, m) = start();
     let repo = format!("github/{ORG}/add-labels-to-issue");
     m.call(
         &format!("{repo}/ops/create_issue"),
@@ -349,6 +397,39 @@ fn create_issue_then_add_labels_and_set_a_status() {
     // A label GitHub has no recording for fails with GitHub's words, and nothing is lost.
     assert_eq!(m.call(&label, "{\"add\":[\"nope\"]}\n"), Err(libc::ENOENT));
     assert!(m.result(&label).contains("Not Found"));
+    // Nothing is lost: the refused call is a run of its own with its arguments and
+    // GitHub's words, the labelling before it keeps its record, and the one request
+    // GitHub refused was the only change sent after it (no retry, no undo).
+    let runs: Vec<String> = lines(&m.ok(&format!("ls {label}/runs")));
+    let [done, refused] = runs.as_slice() else {
+        panic!("two label runs: {runs:?}");
+    };
+    let run = |id: &str, file: &str| m.read(&format!("{label}/runs/{id}/{file}"));
+    assert_eq!(run(refused, "status"), "not_found\n");
+    assert_eq!(run(refused, "args"), "{\"add\":[\"nope\"]}\n");
+    assert_eq!(
+        run(refused, "result"),
+        format!(
+            "error: labelling of {ORG}/add-labels-to-issue#1: GitHub says Not Found (Not Found)\n"
+        )
+    );
+    assert_eq!(run(done, "status"), "ok\n");
+    assert_eq!(
+        run(done, "result"),
+        "Issue #1 now labelled Foo, bAr and baZ\n"
+    );
+    let log = replay.log();
+    let changes: Vec<&str> = log.lines().filter(|l| !l.starts_with("GET ")).collect();
+    let labels_path = format!("/repos/{ORG}/add-labels-to-issue/issues/1/labels");
+    assert_eq!(
+        changes,
+        vec![
+            format!("POST /repos/{ORG}/add-labels-to-issue/issues 201"),
+            format!("POST {labels_path} 200"),
+            format!("POST {labels_path} 404"),
+        ],
+        "{log}"
+    );
 
     let status = format!("github/{ORG}/create-status/ops/create_status");
     m.call(
@@ -523,7 +604,7 @@ fn the_token_never_leaks_into_tree_journal_or_logs() {
     let manifest_path = state.path().join("manifest.toml");
     std::fs::write(&manifest_path, manifest(replay.port, "WIP_GITHUB_CANARY")).unwrap();
     // A background daemon: its stderr (debug logs included) goes to STATE/wip.log.
-    let st = Command::new(common::WIP)
+    let st = common::wip_command()
         .arg("mount")
         .arg(mnt.path())
         .arg("--state")
@@ -549,10 +630,7 @@ fn the_token_never_leaks_into_tree_journal_or_logs() {
     );
     let out = common::sh_in(mnt.path(), &script, std::time::Duration::from_secs(120));
     let seen = String::from_utf8_lossy(&out.stdout).to_string();
-    let _ = Command::new(common::WIP)
-        .arg("umount")
-        .arg(mnt.path())
-        .status();
+    let _ = common::wip_command().arg("umount").arg(mnt.path()).status();
     assert!(seen.contains("Validation Failed"), "the calls ran: {seen}");
     assert!(!seen.contains(canary), "the tree shows the token");
     // Every file the daemon wrote: journal, known world, its log.
@@ -571,7 +649,7 @@ fn the_token_never_leaks_into_tree_journal_or_logs() {
 }
 
 #[test]
-fn relisting_within_the_ttl_costs_nothing_and_after_it_revalidates_by_etag() {
+fn relisting_within_the_ttl_costs_nothing() {
     let (replay, m) = start();
     let repo = format!("github/{ORG}/labels");
     m.ok(&format!("ls {repo}/labels"));
@@ -580,31 +658,309 @@ fn relisting_within_the_ttl_costs_nothing_and_after_it_revalidates_by_etag() {
         "ls {repo}/labels; ls {repo}/labels; cat {repo}/description"
     ));
     assert_eq!(replay.requests(), after_first, "{}", replay.log());
+}
 
-    // paged/ keeps answers 1 s: then the ETag is sent and GitHub's 304 keeps them.
-    let dir = format!("paged/{ORG}/paginate-issues/issues");
-    m.ok(&format!("ls {dir}"));
-    std::thread::sleep(std::time::Duration::from_millis(1300));
-    m.ok(&format!("ls {dir}"));
+/// `paged/`'s issues: five recorded pages, all under one ETag.
+fn issue_pages() -> Vec<String> {
+    let mut pages = vec![format!("/repos/{ORG}/paginate-issues/issues?per_page=3")];
+    pages.extend((2..=5).map(|k| format!("/repositories/1000/issues?per_page=3&page={k}")));
+    pages
+}
+
+const PAGED_ISSUES: &str = "paged/octokit-fixture-org/paginate-issues/issues";
+
+/// List `paged/`'s issues (as `ls` does, without a shell) and return the names.
+fn list_issues(m: &Mount) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(m.path(PAGED_ISSUES))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The description of `paged/`'s issue `n`, if it exists.
+fn issue_description(m: &Mount, n: u64) -> std::io::Result<String> {
+    std::fs::read_to_string(m.path(&format!("{PAGED_ISSUES}/{n}/description")))
+}
+
+/// paged/ keeps answers 1 s; then every page is asked again with its ETag, and GitHub's
+/// 304 (free of rate limit) keeps what was shown.
+#[test]
+fn after_the_ttl_every_page_revalidates_by_etag_and_a_304_keeps_the_content() {
+    let (replay, m) = start();
+    let listing = list_issues(&m);
+    assert_eq!(listing.len(), 13 + 3, "{listing:?}");
+    let before: Vec<String> = (1..=13)
+        .map(|n| issue_description(&m, n).unwrap())
+        .collect();
+    let pages = issue_pages();
+    common::wait_until(
+        "every page revalidated with a 304",
+        Duration::from_secs(30),
+        || {
+            list_issues(&m);
+            let log = replay.log();
+            pages.iter().all(|p| log.contains(&format!("GET {p} 304")))
+        },
+    );
     let log = replay.log();
+    for p in &pages {
+        assert_eq!(
+            log.matches(&format!("GET {p} 200")).count(),
+            1,
+            "fetched in full once, then only revalidated: {log}"
+        );
+    }
+    assert_eq!(list_issues(&m), listing);
+    let after: Vec<String> = (1..=13)
+        .map(|n| issue_description(&m, n).unwrap())
+        .collect();
+    assert_eq!(after, before);
+}
+
+#[test]
+fn a_200_with_a_new_etag_replaces_what_was_cached() {
+    let (replay, m) = start();
+    let listing = list_issues(&m);
+    assert!(listing.contains(&"5".to_string()), "{listing:?}");
+    let old7 = issue_description(&m, 7).unwrap();
+    let old6 = issue_description(&m, 6).unwrap();
+    // On GitHub, issue 7 is retitled and issue 5 closed: their page (7, 6, 5) answers
+    // under a new ETag, without 5 (listings show open issues).
+    let page = issue_pages()[2].clone();
+    let mut body = replay.json(&page);
+    let numbers: Vec<u64> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, vec![7, 6, 5]);
+    body[0]["title"] = "Retitled on GitHub".into();
+    body.as_array_mut().unwrap().pop();
+    replay.script(
+        "replace",
+        &serde_json::json!({"method": "GET", "path": page, "etag": "\"v2\"", "body": body}),
+    );
+    let mut want = listing.clone();
+    want.retain(|n| n != "5");
+    common::wait_until(
+        "the new page replaces the cached one",
+        Duration::from_secs(30),
+        || list_issues(&m) == want,
+    );
+    let new7 = issue_description(&m, 7).unwrap();
+    let old_title = old7.split(" · ").nth(2).unwrap();
+    assert_eq!(
+        new7,
+        old7.replacen(old_title, "Retitled on GitHub", 1),
+        "only the title changed"
+    );
+    assert_eq!(issue_description(&m, 6).unwrap(), old6);
+    // The old ETag no longer matched: GitHub's 200 carried the new body.
+    let log = replay.log();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&format!("GET {page} ")))
+        .unwrap();
+    assert_eq!(last, format!("GET {page} 200"), "{log}");
+}
+
+#[test]
+fn a_404_is_remembered_for_the_ttl_then_asked_again() {
+    let (replay, m) = start();
+    // github/ keeps answers 45 s: looking again at a missing issue costs nothing.
+    let gone = m.path(&format!("github/{ORG}/hello-world/issues/4242"));
+    assert!(!gone.exists());
+    let after_first = replay.requests();
+    assert!(!gone.exists());
+    assert!(!gone.join("description").exists());
+    assert_eq!(replay.requests(), after_first, "{}", replay.log());
+    // paged/ keeps them 1 s: an issue opened on GitHub after the 404 shows up.
+    assert!(issue_description(&m, 99).is_err());
+    let path = format!("/repos/{ORG}/paginate-issues/issues/99");
+    let mut issue = replay.json(&format!("/repos/{ORG}/paginate-issues/issues/7"));
+    issue["number"] = 99.into();
+    issue["title"] = "Opened after the 404".into();
+    issue["url"] = format!("https://api.github.com{path}").into();
+    replay.script(
+        "record",
+        &serde_json::json!({"method": "GET", "path": path, "status": 200, "body": issue}),
+    );
+    common::wait_until("issue 99 appears", Duration::from_secs(30), || {
+        issue_description(&m, 99).is_ok()
+    });
+    let d = issue_description(&m, 99).unwrap();
     assert!(
-        log.contains(&format!(
-            "GET /repos/{ORG}/paginate-issues/issues?per_page=3 304"
-        )),
+        d.starts_with("Issue #99 · open · Opened after the 404 · "),
+        "{d}"
+    );
+    let log = replay.log();
+    let asked: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with(&format!("GET {path} ")))
+        .collect();
+    assert_eq!(
+        asked.first(),
+        Some(&format!("GET {path} 404").as_str()),
         "{log}"
     );
+    assert_eq!(
+        asked.last(),
+        Some(&format!("GET {path} 200").as_str()),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_exhausted_rate_limit_refuses_at_once_until_its_reset_then_recovers() {
+    let (replay, m) = start();
+    let path = format!("/repos/{ORG}/paginate-issues/issues/99");
+    let mut issue = replay.json(&format!("/repos/{ORG}/paginate-issues/issues/7"));
+    issue["number"] = 99.into();
+    issue["url"] = format!("https://api.github.com{path}").into();
+    let reset_later = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600)
+        .to_string();
+    replay.script(
+        "record",
+        &serde_json::json!({
+            "method": "GET", "path": path, "status": 200, "body": issue,
+            "headers": {
+                "x-ratelimit-limit": "5000",
+                "x-ratelimit-remaining": "4990",
+                "x-ratelimit-reset": reset_later,
+            },
+        }),
+    );
+    // GitHub's limit runs out for the next 3 s.
+    replay.script("rate-limit", &serde_json::json!({"seconds": 3}));
+    let timed_out = |what: &str| {
+        let err = issue_description(&m, 99).expect_err(what);
+        assert_eq!(err.raw_os_error(), Some(libc::ETIMEDOUT), "{what}: {err}");
+    };
+    timed_out("GitHub said the limit is exhausted");
+    let root = m.read("paged/description");
+    assert!(
+        root.contains("rate limit: 0 of 5000 requests left, resets at "),
+        "{root}"
+    );
+    // Known to be exhausted: refused at once, nothing sent to GitHub.
+    let sent = replay.requests();
+    timed_out("known exhausted");
+    assert!(!m.path(&format!("{PAGED_ISSUES}/98")).exists());
+    assert_eq!(replay.requests(), sent, "{}", replay.log());
+    // After the reset, requests go out again by themselves.
+    common::wait_until("GitHub answers again", Duration::from_secs(30), || {
+        issue_description(&m, 99).is_ok()
+    });
+    assert!(replay.requests() > sent);
+    let root = m.read("paged/description");
+    assert!(
+        root.contains("rate limit: 4990 of 5000 requests left"),
+        "{root}"
+    );
+    assert_eq!(
+        replay.log().lines().filter(|l| l.ends_with(" 403")).count(),
+        1,
+        "one refusal reached GitHub: {}",
+        replay.log()
+    );
+}
+
+/// What tests/errno.rs maps, through a mount: GitHub refusing (401, 403) is EACCES and
+/// GitHub failing (5xx) is EIO, each with GitHub's words in `result`.
+#[test]
+fn githubs_refusals_and_failures_reach_the_caller_as_errno_and_words() {
+    let (replay, m) = start();
+    let op = format!("github/{ORG}/labels/labels/ops/create_label");
+    let args = "{\"name\":\"scripted\",\"color\":\"663399\"}\n";
+    for (status, message, errno, words) in [
+        (
+            401,
+            "Bad credentials",
+            libc::EACCES,
+            "GitHub rejected the credentials (Bad credentials); set GITHUB_TOKEN to a valid token",
+        ),
+        (
+            403,
+            "Resource not accessible by integration",
+            libc::EACCES,
+            "GitHub refused (Resource not accessible by integration)",
+        ),
+        (
+            500,
+            "Server Error",
+            libc::EIO,
+            "GitHub answered 500: Server Error",
+        ),
+        (
+            502,
+            "Bad Gateway",
+            libc::EIO,
+            "GitHub answered 502: Bad Gateway",
+        ),
+    ] {
+        replay.script(
+            "record",
+            &serde_json::json!({
+                "method": "POST", "path": format!("/repos/{ORG}/labels/labels"),
+                "status": status, "body": {"message": message},
+            }),
+        );
+        assert_eq!(m.call(&op, args), Err(errno), "{status}");
+        let r = m.result(&op);
+        assert!(
+            r.starts_with("error: ") && r.contains(words),
+            "{status}: {r}"
+        );
+        assert!(!r.contains(FAKE_TOKEN));
+    }
+}
+
+/// Reads have no side effects: walking the whole github world and reading every file, as
+/// `grep -r` or a file manager would, changes nothing on GitHub and runs no op.
+#[test]
+fn reading_every_file_of_a_github_world_sends_only_gets_and_runs_nothing() {
+    let (replay, m) = start();
+    // Reached by path (results are not listed) so the walk covers them too.
+    m.call(
+        &format!("github/{ORG}/search-issues/ops/search"),
+        "sesame\n",
+    )
+    .unwrap();
+    let calls = m.journal_count();
+    let before = replay.log().lines().count();
+    let out = m.sh(
+        "find github paged github/results/1 -maxdepth 7 -type f -print0 \
+         | xargs -0 -n 64 cat > /dev/null 2>&1; \
+         find github paged -maxdepth 7 -type f | wc -l",
+    );
+    let files: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(files > 500, "the walk read {files} files");
+    let log = replay.log();
+    let walk: Vec<&str> = log.lines().skip(before).collect();
+    assert!(!walk.is_empty(), "the walk asked GitHub");
+    let changes: Vec<&&str> = walk.iter().filter(|l| !l.starts_with("GET ")).collect();
+    assert!(changes.is_empty(), "reads sent changes: {changes:?}");
+    assert_eq!(m.journal_count(), calls, "reads ran ops");
 }
 
 /// An agent that learned the tracker knows GitHub: the ops both offer on an issue and on a
 /// pull request have the same names and take the same arguments, as read through the mount.
 #[test]
 fn issues_and_pulls_share_the_trackers_vocabulary() {
-    std::env::set_var(TOKEN_ENV, FAKE_TOKEN);
-    let replay = Replay::start();
-    let m = Mount::start(Some(&format!(
-        "{}[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n",
-        manifest(replay.port, TOKEN_ENV)
-    )));
+    let (_replay, m) = start_with(&|port| {
+        format!(
+            "{}[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n",
+            manifest(port, TOKEN_ENV)
+        )
+    });
     let args = |schema: &str| {
         let v: serde_json::Value = serde_json::from_str(schema).unwrap();
         let mut keys: Vec<String> = v["properties"]

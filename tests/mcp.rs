@@ -1,6 +1,9 @@
-//! The mcp host against real MCP servers nobody here wrote, installed from npm by
-//! scripts/fixtures.sh (server-everything and server-memory, pinned), run with node over
-//! stdio, mounted for real and driven as an agent would.
+//! The mcp host against real MCP servers nobody here wrote, installed by
+//! scripts/fixtures.sh, pinned: server-everything, server-memory, server-filesystem and
+//! server-sequential-thinking from npm (run with node), mcp-server-sqlite and
+//! mcp-server-fetch from PyPI (each in its virtualenv), over stdio, mounted for real and
+//! driven as an agent would; and a scripted server on the MCP SDK for what no real server
+//! does on demand (exit, crash-loop, change its tools, log every request).
 
 mod common;
 
@@ -19,18 +22,20 @@ fn node_modules() -> PathBuf {
     common::fixtures().join("node/node_modules")
 }
 
-fn everything_js() -> String {
-    node_modules()
-        .join("@modelcontextprotocol/server-everything/dist/index.js")
+/// The entry point of an npm MCP server under `modules` (a node_modules folder).
+fn server_js(modules: PathBuf, server: &str) -> String {
+    modules
+        .join(format!("@modelcontextprotocol/{server}/dist/index.js"))
         .display()
         .to_string()
 }
 
+fn everything_js() -> String {
+    server_js(node_modules(), "server-everything")
+}
+
 fn memory_js() -> String {
-    node_modules()
-        .join("@modelcontextprotocol/server-memory/dist/index.js")
-        .display()
-        .to_string()
+    server_js(node_modules(), "server-memory")
 }
 
 fn everything_host(path: &str, extra: &str) -> String {
@@ -103,6 +108,8 @@ fn everything_server_tools_as_ops() {
     let schema: serde_json::Value =
         serde_json::from_str(&m.read(&format!("{e}/ops/echo/schema"))).unwrap();
     assert_eq!(schema["type"], "object");
+    // Closed, as the runtime treats it, and saying so.
+    assert_eq!(schema["additionalProperties"], false);
     assert_eq!(schema["properties"]["message"]["type"], "string");
     assert_eq!(schema["required"][0], "message");
     let desc = m.read(&format!("{e}/ops/echo/description"));
@@ -131,7 +138,8 @@ fn everything_server_tools_as_ops() {
     assert!(m
         .result(&format!("{e}/tools/get-sum/ops/call"))
         .contains('3'));
-    // Bad args never reach the server.
+    // Bad args are EINVAL (that they never reach the server is shown on the scripted
+    // server, which logs its requests: bad_args_never_reach_the_server).
     assert_eq!(
         m.call(&format!("{e}/ops/get-sum"), "{\"a\": \"two\"}"),
         Err(libc::EINVAL)
@@ -156,9 +164,10 @@ fn everything_server_tools_as_ops() {
         "{\"messageType\":\"error\"}",
     )
     .unwrap();
-    assert!(!m
-        .result(&format!("{e}/ops/get-annotated-message"))
-        .is_empty());
+    assert_eq!(
+        m.result(&format!("{e}/ops/get-annotated-message")),
+        "Error: Operation failed\n"
+    );
     m.call(
         &format!("{e}/ops/get-resource-reference"),
         "{\"resourceType\":\"Text\",\"resourceId\":4}",
@@ -180,9 +189,19 @@ fn everything_server_tools_as_ops() {
         let d = std::fs::read_to_string(format!("{p}/description")).unwrap();
         assert!(d.contains("from template"), "{d}");
     }
-    for tool in ["toggle-simulated-logging", "toggle-subscriber-updates"] {
+    for (tool, said) in [
+        (
+            "toggle-simulated-logging",
+            "Started simulated, random-leveled logging for session",
+        ),
+        (
+            "toggle-subscriber-updates",
+            "Started simulated resource updated notifications for session",
+        ),
+    ] {
         m.call(&format!("{e}/ops/{tool}"), "\n").unwrap();
-        assert!(!m.result(&format!("{e}/ops/{tool}")).is_empty());
+        let r = m.result(&format!("{e}/ops/{tool}"));
+        assert!(r.starts_with(said), "{tool}: {r}");
     }
     m.call(&format!("{e}/ops/get-env"), "\n").unwrap();
     assert!(m.result(&format!("{e}/ops/get-env")).contains("PATH"));
@@ -223,14 +242,20 @@ fn everything_server_tools_as_ops() {
             "{op} not in:\n{log}"
         );
     }
-    assert!(m.journal_count() >= 14);
+    // Every call above, the refused one too: 14 runs.
+    assert_eq!(m.journal_count(), 14);
     let runs = m.ok("ls mcp/everything/ops/echo/runs/ && cat mcp/everything/ops/echo/runs/1/args");
     assert!(runs.contains("hello world"), "{runs}");
 }
 
+/// Prompts and templates of server-everything by name: it offers an open-world tool, whose
+/// policy they carry otherwise (see destructive_and_open_world_tools_need_the_manifest).
+const EVERYTHING_STEERED: &str = "allow_prompts = [\"simple-prompt\", \"args-prompt\", \"completable-prompt\", \"resource-prompt\"]\n\
+     allow_templates = [\"Dynamic Text Resource\", \"Dynamic Blob Resource\"]";
+
 #[test]
 fn everything_server_resources_templates_prompts() {
-    let m = Mount::start(Some(&everything_host("mcp/everything", "")));
+    let m = Mount::start(Some(&everything_host("mcp/everything", EVERYTHING_STEERED)));
     let d = wait_ready(&m, "mcp/everything");
     let e = "mcp/everything";
     // Every resource listed and read; names are URIs, refs the URIs themselves.
@@ -403,6 +428,34 @@ fn destructive_and_open_world_tools_need_the_manifest() {
     assert!(m
         .read("mcp/everything/ops/gzip-file-as-resource/description")
         .contains("open-world"));
+    // Its prompts and template reads run the same server's code: they carry that policy.
+    let g = m.read("mcp/everything/prompts/simple-prompt/ops/get/guard");
+    assert!(
+        g.starts_with("blocked\n")
+            && g.contains("✗ policy: a prompt runs code of the server that this mount cannot see, and the server marks tool \"gzip-file-as-resource\" open-world")
+            && g.contains("\"simple-prompt\" to allow_prompts = [...]"),
+        "{g}"
+    );
+    assert_eq!(
+        m.call("mcp/everything/prompts/simple-prompt/ops/get", "\n"),
+        Err(EACCES)
+    );
+    assert_eq!(
+        m.call(
+            "mcp/everything/templates/Dynamic Text Resource/ops/read",
+            "7\n"
+        ),
+        Err(EACCES)
+    );
+    assert!(m
+        .result("mcp/everything/templates/Dynamic Text Resource/ops/read")
+        .contains("\"Dynamic Text Resource\" to allow_templates = [...]"));
+    // A resource the server lists is its data, read by the URI it chose: not steered.
+    let listed = "mcp/everything/resources/demo:%2F%2Fresource%2Fstatic%2Fdocument%2Ffeatures.md";
+    assert!(m
+        .read(&format!("{listed}/ops/read_body/guard"))
+        .starts_with("allowed\n"));
+    m.call(&format!("{listed}/ops/read_body"), "\n").unwrap();
     // Destructive: blocked too.
     m.call(
         "mcp/memory/ops/create_entities",
@@ -512,72 +565,156 @@ fn memory_server_entities_through_ops() {
         .contains("Ada Lovelace"));
 }
 
-/// A small server on the MCP SDK that server-everything installs: it can exit on demand
-/// and offer a new tool at run time (with a `list_changed` notification).
+/// A small server on the MCP SDK that server-everything installs, in `dir`: it exits on
+/// demand, offers a new tool at run time (with a `list_changed` notification), has a
+/// prompt, a resource and a template, and logs what it is asked and each start:
+/// - `dir/requests.log`: one line per request (`tools/call ping`, `prompts/get greet`, …);
+/// - `dir/lives`: one line per start, the time in milliseconds;
+/// - `dir/gate`: while missing, the server exits at once (status 4, "gate closed" on
+///   stderr); its lines name extra tools the life offers.
 fn scripted_server(dir: &Path) -> PathBuf {
     let sdk = node_modules().join("@modelcontextprotocol/sdk/dist/esm");
     let url = |p: &str| format!("file://{}", sdk.join(p).display());
     let script = format!(
-        r#"import {{ Server }} from "{server}";
+        r#"import {{ appendFileSync, existsSync, readFileSync }} from "node:fs";
+import {{ Server }} from "{server}";
 import {{ StdioServerTransport }} from "{stdio}";
-import {{ ListToolsRequestSchema, CallToolRequestSchema }} from "{types}";
+import {{ ListToolsRequestSchema, CallToolRequestSchema, ListPromptsRequestSchema, GetPromptRequestSchema,
+         ListResourcesRequestSchema, ReadResourceRequestSchema, ListResourceTemplatesRequestSchema }} from "{types}";
+const dir = {dir:?};
+const log = (line) => appendFileSync(dir + "/requests.log", line + "\n");
+appendFileSync(dir + "/lives", Date.now() + "\n");
+if (!existsSync(dir + "/gate")) {{ console.error("gate closed"); process.exit(4); }}
+const extra = readFileSync(dir + "/gate", "utf8").split("\n").filter((l) => l.trim());
+const none = {{ type: "object", properties: {{}} }};
 const tools = [
-  {{ name: "ping", description: "answers pong", inputSchema: {{ type: "object", properties: {{}} }} }},
-  {{ name: "exit", description: "ends the server process", inputSchema: {{ type: "object", properties: {{}} }} }},
+  {{ name: "ping", description: "answers pong", inputSchema: none }},
+  {{ name: "exit", description: "ends the server process", inputSchema: none }},
   {{ name: "add_tool", description: "offers one more tool", inputSchema: {{ type: "object", properties: {{ name: {{ type: "string" }} }}, required: ["name"] }} }},
+  {{ name: "add", description: "adds two integers", inputSchema: {{ type: "object", properties: {{ a: {{ type: "integer" }}, b: {{ type: "integer" }} }}, required: ["a", "b"] }} }},
+  ...extra.map((name) => ({{ name, description: "offered by this life", inputSchema: none }})),
 ];
-const server = new Server({{ name: "scripted", version: "1.0.0" }}, {{ capabilities: {{ tools: {{ listChanged: true }} }} }});
-server.setRequestHandler(ListToolsRequestSchema, async () => ({{ tools }}));
+const server = new Server({{ name: "scripted", version: "1.0.0" }},
+  {{ capabilities: {{ tools: {{ listChanged: true }}, prompts: {{}}, resources: {{}} }} }});
+server.setRequestHandler(ListToolsRequestSchema, async () => {{ log("tools/list"); return {{ tools }}; }});
 server.setRequestHandler(CallToolRequestSchema, async (req) => {{
   const {{ name, arguments: args }} = req.params;
+  log("tools/call " + name + " " + JSON.stringify(args ?? {{}}));
   if (name === "ping") return {{ content: [{{ type: "text", text: "pong" }}] }};
   if (name === "exit") {{ console.error("exiting as asked"); process.exit(3); }}
+  if (name === "add") return {{ content: [{{ type: "text", text: String(args.a + args.b) }}] }};
   if (name === "add_tool") {{
-    tools.push({{ name: args.name, description: "added at run time", inputSchema: {{ type: "object", properties: {{}} }} }});
+    tools.push({{ name: args.name, description: "added at run time", inputSchema: none }});
     await server.sendToolListChanged();
     return {{ content: [{{ type: "text", text: "added " + args.name }}] }};
   }}
   if (tools.some((t) => t.name === name)) return {{ content: [{{ type: "text", text: "ran " + name }}] }};
   return {{ content: [{{ type: "text", text: "no tool " + name }}], isError: true }};
 }});
+server.setRequestHandler(ListPromptsRequestSchema, async () => {{
+  log("prompts/list");
+  return {{ prompts: [{{ name: "greet", description: "greets", arguments: [{{ name: "who", required: true }}] }}] }};
+}});
+server.setRequestHandler(GetPromptRequestSchema, async (req) => {{
+  log("prompts/get " + req.params.name);
+  return {{ messages: [{{ role: "user", content: {{ type: "text", text: "hello " + req.params.arguments?.who }} }}] }};
+}});
+server.setRequestHandler(ListResourcesRequestSchema, async () => {{
+  log("resources/list");
+  return {{ resources: [{{ uri: "scripted://notes", name: "notes", mimeType: "text/plain" }}] }};
+}});
+server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {{
+  log("resources/templates/list");
+  return {{ resourceTemplates: [{{ uriTemplate: "scripted://items/{{id}}", name: "item" }}] }};
+}});
+server.setRequestHandler(ReadResourceRequestSchema, async (req) => {{
+  log("resources/read " + req.params.uri);
+  return {{ contents: [{{ uri: req.params.uri, text: "the text of " + req.params.uri }}] }};
+}});
 await server.connect(new StdioServerTransport());
 "#,
         server = url("server/index.js"),
         stdio = url("server/stdio.js"),
         types = url("types.js"),
+        dir = dir.display().to_string(),
     );
     let path = dir.join("scripted.mjs");
     std::fs::write(&path, script).unwrap();
+    std::fs::write(dir.join("gate"), "").unwrap();
     path
+}
+
+fn scripted_host(path: &str, script: &Path, extra: &str) -> String {
+    format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"{path}\"\ncommand = [\"node\", {:?}]\n{extra}\n",
+        script.display().to_string()
+    )
+}
+
+/// What the scripted server in `dir` was asked, one request a line.
+fn requests(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("requests.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// When the scripted server in `dir` started, in milliseconds.
+fn lives(dir: &Path) -> Vec<u64> {
+    std::fs::read_to_string(dir.join("lives"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+/// Wait (bounded) until `read()` holds `want`; returns what it read.
+fn wait_for(what: &str, mut read: impl FnMut() -> String, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = read();
+        if got.contains(want) {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never held {want:?}: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
 fn list_changed_refreshes_the_tree() {
     let dir = tempfile::tempdir().unwrap();
     let script = scripted_server(dir.path());
-    let m = Mount::start(Some(&format!(
-        "[[host]]\nkind = \"mcp\"\npath = \"s\"\ncommand = [\"node\", {:?}]\n",
-        script.display().to_string()
-    )));
+    let m = Mount::start(Some(&scripted_host("s", &script, "")));
     wait_ready(&m, "s");
-    assert_eq!(ls(&m, "s/ops"), ["add_tool", "exit", "ping"]);
+    assert_eq!(ls(&m, "s/ops"), ["add", "add_tool", "exit", "ping"]);
     m.call("s/ops/add_tool", "fresh\n").unwrap();
-    // The notification arrives on its own; the host re-lists and reports the change.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ls(&m, "s/tools").contains(&"fresh".to_string()) {
+    // The notification arrives on its own; the host re-lists and reports the change, which
+    // the runtime applies on its own thread: wait for both.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ls(&m, "s/tools").contains(&"fresh".to_string())
+        || !m.path("s/ops/fresh/description").exists()
+    {
         assert!(
             Instant::now() < deadline,
             "new tool never appeared: {:?}",
             ls(&m, "s/tools")
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert!(m
         .read("s/ops/fresh/description")
         .contains("added at run time"));
-    assert!(m.read("s/description").contains("4 tools"));
+    assert!(m.read("s/description").contains("5 tools"));
     // The root's `ops/` listing, cached by the kernel above, was dropped with the change.
-    assert_eq!(ls(&m, "s/ops"), ["add_tool", "exit", "fresh", "ping"]);
+    assert_eq!(
+        ls(&m, "s/ops"),
+        ["add", "add_tool", "exit", "fresh", "ping"]
+    );
     m.call("s/ops/fresh", "\n").unwrap();
     assert_eq!(m.result("s/ops/fresh"), "ran fresh\n");
     // The change feed shows the host's own change.
@@ -585,71 +722,541 @@ fn list_changed_refreshes_the_tree() {
 }
 
 #[test]
+fn bad_args_never_reach_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = scripted_server(dir.path());
+    let m = Mount::start(Some(&scripted_host("s", &script, "")));
+    wait_ready(&m, "s");
+    for bad in [
+        "{\"a\": \"two\", \"b\": 2}",
+        "{\"a\": 1}",
+        "a=1\nb=2\nc=3\n",
+        "a=x\nb=2\n",
+    ] {
+        assert_eq!(m.call("s/ops/add", bad), Err(libc::EINVAL), "{bad}");
+    }
+    assert!(
+        m.result("s/ops/add").starts_with("error: "),
+        "{}",
+        m.result("s/ops/add")
+    );
+    m.call("s/ops/add", "a=40\nb=2\n").unwrap();
+    assert_eq!(m.result("s/ops/add"), "42\n");
+    let calls: Vec<String> = requests(dir.path())
+        .into_iter()
+        .filter(|r| r.starts_with("tools/call"))
+        .collect();
+    assert_eq!(calls, ["tools/call add {\"a\":40,\"b\":2}"]);
+}
+
+#[test]
+fn reads_never_act_on_an_mcp_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = scripted_server(dir.path());
+    let m = Mount::start(Some(&scripted_host("s", &script, "")));
+    wait_ready(&m, "s");
+    // Reach a template-made resource by path too, as a result would print it.
+    let item = "s/resources/scripted:%2F%2Fitems%2F7";
+    assert!(m
+        .read(&format!("{item}/description"))
+        .contains("from template item"));
+    let before = requests(dir.path());
+    // A file manager's walk: list everything, stat and read every file, xattrs included.
+    m.ok(&format!(
+        "ls -laR . > /dev/null; find . -type f -print0 | xargs -0 cat > /dev/null; \
+         find . -type f -print0 | xargs -0 stat > /dev/null; \
+         find {item} -type f -print0 | xargs -0 cat > /dev/null; \
+         find . -type d -print0 | xargs -0 -n 50 ls -la > /dev/null; \
+         (command -v getfattr > /dev/null && getfattr -R -d . > /dev/null 2>&1; true)"
+    ));
+    let walked = m.ok("find . | wc -l");
+    assert!(walked.trim().parse::<usize>().unwrap() > 40, "{walked}");
+    let after = requests(dir.path());
+    // The walk asked the server nothing: listings, guards and schemas come from the catalog.
+    assert_eq!(after[before.len()..].to_vec(), Vec::<String>::new());
+    for r in &after {
+        assert!(
+            !r.starts_with("tools/call")
+                && !r.starts_with("prompts/get")
+                && !r.starts_with("resources/read"),
+            "a read acted: {r} in {after:?}"
+        );
+    }
+    assert_eq!(m.journal_count(), 0, "{}", m.read(".wip/log"));
+    // The same paths do act when written.
+    m.call(&format!("{item}/ops/read_body"), "\n").unwrap();
+    m.call("s/prompts/greet/ops/get", "ada\n").unwrap();
+    assert_eq!(m.result("s/prompts/greet/ops/get"), "user: hello ada\n");
+    let acted: Vec<String> = requests(dir.path())[after.len()..].to_vec();
+    assert_eq!(
+        acted,
+        ["resources/read scripted://items/7", "prompts/get greet"]
+    );
+}
+
+#[test]
 fn a_server_that_exits_is_restarted_and_the_mount_stays_responsive() {
     let dir = tempfile::tempdir().unwrap();
     let script = scripted_server(dir.path());
     let m = Mount::start(Some(&format!(
-        "[[host]]\nkind = \"mcp\"\npath = \"s\"\ncommand = [\"node\", {:?}]\n\
-         [[host]]\nkind = \"mcp\"\npath = \"never\"\ncommand = [\"false\"]\n\
+        "{}[[host]]\nkind = \"mcp\"\npath = \"never\"\ncommand = [\"false\"]\n\
          [[host]]\nkind = \"mcp\"\npath = \"missing\"\ncommand = [\"/nonexistent/mcp-server\"]\n",
-        script.display().to_string()
+        scripted_host("s", &script, "restart_delay_ms = 100")
     )));
     wait_ready(&m, "s");
     m.call("s/ops/ping", "\n").unwrap();
+    // Closed gate: the next lives exit at once, so the server stays down until it opens.
+    std::fs::remove_file(dir.path().join("gate")).unwrap();
     // The server dies during a call: EIO with words.
     assert_eq!(m.call("s/ops/exit", "\n"), Err(EIO));
     let r = m.result("s/ops/exit");
     assert!(r.starts_with("error: protocol error: tool exit:"), "{r}");
-    // Its description says so, guards block with the reason, the mount answers.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen_down = false;
-    loop {
-        let d = m.read("s/description");
-        if d.contains("restarting in") {
-            assert!(d.contains("exited") || d.contains("closed"), "{d}");
-            seen_down = true;
-            let g = m.read("s/ops/ping/guard");
-            if g.starts_with("blocked") {
-                assert!(g.contains("✗ server: the server is not running"), "{g}");
-                if m.call("s/ops/ping", "\n") == Err(EPERM) {
-                    assert!(m.result("s/ops/ping").contains("not running"));
-                }
-            }
-        }
-        if seen_down && d.contains("· ready ·") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no restart: {d}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Restarted: calls work again.
+    // Its description says how it ended; guards block with the reason; calls are EPERM.
+    let d = wait_for("s/description", || m.read("s/description"), "restarting");
+    assert!(
+        d.contains("the server exited (exit status: ")
+            && d.contains("(its stderr since it started: ")
+            && d.contains("wait after "),
+        "{d}"
+    );
+    let g = m.read("s/ops/ping/guard");
+    assert!(
+        g.starts_with("blocked\n") && g.contains("✗ server: the server is not running"),
+        "{g}"
+    );
+    assert_eq!(m.call("s/ops/ping", "\n"), Err(EPERM));
+    assert!(
+        m.result("s/ops/ping").contains("not running"),
+        "{}",
+        m.result("s/ops/ping")
+    );
+    // A life that could not start says so with its own stderr only.
+    let d = wait_for("s/description", || m.read("s/description"), "gate closed");
+    assert!(
+        d.contains("exit status: 4") && !d.contains("exiting as asked"),
+        "{d}"
+    );
+    // Open: restarted, with the tools this life offers, and calls work again.
+    std::fs::write(dir.path().join("gate"), "reborn\n").unwrap();
+    wait_ready(&m, "s");
+    assert_eq!(
+        ls(&m, "s/ops"),
+        ["add", "add_tool", "exit", "ping", "reborn"]
+    );
     m.call("s/ops/ping", "\n").unwrap();
     assert_eq!(m.result("s/ops/ping"), "pong\n");
+    m.call("s/ops/reborn", "\n").unwrap();
 
     // Servers that never start: the description says why, nothing hangs.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let never = m.read("never/description");
-        let missing = m.read("missing/description");
-        if never.contains("restarting in") && missing.contains("restarting in") {
-            assert!(never.contains("MCP server `false`"), "{never}");
-            assert!(never.contains("initialize"), "{never}");
-            assert!(
-                missing.contains("cannot start `/nonexistent/mcp-server`"),
-                "{missing}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never: {never}\nmissing: {missing}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let never = wait_for(
+        "never/description",
+        || m.read("never/description"),
+        "restarting",
+    );
+    assert!(
+        never.contains("MCP server `false`")
+            && never.contains("initialize")
+            && never.contains("exit status: 1"),
+        "{never}"
+    );
+    let missing = wait_for(
+        "missing/description",
+        || m.read("missing/description"),
+        "restarting",
+    );
+    assert!(
+        missing.contains("cannot start `/nonexistent/mcp-server`"),
+        "{missing}"
+    );
     assert!(ls(&m, "never/ops").is_empty());
     assert_eq!(
         ls(&m, "never"),
         ["prompts", "resources", "templates", "tools"]
     );
     m.ok("ls -R never > /dev/null && cat never/tools/description");
+}
+
+#[test]
+fn a_crash_looping_server_backs_off_to_its_cap_and_lists_its_tools_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = scripted_server(dir.path());
+    std::fs::remove_file(dir.path().join("gate")).unwrap();
+    let m = Mount::start(Some(&scripted_host(
+        "s",
+        &script,
+        "restart_delay_ms = 200\nrestart_delay_max_ms = 800",
+    )));
+    // It exits at every start; the delay doubles to its cap and stays there.
+    let d = wait_for(
+        "s/description",
+        || m.read("s/description"),
+        "after 5 failures in a row",
+    );
+    assert!(d.contains("(a 0.8 s wait after 5 failures"), "{d}");
+    assert!(!d.contains("restarting in 0 s"), "{d}");
+    let starts = lives(dir.path());
+    assert!(starts.len() >= 5, "{starts:?}");
+    // Each start waited at least the delay it was given (200, 400, 800, 800 ms); a sleep
+    // never ends early, so these are bounds, not timings.
+    for (i, gap) in starts.windows(2).map(|w| w[1] - w[0]).enumerate().take(4) {
+        let delay = [200, 400, 800, 800][i];
+        assert!(
+            gap + 5 >= delay,
+            "start {} came {gap} ms after the one before: {starts:?}",
+            i + 2
+        );
+    }
+    // Never ready meanwhile: its ops are none, its guards blocked.
+    assert!(ls(&m, "s/ops").is_empty());
+    // Once it can start, its tools are listed afresh.
+    std::fs::write(dir.path().join("gate"), "first_tool\nsecond_tool\n").unwrap();
+    let d = wait_ready(&m, "s");
+    assert!(d.contains("6 tools"), "{d}");
+    assert_eq!(
+        ls(&m, "s/ops"),
+        [
+            "add",
+            "add_tool",
+            "exit",
+            "first_tool",
+            "ping",
+            "second_tool"
+        ]
+    );
+    // A restart lists them again: a new life offers other tools.
+    std::fs::write(dir.path().join("gate"), "third_tool\n").unwrap();
+    assert_eq!(m.call("s/ops/exit", "\n"), Err(EIO));
+    let d = wait_for(
+        "s/description",
+        || m.read("s/description"),
+        "· ready · 5 tools",
+    );
+    assert!(!d.contains("warning"), "{d}");
+    assert_eq!(
+        ls(&m, "s/ops"),
+        ["add", "add_tool", "exit", "ping", "third_tool"]
+    );
+    assert_eq!(
+        requests(dir.path())
+            .iter()
+            .filter(|r| *r == "tools/list")
+            .count(),
+        2,
+        "each ready life lists its tools once"
+    );
+}
+
+// ---- more servers from npm and PyPI -----------------------------------------------------------
+
+fn more_servers() -> PathBuf {
+    common::fixtures().join("mcp")
+}
+
+fn filesystem_js() -> String {
+    server_js(
+        more_servers().join("node/node_modules"),
+        "server-filesystem",
+    )
+}
+
+fn thinking_js() -> String {
+    server_js(
+        more_servers().join("node/node_modules"),
+        "server-sequential-thinking",
+    )
+}
+
+fn python_server(name: &str) -> String {
+    more_servers()
+        .join(name)
+        .join("bin")
+        .join(format!("mcp-server-{name}"))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn filesystem_server_results_are_not_doubled() {
+    let files = tempfile::tempdir().unwrap();
+    let big = files.path().join("big.txt");
+    let line = "a line of a big text file, read through server-filesystem\n";
+    let text = line.repeat(3_180_000 / line.len());
+    std::fs::write(&big, &text).unwrap();
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"mcp/fs\"\ncommand = [\"node\", {:?}, {:?}]\n\
+         allow_tools = [\"read_text_file\", \"delete_everything\"]\n",
+        filesystem_js(),
+        files.path().display().to_string()
+    )));
+    let d = wait_ready(&m, "mcp/fs");
+    assert!(d.contains("secure-filesystem-server"), "{d}");
+    // It offers no resources or prompts (and answers their lists with -32601): none, no warning
+    // about them; the allow_tools name it lacks is warned about.
+    assert!(d.contains("0 resources, 0 templates, 0 prompts"), "{d}");
+    assert!(
+        d.contains(
+            "warning: allow_tools names \"delete_everything\", which the server does not offer"
+        ),
+        "{d}"
+    );
+    assert_eq!(d.matches("warning:").count(), 1, "{d}");
+    // The file once: its structuredContent repeats the text and is not shown again.
+    m.ok(&format!(
+        "echo 'path={}' > mcp/fs/ops/read_text_file/call",
+        big.display()
+    ));
+    let out = m.ok("wc -c < mcp/fs/ops/read_text_file/result");
+    let size: usize = out.trim().parse().unwrap();
+    assert!(
+        size == text.len() || size == text.len() + 1,
+        "{size} bytes for a file of {}",
+        text.len()
+    );
+    assert_eq!(
+        m.result("mcp/fs/ops/read_text_file").trim_end(),
+        text.trim_end()
+    );
+    // The served schema says it is closed.
+    let schema: serde_json::Value =
+        serde_json::from_str(&m.read("mcp/fs/ops/read_text_file/schema")).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    // Its writing tools are marked destructive: blocked, and nothing is written.
+    let g = m.read("mcp/fs/ops/write_file/guard");
+    assert!(
+        g.starts_with("blocked\n") && g.contains("destructive"),
+        "{g}"
+    );
+    let target = files.path().join("new.txt");
+    assert_eq!(
+        m.call(
+            "mcp/fs/ops/write_file",
+            &format!(
+                "{{\"path\": {:?}, \"content\": \"x\"}}",
+                target.display().to_string()
+            )
+        ),
+        Err(EACCES)
+    );
+    assert!(!target.exists());
+}
+
+#[test]
+fn sequential_thinking_types_union_values_from_key_value_lines() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"mcp/think\"\ncommand = [\"node\", {:?}]\n",
+        thinking_js()
+    )));
+    wait_ready(&m, "mcp/think");
+    let op = "mcp/think/ops/sequentialthinking";
+    let schema = m.read(&format!("{op}/schema"));
+    assert!(schema.contains("\"boolean\",\n"), "{schema}");
+    // `true` is the boolean: the server answers with it.
+    m.ok(&format!(
+        "cat > {op}/call <<EOF\nthought=first idea\nnextThoughtNeeded=true\nthoughtNumber=1\ntotalThoughts=2\nEOF"
+    ));
+    let r = m.result(op);
+    assert!(r.contains("\"nextThoughtNeeded\": true"), "{r}");
+    // Its JSON text and its structuredContent are the same: shown once.
+    assert_eq!(r.matches("thoughtHistoryLength").count(), 1, "{r}");
+    // `maybe` is the string the union allows: the runtime lets it through and the server
+    // itself has the last word (it accepts only "true"/"false" strings).
+    let out = m.sh(&format!(
+        "cat > {op}/call <<EOF\nthought=second\nnextThoughtNeeded=maybe\nthoughtNumber=2\ntotalThoughts=2\nEOF"
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Input/output error"),
+        "the server's refusal is EIO, not the runtime's EINVAL: {out:?}"
+    );
+    let r = m.result(op);
+    assert!(
+        r.starts_with("error: tool error:")
+            && r.contains("received \"maybe\" at nextThoughtNeeded"),
+        "{r}"
+    );
+    assert!(!r.contains("expected a boolean"), "{r}");
+    assert!(m
+        .read(".wip/log")
+        .lines()
+        .any(|l| l.contains("sequentialthinking") && l.contains("failed")));
+}
+
+#[test]
+fn sqlite_server_without_resource_templates_is_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shop.db");
+    let lives = dir.path().join("lives");
+    // Each start is counted: a server the host calls broken is restarted over and over.
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"mcp/sqlite\"\n\
+         command = [\"sh\", \"-c\", \"echo start >> {}; exec {} --db-path {}\"]\n",
+        lives.display(),
+        python_server("sqlite"),
+        db.display()
+    )));
+    let d = wait_ready(&m, "mcp/sqlite");
+    assert!(d.contains("MCP server sqlite"), "{d}");
+    assert!(
+        d.contains("6 tools (ops here), 1 resources, 0 templates, 1 prompts"),
+        "{d}"
+    );
+    assert!(
+        !d.contains("warning"),
+        "-32601 for templates is no failure: {d}"
+    );
+    m.ok("echo 'CREATE TABLE fruit (name TEXT, price REAL)' > mcp/sqlite/ops/create_table/call");
+    m.ok("echo \"INSERT INTO fruit VALUES ('apple', 1.5), ('pear', 2)\" > mcp/sqlite/ops/write_query/call");
+    m.ok("echo 'SELECT name FROM fruit ORDER BY price DESC' > mcp/sqlite/ops/read_query/call");
+    let r = m.result("mcp/sqlite/ops/read_query");
+    assert!(
+        r.contains("pear") && r.find("pear") < r.find("apple"),
+        "{r}"
+    );
+    m.ok("echo > mcp/sqlite/ops/list_tables/call");
+    assert!(m.result("mcp/sqlite/ops/list_tables").contains("fruit"));
+    // Its resource and its prompt (no tool of it is marked: nothing to carry).
+    m.ok("echo 'pears sell best' > mcp/sqlite/ops/append_insight/call");
+    let memo = "mcp/sqlite/resources/memo:%2F%2Finsights";
+    m.ok(&format!("echo > {memo}/ops/read_body/call"));
+    assert!(m
+        .result(&format!("{memo}/ops/read_body"))
+        .contains("pears sell best"));
+    m.ok("echo 'fruit stand' > mcp/sqlite/prompts/mcp-demo/ops/get/call");
+    let p = m.result("mcp/sqlite/prompts/mcp-demo/ops/get");
+    assert!(
+        p.starts_with("description: Demo template for fruit stand\nuser: ")
+            && p.contains("The topic is: fruit stand."),
+        "{p}"
+    );
+    assert_eq!(std::fs::read_to_string(&lives).unwrap(), "start\n");
+    assert!(m.read("mcp/sqlite/description").contains("· ready ·"));
+}
+
+/// A loopback HTTP server that logs the path of every request it gets.
+struct Loopback {
+    port: u16,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Loopback {
+    fn start() -> Loopback {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    continue;
+                }
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).map_or(true, |n| n == 0) || h.trim().is_empty() {
+                        break;
+                    }
+                }
+                let path = first.split(' ').nth(1).unwrap_or("").to_string();
+                seen.lock().unwrap().push(path.clone());
+                let (status, body) = if path == "/robots.txt" {
+                    ("404 Not Found", "no robots here".to_string())
+                } else {
+                    ("200 OK", format!("hello from loopback {path}"))
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Loopback { port, log }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn fetch_prompt_carries_the_policy_of_the_blocked_fetch_tool() {
+    let web = Loopback::start();
+    let fetch = |path: &str, extra: &str| {
+        format!(
+            "[[host]]\nkind = \"mcp\"\npath = \"{path}\"\ncommand = [{:?}, \"--allow-private-ips\"]\n\
+             env = {{ NO_PROXY = \"127.0.0.1\", no_proxy = \"127.0.0.1\" }}\n{extra}\n",
+            python_server("fetch")
+        )
+    };
+    let m = Mount::start(Some(&format!(
+        "{}{}{}",
+        fetch("mcp/fetch", ""),
+        fetch("mcp/prompted", "allow_prompts = [\"fetch\"]"),
+        fetch("mcp/open", "allow = [\"open_world\"]"),
+    )));
+    for h in ["mcp/fetch", "mcp/prompted", "mcp/open"] {
+        let d = wait_ready(&m, h);
+        assert!(
+            d.contains("1 tools (ops here), 0 resources, 0 templates, 1 prompts"),
+            "{d}"
+        );
+    }
+    let url = |p: &str| format!("http://127.0.0.1:{}/{p}", web.port);
+    // Blocked: the open-world tool, and the prompt that fetches the same way.
+    let g = m.read("mcp/fetch/ops/fetch/guard");
+    assert!(
+        g.starts_with("blocked\n") && g.contains("open-world"),
+        "{g}"
+    );
+    let g = m.read("mcp/fetch/prompts/fetch/ops/get/guard");
+    assert!(
+        g.starts_with("blocked\n")
+            && g.contains("the server marks tool \"fetch\" open-world")
+            && g.contains("\"fetch\" to allow_prompts = [...]"),
+        "{g}"
+    );
+    let out = m.sh(&format!("echo {} > mcp/fetch/ops/fetch/call", url("tool")));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{out:?}"
+    );
+    let out = m.sh(&format!(
+        "echo {} > mcp/fetch/prompts/fetch/ops/get/call",
+        url("prompt")
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{out:?}"
+    );
+    assert!(m
+        .result("mcp/fetch/prompts/fetch/ops/get")
+        .starts_with("error: blocked by guard policy: a prompt runs code of the server"));
+    assert_eq!(web.requests(), Vec::<String>::new(), "nothing was fetched");
+    // The prompt allowed by name: it fetches; the tool stays blocked.
+    m.ok(&format!(
+        "echo {} > mcp/prompted/prompts/fetch/ops/get/call",
+        url("by-prompt")
+    ));
+    let r = m.result("mcp/prompted/prompts/fetch/ops/get");
+    assert!(r.contains("hello from loopback /by-prompt"), "{r}");
+    assert_eq!(web.requests(), ["/by-prompt"]);
+    assert_eq!(
+        m.call("mcp/prompted/ops/fetch", &format!("{}\n", url("tool"))),
+        Err(EACCES)
+    );
+    assert_eq!(web.requests(), ["/by-prompt"]);
+    // Open-world allowed by kind: the tool fetches (after robots.txt), the prompt too.
+    m.ok(&format!(
+        "echo {} > mcp/open/ops/fetch/call",
+        url("by-tool")
+    ));
+    assert!(m
+        .result("mcp/open/ops/fetch")
+        .contains("hello from loopback /by-tool"));
+    assert!(m
+        .read("mcp/open/prompts/fetch/ops/get/guard")
+        .starts_with("allowed\n"));
+    assert_eq!(web.requests(), ["/by-prompt", "/robots.txt", "/by-tool"]);
 }

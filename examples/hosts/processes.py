@@ -20,6 +20,9 @@ The tree (host-relative):
                     ops: read_body, signal(signal) guarded by: exists, may_signal (same
                     user, or the caller is root), not_init, not_runtime (not the wip daemon),
                     not_host (not this program), signal (a known name)
+Every entry names its kind ("machine" for the root, "process" for a PID) and `initialize`
+declares the ops of each kind once, so the runtime never asks `ops` per process.
+`call` checks the guard again itself and answers "blocked" with the conditions.
 Listings are paged (`children` with cursor and limit). Processes looked at are watched:
 when one exits, a `changed` notification tells the runtime, and the process stays reachable
 by path (not listed) for 10 minutes as "exited", so the result of the call that stopped it
@@ -33,6 +36,7 @@ diagnostics go to stderr, which wip logs.
 import json
 import os
 import pwd
+import queue
 import signal as sig
 import socket
 import sys
@@ -53,6 +57,10 @@ STATES = {
     "t": "traced", "X": "dead", "I": "idle", "P": "parked", "W": "waking", "K": "wakekill",
 }
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A read of /proc that takes longer than this is given up, and the process is not read again
+# for STUCK_KEPT_S seconds (see ProcReader).
+PROC_READ_TIMEOUT_S = 0.25
+STUCK_KEPT_S = 30
 
 
 class HostError(Exception):
@@ -62,6 +70,78 @@ class HostError(Exception):
 
 
 # ---- /proc ----------------------------------------------------------------------------
+
+class Stuck(Exception):
+    """A process's /proc entry did not answer in time."""
+
+
+class ProcReader:
+    """Reads a process's /proc files on a helper thread, one helper per calling thread.
+
+    A process stuck in the kernel (in a page fault on a hung FUSE mount, say) can make reads
+    of its /proc entries block forever. A read that takes longer than PROC_READ_TIMEOUT_S is
+    given up: its helper is left behind, a new one serves the caller, and that process is not
+    read again for STUCK_KEPT_S, so one stuck process costs a listing one timeout instead of
+    hanging the host (and with it every request of the mount).
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.stuck = {}  # pid -> when its read was given up
+        self.local = threading.local()
+
+    def _helper(self):
+        jobs = getattr(self.local, "jobs", None)
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+
+            def work():
+                while True:
+                    fn, box = jobs.get()
+                    try:
+                        box.put((True, fn()))
+                    except BaseException as e:  # handed to the caller, who raises it
+                        box.put((False, e))
+
+            threading.Thread(target=work, daemon=True).start()
+            self.local.jobs = jobs
+        return jobs
+
+    def call(self, pid, fn):
+        """fn() on the helper: its value, or what it raised; Stuck if it took too long."""
+        with self.lock:
+            at = self.stuck.get(pid)
+            if at is not None:
+                if time.time() - at < STUCK_KEPT_S:
+                    raise Stuck()
+                del self.stuck[pid]
+        box = queue.SimpleQueue()
+        self._helper().put((fn, box))
+        try:
+            ok, value = box.get(timeout=PROC_READ_TIMEOUT_S)
+        except queue.Empty:
+            with self.lock:
+                self.stuck[pid] = time.time()
+            self.local.jobs = None  # the stuck helper is abandoned
+            print(f"processes: /proc/{pid} does not answer; not read for {STUCK_KEPT_S} s",
+                  file=sys.stderr, flush=True)
+            raise Stuck()
+        if ok:
+            return value
+        raise value
+
+    def read(self, pid, name):
+        """The bytes of /proc/PID/NAME (OSError if it cannot be read, Stuck)."""
+        return self.call(pid, lambda: slurp(f"/proc/{pid}/{name}"))
+
+
+def slurp(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+PROC = ProcReader()
+
 
 def canonical_pid(name):
     """The PID a path segment names, only in its one spelling (`42`, not `042`)."""
@@ -73,9 +153,8 @@ def canonical_pid(name):
 def stat_of(pid):
     """Fields of /proc/PID/stat after the command (which may hold spaces and parens)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("utf-8", "replace")
-    except OSError:
+        raw = PROC.read(pid, "stat").decode("utf-8", "replace")
+    except (OSError, Stuck):
         return None
     close = raw.rfind(")")
     comm = raw[raw.find("(") + 1:close]
@@ -87,20 +166,18 @@ def stat_of(pid):
 def status_of(pid):
     out = {}
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f.read().decode("utf-8", "replace").splitlines():
-                k, _, v = line.partition(":")
-                out[k] = v.strip()
-    except OSError:
+        for line in PROC.read(pid, "status").decode("utf-8", "replace").splitlines():
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    except (OSError, Stuck):
         return None
     return out
 
 
 def cmdline_of(pid):
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            parts = f.read().split(b"\0")
-    except OSError:
+        parts = PROC.read(pid, "cmdline").split(b"\0")
+    except (OSError, Stuck):
         return ""
     return " ".join(p.decode("utf-8", "replace") for p in parts if p)
 
@@ -137,10 +214,21 @@ def pids():
     return out
 
 
+def stuck_process(pid):
+    """What a process whose /proc entry does not answer shows (its identity unknown)."""
+    return {"pid": pid, "uid": None, "cmd": "?", "state": "?", "stat": None, "status": None,
+            "description": f"PID {pid} · its /proc entry does not answer: the process is "
+                           f"stuck in the kernel (on a hung mount?); tried again in "
+                           f"{STUCK_KEPT_S} s",
+            "ref": f"proc://{HOSTNAME}/{pid}/unknown", "indexable": True}
+
+
 def process(pid):
     """What one process shows of itself, or None if it does not exist."""
     st = stat_of(pid)
     status = status_of(pid)
+    if (st is None or status is None) and pid in PROC.stuck and os.path.isdir(f"/proc/{pid}"):
+        return stuck_process(pid)
     if st is None or status is None:
         return None
     uid = uid_of(status)
@@ -154,7 +242,7 @@ def process(pid):
 
 
 def entry_of(p):
-    e = {"description": p["description"], "ref": p["ref"]}
+    e = {"description": p["description"], "ref": p["ref"], "kind": "process"}
     if p.get("indexable") is False:
         e["indexable"] = False
     return e
@@ -186,6 +274,12 @@ OPS = {
                ("signal", "signal(signal): send TERM, KILL, HUP, INT, STOP, CONT, ... "
                           "to this process.")],
 }
+# The kind each entry names, and the ops of each kind as `initialize` declares them.
+KIND = {(): "machine", ("pid",): "process"}
+
+
+def op_list(kind):
+    return [{"name": n, "description": d, "schema": SCHEMAS[n]} for n, d in OPS[kind]]
 
 
 class Session:
@@ -235,6 +329,8 @@ class Session:
                     return
 
     def look(self, p):
+        if p["stat"] is None:
+            return  # stuck: nothing to watch it by
         if len(self.watched) < 1000:
             self.watched[p["pid"]] = p["stat"]["starttime"]
             self.seen[p["pid"]] = p
@@ -277,7 +373,8 @@ class Session:
             self.runtime_uid = rt["uid"]
         return {"protocol": PROTOCOL, "version": VERSION, "name": "processes",
                 "description": f"the processes of {HOSTNAME}",
-                "capabilities": {"changes": True, "cache_ttl_ms": 1000}}
+                "capabilities": {"changes": True, "cache_ttl_ms": 1000,
+                                 "kinds": {KIND[k]: op_list(k) for k in OPS}}}
 
     def entry(self, params):
         path = params.get("path", [])
@@ -286,7 +383,7 @@ class Session:
             n = len(pids())
             return {"description": f"Processes of {HOSTNAME}: {n} now (host pid {os.getpid()}); "
                                    f"`ls` lists them by PID, paged; ops/find finds by command",
-                    "ref": f"proc://{HOSTNAME}/",
+                    "ref": f"proc://{HOSTNAME}/", "kind": KIND[()],
                     # The set changes all the time: a new time makes the kernel re-list.
                     "modified": float(int(time.time()))}
         if kind is None:
@@ -323,21 +420,23 @@ class Session:
         return page
 
     def ops(self, params):
+        # Asked only by a runtime that does not use the kinds declared in initialize.
         kind, _ = self.node(params.get("path", []))
         if kind is None:
             raise HostError(NOT_FOUND, "no such process")
-        return [{"name": n, "description": d, "schema": SCHEMAS[n]} for n, d in OPS[kind]]
+        return op_list(kind)
 
     def conditions(self, kind, p, op, args, uid):
         if kind != ("pid",) or op != "signal":
             return []
         me = os.getpid()
-        alive = p is not None and p["state"] not in ("Z", "X")
+        alive = p is not None and p["state"] not in ("Z", "X", "?")
         owner = p["uid"] if p else None
         who = "root" if uid == 0 else user_name(uid)
         conds = [
             {"name": "exists", "ok": alive,
              "detail": f"process {p['pid']} is {STATES.get(p['state'], p['state'])}" if alive
+             else "its /proc entry does not answer" if p and p["state"] == "?"
              else "the process has exited"},
             {"name": "may_signal", "ok": uid == 0 or uid == owner, "policy": True,
              "detail": f"you are {who}; the process belongs to {user_name(owner)}"
@@ -418,23 +517,26 @@ class Session:
         return {"result": text, "discovered": found}
 
     def op_read_body(self, p, _args, _caller):
-        if p["state"] == "X":
+        if p["state"] in ("X", "?"):
             return {"result": p["description"] + "\n"}
         st, s = p["stat"], p["status"]
-        try:
-            with open(f"/proc/{p['pid']}/environ", "rb") as f:
-                count = len([e for e in f.read().split(b"\0") if e])
-            env = f"{count} variables (values not shown)"
-        except OSError as e:
-            env = f"not readable ({e.strerror})"
-        try:
-            cwd = os.readlink(f"/proc/{p['pid']}/cwd")
-        except OSError as e:
-            cwd = f"not readable ({e.strerror})"
-        try:
-            fds = str(len(os.listdir(f"/proc/{p['pid']}/fd")))
-        except OSError as e:
-            fds = f"not readable ({e.strerror})"
+        pid = p["pid"]
+
+        def proc(fn, show):
+            try:
+                return show(PROC.call(pid, fn))
+            except OSError as e:
+                return f"not readable ({e.strerror})"
+            except Stuck:
+                return "not readable (it does not answer)"
+
+        def variables(raw):
+            count = len([e for e in raw.split(b"\0") if e])
+            return f"{count} variables (values not shown)"
+
+        env = proc(lambda: slurp(f"/proc/{pid}/environ"), variables)
+        cwd = proc(lambda: os.readlink(f"/proc/{pid}/cwd"), str)
+        fds = proc(lambda: os.listdir(f"/proc/{pid}/fd"), lambda names: str(len(names)))
         with open("/proc/uptime") as f:
             uptime = float(f.read().split()[0])
         age = uptime - st["starttime"] / CLK_TCK
@@ -485,9 +587,11 @@ class Session:
         try:
             msg = json.loads(line)
         except ValueError as e:
-            self.send({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32700, "message": f"not JSON: {e}"}})
-            return
+            # The runtime sends well-formed lines only: this stream is broken. An error with
+            # "id": null would answer no request; say why and end, the runtime restarts us.
+            print(f"processes: a line that is not JSON ({e}); stopping", file=sys.stderr,
+                  flush=True)
+            sys.exit(2)
         if not isinstance(msg, dict) or "method" not in msg:
             return  # a response or junk: the runtime sends us no responses we await
         mid, method = msg.get("id"), msg["method"]

@@ -14,11 +14,20 @@
 //! recorded listing is also served at its own `url`, the way GitHub serves it. Anything else
 //! is a 404 in GitHub's words. `GET /__wip/requests` answers how many requests were served
 //! (itself not counted); `GET /__wip/log` lists them.
+//!
+//! Tests script what GitHub does next with `POST` (JSON bodies; a change takes precedence
+//! over what was loaded, and objects in a new listing are served at their `url` too):
+//!   /__wip/record   {"method","path","status","headers":{…},"body"}  a new recording
+//!   /__wip/replace  {"method","path","etag","body"}  the recording at that path answers a
+//!                   new body under a new ETag (its other headers, e.g. Link, are kept)
+//!   /__wip/rate-limit {"seconds": N}  every request answers GitHub's 403 "API rate limit
+//!                   exceeded" with `x-ratelimit-remaining: 0` until the reset N s from now
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -194,53 +203,59 @@ fn load_route(spec: &str, resources: &Path, out: &mut Vec<Recording>) -> Result<
     Ok(())
 }
 
+/// The objects a recording shows that GitHub also serves at their own `url`: the items of
+/// a listing (or of a search's `items`, a check-runs answer), or the object a change
+/// answered with.
+fn listed_objects(r: &Recording) -> Vec<Recording> {
+    if !(200..300).contains(&r.status) {
+        return Vec::new();
+    }
+    let Body::Json(v) = &r.body else {
+        return Vec::new();
+    };
+    let one = std::slice::from_ref(v);
+    let list = match v {
+        Value::Array(a) if r.method == "GET" => a.as_slice(),
+        Value::Object(o) if r.method == "GET" => {
+            match o.get("items").or_else(|| o.get("check_runs")) {
+                Some(Value::Array(a)) => a.as_slice(),
+                _ => return Vec::new(),
+            }
+        }
+        Value::Object(_) if r.method != "GET" => one,
+        _ => return Vec::new(),
+    };
+    list.iter()
+        .filter_map(|item| {
+            let path = item.get("url")?.as_str()?.strip_prefix(GITHUB)?;
+            let (path, query) = split_url(path);
+            Some(Recording {
+                method: "GET".into(),
+                path,
+                query,
+                status: 200,
+                headers: vec![(
+                    "content-type".into(),
+                    "application/json; charset=utf-8".into(),
+                )],
+                body: Body::Json(item.clone()),
+                request: None,
+            })
+        })
+        .collect()
+}
+
 /// Objects inside recorded listings, served at their own `url` unless recorded there.
 fn derive_objects(recs: &mut Vec<Recording>) {
-    let mut extra = Vec::new();
+    let mut extra: Vec<Recording> = Vec::new();
     for r in recs.iter() {
-        if !(200..300).contains(&r.status) {
-            continue;
-        }
-        let Body::Json(v) = &r.body else { continue };
-        // Objects a listing showed, and an object a change answered with (GitHub then
-        // serves it at its url).
-        let one = std::slice::from_ref(v);
-        let list = match v {
-            Value::Array(a) if r.method == "GET" => a.as_slice(),
-            Value::Object(o) if r.method == "GET" => {
-                match o.get("items").or_else(|| o.get("check_runs")) {
-                    Some(Value::Array(a)) => a.as_slice(),
-                    _ => continue,
-                }
-            }
-            Value::Object(_) if r.method != "GET" => one,
-            _ => continue,
-        };
-        for item in list {
-            let Some(url) = item.get("url").and_then(Value::as_str) else {
-                continue;
-            };
-            let Some(path) = url.strip_prefix(GITHUB) else {
-                continue;
-            };
-            let (path, query) = split_url(path);
+        for item in listed_objects(r) {
             let taken = recs
                 .iter()
                 .chain(extra.iter())
-                .any(|x: &Recording| x.method == "GET" && x.path == path && x.query == query);
+                .any(|x| x.method == "GET" && x.path == item.path && x.query == item.query);
             if !taken {
-                extra.push(Recording {
-                    method: "GET".into(),
-                    path,
-                    query,
-                    status: 200,
-                    headers: vec![(
-                        "content-type".into(),
-                        "application/json; charset=utf-8".into(),
-                    )],
-                    body: Body::Json(item.clone()),
-                    request: None,
-                });
+                extra.push(item);
             }
         }
     }
@@ -288,29 +303,159 @@ fn not_found() -> Vec<u8> {
     br#"{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}"#.to_vec()
 }
 
+/// What a test scripted: recordings that take precedence over the loaded ones, and a rate
+/// limit exhausted until a Unix time.
+#[derive(Default)]
+struct Script {
+    recordings: RwLock<Vec<Recording>>,
+    exhausted_until: Mutex<Option<u64>>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
+    v[key]
+        .as_str()
+        .ok_or_else(|| format!("{key:?} (a string) is missing"))
+}
+
+fn body_of(v: &Value) -> Body {
+    match v {
+        Value::Null => Body::Empty,
+        Value::String(s) => Body::Text(s.clone()),
+        other => Body::Json(other.clone()),
+    }
+}
+
+/// One scripting request (`POST /__wip/…`); the answer is `ok` or what was wrong.
+fn script(what: &str, raw: &str, loaded: &[Recording], script: &Script) -> Result<String, String> {
+    let v: Value = serde_json::from_str(raw).map_err(|e| format!("not JSON: {e}"))?;
+    let mut recs = script
+        .recordings
+        .write()
+        .map_err(|_| "the script is poisoned".to_string())?;
+    let new = match what {
+        "/__wip/record" => {
+            let (path, query) = split_url(str_field(&v, "path")?);
+            let mut headers = vec![(
+                "content-type".to_string(),
+                "application/json; charset=utf-8".to_string(),
+            )];
+            if let Some(h) = v["headers"].as_object() {
+                for (k, val) in h {
+                    let val = val.as_str().map(str::to_string).unwrap_or(val.to_string());
+                    headers.retain(|(x, _)| !x.eq_ignore_ascii_case(k));
+                    headers.push((k.to_ascii_lowercase(), val));
+                }
+            }
+            Recording {
+                method: str_field(&v, "method")?.to_uppercase(),
+                path,
+                query,
+                status: v["status"].as_u64().unwrap_or(200) as u16,
+                headers,
+                body: body_of(&v["body"]),
+                request: None,
+            }
+        }
+        "/__wip/replace" => {
+            let method = str_field(&v, "method")?.to_uppercase();
+            let (path, query) = split_url(str_field(&v, "path")?);
+            let old = recs
+                .iter()
+                .chain(loaded.iter())
+                .find(|r| r.method == method && r.path == path && r.query == query)
+                .ok_or_else(|| format!("no recording of {method} {path} to replace"))?;
+            let mut r = old.clone();
+            r.headers.retain(|(k, _)| k != "etag");
+            r.headers
+                .push(("etag".to_string(), str_field(&v, "etag")?.to_string()));
+            r.body = body_of(&v["body"]);
+            r
+        }
+        "/__wip/rate-limit" => {
+            let seconds = v["seconds"]
+                .as_u64()
+                .ok_or_else(|| "\"seconds\" (a number) is missing".to_string())?;
+            if let Ok(mut until) = script.exhausted_until.lock() {
+                *until = Some(now_secs() + seconds);
+            }
+            return Ok("ok".to_string());
+        }
+        other => return Err(format!("unknown script request {other}")),
+    };
+    // The objects a new listing shows are served at their own url from now on, as GitHub
+    // would (ahead of what was derived at start).
+    for item in listed_objects(&new).into_iter().rev() {
+        recs.insert(0, item);
+    }
+    recs.insert(0, new);
+    Ok("ok".to_string())
+}
+
 fn serve(
-    recs: Arc<Vec<Recording>>,
+    loaded: Arc<Vec<Recording>>,
+    script_state: &Script,
     mut req: tiny_http::Request,
     count: &AtomicUsize,
     log: &Mutex<Vec<String>>,
 ) {
     let method = req.method().as_str().to_uppercase();
     let (path, query) = split_url(req.url());
+    let mut raw = String::new();
+    let _ = req.as_reader().read_to_string(&mut raw);
     if path.starts_with("/__wip/") {
-        let text = match path.as_str() {
-            "/__wip/requests" => count.load(Ordering::SeqCst).to_string(),
-            "/__wip/log" => log.lock().map(|l| l.join("\n")).unwrap_or_default(),
-            _ => String::new(),
+        let (status, text) = match (method.as_str(), path.as_str()) {
+            ("GET", "/__wip/requests") => (200, count.load(Ordering::SeqCst).to_string()),
+            ("GET", "/__wip/log") => (200, log.lock().map(|l| l.join("\n")).unwrap_or_default()),
+            ("POST", what) => match script(what, &raw, &loaded, script_state) {
+                Ok(t) => (200, t),
+                Err(e) => (400, e),
+            },
+            _ => (404, format!("no {method} {path} here")),
         };
-        respond(req, 200, &[], text.into_bytes());
+        respond(req, status, &[], text.into_bytes());
         return;
     }
     count.fetch_add(1, Ordering::SeqCst);
-    let mut raw = String::new();
-    let _ = req.as_reader().read_to_string(&mut raw);
+    let json = vec![(
+        "content-type".to_string(),
+        "application/json; charset=utf-8".to_string(),
+    )];
+    let exhausted = script_state
+        .exhausted_until
+        .lock()
+        .ok()
+        .and_then(|u| *u)
+        .filter(|until| *until > now_secs());
+    if let Some(reset) = exhausted {
+        let mut headers = json;
+        headers.extend([
+            ("x-ratelimit-limit".to_string(), "5000".to_string()),
+            ("x-ratelimit-remaining".to_string(), "0".to_string()),
+            ("x-ratelimit-reset".to_string(), reset.to_string()),
+        ]);
+        if let Ok(mut l) = log.lock() {
+            l.push(format!("{method} {} 403", req.url()));
+        }
+        let body = br#"{"message":"API rate limit exceeded for 127.0.0.1.","documentation_url":"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"}"#;
+        respond(req, 403, &headers, body.to_vec());
+        return;
+    }
     let sent: Option<Value> = serde_json::from_str(&raw).ok();
-    let candidates: Vec<&Recording> = recs
+    let scripted = script_state
+        .recordings
+        .read()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    let candidates: Vec<&Recording> = scripted
         .iter()
+        .chain(loaded.iter())
         .filter(|r| r.method == method && r.path == path && r.query == query)
         .collect();
     let chosen = candidates
@@ -318,10 +463,6 @@ fn serve(
         .find(|r| r.request.is_some() && r.request == sent)
         .or_else(|| candidates.iter().find(|r| r.request.is_none()))
         .copied();
-    let json = vec![(
-        "content-type".to_string(),
-        "application/json; charset=utf-8".to_string(),
-    )];
     let (status, headers, body) = match chosen {
         None => (404, json, not_found()),
         Some(r) => {
@@ -389,8 +530,10 @@ fn main() {
     });
     let count = Arc::new(AtomicUsize::new(0));
     let log = Arc::new(Mutex::new(Vec::new()));
+    let scripted = Arc::new(Script::default());
     for req in server.incoming_requests() {
-        let (recs, count, log) = (recs.clone(), count.clone(), log.clone());
-        std::thread::spawn(move || serve(recs, req, &count, &log));
+        let (recs, scripted, count, log) =
+            (recs.clone(), scripted.clone(), count.clone(), log.clone());
+        std::thread::spawn(move || serve(recs, &scripted, req, &count, &log));
     }
 }

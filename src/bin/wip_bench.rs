@@ -8,6 +8,10 @@
 //!   wip-bench tantivy DIR            (index DIR's HTML text with tantivy directly)
 //!   wip-bench mcp-call TOOL ARGS N -- COMMAND…  (an MCP tool over stdio: rmcp directly, then
 //!                                    the mcp host in-process, both without FUSE)
+//!   wip-bench mount-read PATH N      (open and read a file N times, or list a directory when
+//!                                    PATH ends with `/`; failures are timed like successes)
+//!   wip-bench mcp-open N             (McpHost::open for a server that never answers, and for
+//!                                    one that exits at once: opening must wait for neither)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -243,15 +247,7 @@ fn mcp_call(args: &[String]) -> Result<()> {
 
     let settings: wip::hosts::mcp::McpSettings =
         toml::from_str(&format!("command = {}", serde_json::to_string(command)?))?;
-    let ctx = wip::hosts::HostContext {
-        state_dir: std::env::temp_dir(),
-        launch_dir: std::env::current_dir()?,
-        mount_point: PathBuf::from("/nonexistent-bench-mount"),
-        identity: Default::default(),
-        peers: Vec::new(),
-        changes: wip::world::host::Changes::detached(),
-        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
-    };
+    let ctx = host_context()?;
     let host = wip::hosts::mcp::McpHost::open("mcp", settings, &ctx)?;
     use wip::world::host::Host;
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
@@ -276,6 +272,64 @@ fn mcp_call(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// What a host opened by the benchmark sees: no mount, no change feed, default timeouts.
+fn host_context() -> Result<wip::hosts::HostContext> {
+    Ok(wip::hosts::HostContext {
+        state_dir: std::env::temp_dir(),
+        launch_dir: std::env::current_dir()?,
+        mount_point: PathBuf::from("/nonexistent-bench-mount"),
+        identity: Default::default(),
+        peers: Vec::new(),
+        changes: wip::world::host::Changes::detached(),
+        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
+    })
+}
+
+fn mount_read(args: &[String]) -> Result<()> {
+    let [path, n] = args else {
+        bail!("usage: wip-bench mount-read PATH N");
+    };
+    let n: usize = n.parse()?;
+    let (mut samples, mut failed) = (Vec::with_capacity(n), 0usize);
+    for _ in 0..n {
+        let t = Instant::now();
+        let ok = if path.ends_with('/') {
+            std::fs::read_dir(path).is_ok_and(|d| d.collect::<Result<Vec<_>, _>>().is_ok())
+        } else {
+            std::fs::read(path).is_ok()
+        };
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+        failed += usize::from(!ok);
+    }
+    report(&format!("read {path} ({failed} failed)"), samples);
+    Ok(())
+}
+
+fn mcp_open(args: &[String]) -> Result<()> {
+    let [n] = args else {
+        bail!("usage: wip-bench mcp-open N");
+    };
+    let n: usize = n.parse()?;
+    let ctx = host_context()?;
+    for (label, command) in [
+        ("open, a server that never answers", "[\"sleep\", \"600\"]"),
+        ("open, a server that exits at once", "[\"true\"]"),
+    ] {
+        let settings: wip::hosts::mcp::McpSettings = toml::from_str(&format!(
+            "command = {command}\nstartup_timeout_ms = 3600000"
+        ))?;
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            let host = wip::hosts::mcp::McpHost::open("mcp", settings.clone(), &ctx)?;
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+            drop(host);
+        }
+        report(label, samples);
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -285,6 +339,8 @@ fn main() -> Result<()> {
         Some("sql") => sql(&args[1..]),
         Some("tantivy") => tantivy_direct(&args[1..]),
         Some("mcp-call") => mcp_call(&args[1..]),
+        Some("mount-read") => mount_read(&args[1..]),
+        Some("mcp-open") => mcp_open(&args[1..]),
         _ => bail!("usage: wip-bench host-call … | mount-call …"),
     }
 }

@@ -50,7 +50,7 @@ pub fn parse(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
     let text = text.strip_suffix('\n').unwrap_or(text);
     let text = text.strip_suffix('\r').unwrap_or(text);
     let props = properties(schema);
-    if let Some(obj) = parse_key_values(text, &props)? {
+    if let Some(obj) = parse_key_values(text, &props, schema)? {
         return Ok(Value::Object(obj));
     }
     if let Some(name) = plain_text_param(schema) {
@@ -124,6 +124,7 @@ fn plain_text_param(schema: &Value) -> Option<String> {
 fn parse_key_values(
     text: &str,
     props: &[(String, String)],
+    schema: &Value,
 ) -> WorldResult<Option<Map<String, Value>>> {
     let mut obj = Map::new();
     // The string field the next unkeyed line continues.
@@ -135,9 +136,9 @@ fn parse_key_values(
             props
                 .iter()
                 .find(|(n, _)| n == key)
-                .map(|(_, ty)| (key, ty, value))
+                .map(|_| (key, value))
         });
-        let Some((key, ty, value)) = keyed else {
+        let Some((key, value)) = keyed else {
             if let Some(Value::String(s)) = open.as_ref().and_then(|k| obj.get_mut(k)) {
                 s.push('\n');
                 s.push_str(line);
@@ -149,23 +150,12 @@ fn parse_key_values(
             }
             return Ok(None);
         };
-        let parsed = match ty.as_str() {
-            "string" => Value::String(value.to_string()),
-            "array" => match serde_json::from_str::<Value>(value.trim()) {
-                Ok(v @ Value::Array(_)) => v,
-                _ => Value::Array(
-                    value
-                        .split(',')
-                        .map(|s| s.trim())
-                        .filter(|s| !s.is_empty())
-                        .map(|s| Value::String(s.to_string()))
-                        .collect(),
-                ),
-            },
-            _ => serde_json::from_str::<Value>(value.trim())
-                .map_err(|_| WorldError::invalid(format!("{key}={value}: expected a {ty}")))?,
-        };
-        open = (ty == "string").then(|| key.to_string());
+        let types = declared_types(schema, key);
+        let parsed = type_value(value, &types).map_err(|expected| {
+            WorldError::invalid(format!("{key}={value}: expected {expected}"))
+        })?;
+        // A string value may go on over the next lines.
+        open = matches!(parsed, Value::String(_)).then(|| key.to_string());
         if obj.insert(key.to_string(), parsed).is_some() {
             return Err(WorldError::invalid(format!("{key} is given twice")));
         }
@@ -176,6 +166,68 @@ fn parse_key_values(
         s.truncate(kept);
     }
     Ok((!obj.is_empty()).then_some(obj))
+}
+
+/// The JSON Schema types a property declares (`"type": "boolean"` or a list such as
+/// `["boolean", "string"]`); empty when it declares none.
+fn declared_types(schema: &Value, key: &str) -> Vec<String> {
+    match schema.pointer(&format!(
+        "/properties/{}/type",
+        key.replace('~', "~0").replace('/', "~1")
+    )) {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value a `key=value` line means for a property of these JSON Schema `types`: the
+/// first type the text can be, trying the others before `string` (so `true` is a boolean
+/// and `maybe` a string for `["boolean", "string"]`). Arrays are JSON or comma-separated;
+/// no declared type takes any JSON value, else the text. `Err` says what was expected.
+pub fn type_value(text: &str, types: &[String]) -> Result<Value, String> {
+    if types.is_empty() {
+        return Ok(serde_json::from_str::<Value>(text.trim())
+            .unwrap_or_else(|_| Value::String(text.to_string())));
+    }
+    let json = serde_json::from_str::<Value>(text.trim()).ok();
+    let fits = |ty: &str, v: &Value| match ty {
+        "boolean" => v.is_boolean(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "object" => v.is_object(),
+        "null" => v.is_null(),
+        "array" => v.is_array(),
+        _ => false,
+    };
+    for ty in types.iter().filter(|t| *t != "string") {
+        match (ty.as_str(), &json) {
+            (_, Some(v)) if fits(ty, v) => return Ok(v.clone()),
+            ("array", _) if !types.iter().any(|t| t == "string") => {
+                return Ok(Value::Array(
+                    text.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| Value::String(s.to_string()))
+                        .collect(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    if types.iter().any(|t| t == "string") {
+        return Ok(Value::String(text.to_string()));
+    }
+    let names: Vec<&str> = types.iter().map(String::as_str).collect();
+    Err(match names.as_slice() {
+        [one] if one.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {one}"),
+        [one] => format!("a {one}"),
+        many => format!("one of {}", many.join(", ")),
+    })
 }
 
 /// Validate against the schema, strictly: an object schema without `additionalProperties`
@@ -280,6 +332,51 @@ mod tests {
         let one = json!({"type":"object","properties":{"body":{"type":"string"}},"required":["body"],"additionalProperties":false});
         let v = parse_and_validate(b"Fixed it.\nbody=see above\n", &one).unwrap();
         assert_eq!(v, json!({"body":"Fixed it.\nbody=see above"}));
+    }
+
+    #[test]
+    fn key_values_take_the_first_type_of_a_union_the_text_can_be() {
+        let types = |ts: &[&str]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let union = types(&["boolean", "string"]);
+        assert_eq!(type_value("true", &union), Ok(json!(true)));
+        assert_eq!(type_value("maybe", &union), Ok(json!("maybe")));
+        assert_eq!(type_value("3", &types(&["integer", "null"])), Ok(json!(3)));
+        assert_eq!(
+            type_value("null", &types(&["integer", "null"])),
+            Ok(Value::Null)
+        );
+        assert_eq!(type_value("2.5", &types(&["number"])), Ok(json!(2.5)));
+        assert_eq!(
+            type_value("2.5", &types(&["integer"])),
+            Err("an integer".into())
+        );
+        assert_eq!(
+            type_value("x", &types(&["integer", "boolean"])),
+            Err("one of integer, boolean".into())
+        );
+        assert_eq!(
+            type_value("a, b", &types(&["array"])),
+            Ok(json!(["a", "b"]))
+        );
+        assert_eq!(type_value("[1]", &types(&["array"])), Ok(json!([1])));
+        // A string beside an array keeps commas in the text.
+        assert_eq!(
+            type_value("a, b", &types(&["array", "string"])),
+            Ok(json!("a, b"))
+        );
+        assert_eq!(
+            type_value("{\"k\":1}", &types(&["object"])),
+            Ok(json!({"k": 1}))
+        );
+        // No declared type: JSON if it parses, else the text.
+        assert_eq!(type_value("7", &[]), Ok(json!(7)));
+        assert_eq!(type_value("seven", &[]), Ok(json!("seven")));
+        let schema = json!({"type":"object","properties":{
+            "next":{"type":["boolean","string"]},"n":{"type":"integer"}},"additionalProperties":false});
+        let v = parse_and_validate(b"next=maybe\nn=2\n", &schema).unwrap();
+        assert_eq!(v, json!({"next":"maybe","n":2}));
+        let v = parse_and_validate(b"next=false\n", &schema).unwrap();
+        assert_eq!(v, json!({"next":false}));
     }
 
     #[test]

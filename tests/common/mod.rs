@@ -21,6 +21,8 @@ pub struct Mount {
     pub root: PathBuf,
     _dirs: Vec<tempfile::TempDir>,
     daemon: Option<Child>,
+    /// Variables given to the daemon (and again at `remount`), never to the test process.
+    env: Vec<(String, String)>,
     stop_watchdog: Option<mpsc::Sender<()>>,
     watchdog: Option<JoinHandle<()>>,
 }
@@ -36,9 +38,44 @@ pub fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
+/// `wip` with none of the `WIP_*` variables of the environment the tests run in (a
+/// developer's `WIP_MANIFEST` or `WIP_STATE` must not replace what a test asks for), nor
+/// a GitHub token a github host could pick up by default.
+pub fn wip_command() -> Command {
+    let mut cmd = Command::new(WIP);
+    scrub_env(&mut cmd);
+    cmd
+}
+
+/// Remove from `cmd`'s environment every variable wip or its hosts read on their own.
+pub fn scrub_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("WIP_") {
+            cmd.env_remove(&key);
+        }
+    }
+    for key in ["GITHUB_TOKEN", "GH_TOKEN", "XDG_STATE_HOME"] {
+        cmd.env_remove(key);
+    }
+}
+
+/// Wait until `ok()` holds, polling every 20 ms, for at most `limit`; panic naming `what`.
+pub fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Mount {
     /// Mount the default world (or `manifest`) with the files host over a fresh directory.
     pub fn start(manifest: Option<&str>) -> Mount {
+        Mount::start_with_env(manifest, &[])
+    }
+
+    /// Like `start`, with these variables in the daemon's environment (and only there).
+    pub fn start_with_env(manifest: Option<&str>, env: &[(&str, &str)]) -> Mount {
         let root = tempfile::tempdir().expect("tempdir");
         std::fs::write(root.path().join("hello.txt"), "hello\nworld\n").unwrap();
         std::fs::create_dir(root.path().join("src")).unwrap();
@@ -48,13 +85,22 @@ impl Mount {
         )
         .unwrap();
         let state = tempfile::tempdir().expect("tempdir");
-        Mount::start_in(manifest, root, state)
+        Mount::start_in_with_env(manifest, root, state, env)
     }
 
     pub fn start_in(
         manifest: Option<&str>,
         root: tempfile::TempDir,
         state: tempfile::TempDir,
+    ) -> Mount {
+        Mount::start_in_with_env(manifest, root, state, &[])
+    }
+
+    fn start_in_with_env(
+        manifest: Option<&str>,
+        root: tempfile::TempDir,
+        state: tempfile::TempDir,
+        env: &[(&str, &str)],
     ) -> Mount {
         let mount = tempfile::Builder::new()
             .prefix("wip-mnt-")
@@ -66,6 +112,10 @@ impl Mount {
             root: std::fs::canonicalize(root.path()).unwrap(),
             _dirs: vec![root, state, mount],
             daemon: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             stop_watchdog: None,
             watchdog: None,
         };
@@ -79,7 +129,7 @@ impl Mount {
 
     /// Start a foreground daemon and wait (bounded) until it is mounted.
     fn spawn_daemon(&mut self, with_manifest: bool) {
-        let mut cmd = Command::new(WIP);
+        let mut cmd = wip_command();
         cmd.arg("mount")
             .arg(&self.mount)
             .arg("-f")
@@ -87,6 +137,7 @@ impl Mount {
             .arg(&self.state)
             .current_dir(&self.root)
             .env("WIP_LOG", "warn,fuser::session=error")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -208,7 +259,7 @@ impl Mount {
 
     pub fn unmount(&mut self) {
         if is_mounted(&self.mount) {
-            let ok = Command::new(WIP)
+            let ok = wip_command()
                 .arg("umount")
                 .arg(&self.mount)
                 .stdout(Stdio::null())
@@ -251,7 +302,9 @@ impl Drop for Mount {
 
 /// Run `bash -c script` in `dir`, killed after `limit`.
 pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
-    let child = Command::new("bash")
+    let mut cmd = Command::new("bash");
+    scrub_env(&mut cmd);
+    let child = cmd
         .arg("-c")
         .arg(script)
         .current_dir(dir)

@@ -35,7 +35,9 @@ fn settings(extra: &[&str]) -> AgentSettings {
     AgentSettings {
         command,
         description: Some("Echoes what it is told".to_string()),
-        wait_ms: 5_000,
+        // An instant agent answers within the call even when python takes seconds to
+        // start on a loaded machine; tests of slow answers set their own, short wait.
+        wait_ms: 20_000,
         timeout_ms: 60_000,
         wait_limit_ms: Some(20_000),
         env: BTreeMap::new(),
@@ -247,9 +249,8 @@ fn a_slow_answer_returns_working_then_wait_gets_it() {
             ..settings(&[])
         },
     );
-    let started = Instant::now();
+    // ask returns before the answer: its result says working, not the answer.
     let out = ask(&h, "slow 2").unwrap();
-    assert!(started.elapsed() < Duration::from_millis(1500));
     assert!(
         out.result.starts_with("conversation 1 is working"),
         "{}",
@@ -343,16 +344,21 @@ fn cancel_stops_the_whole_process_group() {
     let procs = pids(&pid_file);
     assert_eq!(procs.len(), 2, "agent and its sleeper: {procs:?}");
     assert!(procs.iter().all(|&pid| alive(pid)));
-    let started = Instant::now();
+    // cancel returns once the turn has ended, not after the agent's 60 s: the agent is
+    // gone (reaped) when it returns, and what it started dies of the SIGKILL sent to its
+    // group then (delivered asynchronously: a bounded wait).
     let out = call(&h, "conversations/1", "cancel", json!({})).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(4));
     assert!(
         out.result.starts_with("cancelled conversation 1"),
         "{}",
         out.result
     );
-    for pid in procs {
-        assert!(!alive(pid), "process {pid} survived the cancel");
+    let (agent, sleeper) = (procs[0], procs[1]);
+    assert!(!alive(agent), "the agent {agent} survived the cancel");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(sleeper) {
+        assert!(Instant::now() < deadline, "{sleeper} survived the cancel");
+        std::thread::sleep(Duration::from_millis(20));
     }
     let d = description(&h, "conversations/1");
     assert!(
@@ -460,12 +466,12 @@ fn a_turn_past_its_limit_is_stopped_and_failed() {
             ..settings(&[])
         },
     );
-    let started = Instant::now();
+    // Within ask's 3 s wait the turn is stopped at its 0.4 s limit: ask fails with the
+    // limit's words (had the limit not fired, ask would have returned "working").
     match ask(&h, "slow 30") {
         Err(HostError::Backend(w)) => assert!(w.contains("timed out after 0.4 s"), "{w}"),
         other => panic!("{other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(3));
     assert!(description(&h, "conversations/1").contains("· failed: timed out"));
 }
 
@@ -479,17 +485,22 @@ fn conversations_persist_and_a_cut_turn_is_interrupted() {
         s.env
             .insert("AGENT_PIDS".into(), pid_file.display().to_string());
         let h = open(dir.path(), s);
+        // 200 ms may not be enough for python to answer on a loaded machine: the first
+        // turn must be over (done) before the host goes, whatever ask returned.
         ask(&h, "keep me").unwrap();
+        let first = settle(&h, "conversations/1");
+        assert!(first.contains("· done · 2 messages"), "{first}");
         assert!(ask(&h, "slow 60").unwrap().result.contains("working"));
         let deadline = Instant::now() + Duration::from_secs(10);
         while pids(&pid_file).len() < 3 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    // Dropping the host killed the running agent.
-    std::thread::sleep(Duration::from_millis(200));
-    for pid in pids(&pid_file) {
-        assert!(!alive(pid), "{pid} outlived its host");
+    // Dropping the host killed the running agent (bounded: the kernel reaps it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Some(pid) = pids(&pid_file).into_iter().find(|&p| alive(p)) {
+        assert!(Instant::now() < deadline, "{pid} outlived its host");
+        std::thread::sleep(Duration::from_millis(20));
     }
     let h = open(dir.path(), settings(&[]));
     assert_eq!(names(&h, "conversations"), vec!["2", "1"]);
@@ -518,44 +529,55 @@ fn conversations_persist_and_a_cut_turn_is_interrupted() {
 #[test]
 fn a_background_end_is_reported_once_and_a_waited_one_by_the_call() {
     let dir = tempfile::tempdir().unwrap();
+    // Two hosts: one whose ask waits longer than any start-up here takes (an instant
+    // answer comes within the call), one whose ask returns long before "slow 3" answers.
+    let patient_dir = tempfile::tempdir().unwrap();
+    let (patient, patient_rx) = open_with_changes(
+        patient_dir.path(),
+        AgentSettings {
+            wait_ms: 20_000,
+            ..settings(&[])
+        },
+    );
     let (h, rx) = open_with_changes(
         dir.path(),
         AgentSettings {
-            wait_ms: 100,
+            wait_ms: 300,
             ..settings(&[])
         },
     );
     // An instant answer is reported by the ask call itself, not again in the background.
-    ask(&h, "quick").unwrap();
-    let quick: Vec<HostChange> = rx.try_iter().collect();
-    assert!(
-        quick
-            .iter()
-            .all(|c| !c.paths.contains(&p("conversations/1/messages"))),
-        "{quick:?}"
-    );
+    let quick = ask(&patient, "quick").unwrap();
+    assert!(quick.result.starts_with("echo: quick"), "{}", quick.result);
     // A slow one ends in the background: the host reports its entries.
-    assert!(ask(&h, "slow 1").unwrap().result.contains("working"));
-    settle(&h, "conversations/2");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut seen = Vec::new();
-    while Instant::now() < deadline {
+    assert!(ask(&h, "slow 3").unwrap().result.contains("working"));
+    settle(&h, "conversations/1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    while !seen.contains(&p("conversations/1/messages/2")) {
+        assert!(Instant::now() < deadline, "never reported: {seen:?}");
         if let Ok(c) = rx.recv_timeout(Duration::from_millis(100)) {
             assert_eq!(c.host, 3);
             seen.extend(c.paths);
-        }
-        if seen.contains(&p("conversations/2/messages/2")) {
-            break;
         }
     }
     for want in [
         "",
         "conversations",
-        "conversations/2",
-        "conversations/2/messages/2",
+        "conversations/1",
+        "conversations/1/messages/2",
     ] {
         assert!(seen.contains(&p(want)), "{want} not reported: {seen:?}");
     }
+    // Seconds later, the instant answer has still not been reported again. (A status
+    // line may report the conversation itself; its messages are the call's to report.)
+    let later: Vec<Vec<String>> = patient_rx.try_iter().flat_map(|c| c.paths).collect();
+    assert!(
+        !later
+            .iter()
+            .any(|path| path.starts_with(&p("conversations/1/messages"))),
+        "the instant answer was reported again: {later:?}"
+    );
 }
 
 #[test]
@@ -644,20 +666,29 @@ fn the_example_manifest_and_agent_work() {
         &ctx(dir.path(), Changes::detached()),
     )
     .unwrap();
-    let out = call(
+    // The answer, however long python takes to start here: ask's own wait may end first,
+    // wait blocks until the turn is done.
+    let answer = || {
+        call(&h, "conversations/1", "wait", json!({}))
+            .unwrap()
+            .result
+    };
+    call(
         &h,
         "",
         "ask",
         json!({"message": "how do I count the lines of a file?"}),
     )
     .unwrap();
-    assert!(out.result.starts_with("wc -l FILE\n"), "{}", out.result);
-    let out = call(
+    let out = answer();
+    assert!(out.starts_with("wc -l FILE\n"), "{out}");
+    call(
         &h,
         "conversations/1",
         "reply",
         json!({"message": "another"}),
     )
     .unwrap();
-    assert!(out.result.starts_with("wc -w FILE\n"), "{}", out.result);
+    let out = answer();
+    assert!(out.starts_with("wc -w FILE\n"), "{out}");
 }

@@ -18,11 +18,32 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::cache::EntryCache;
 use super::protocol::{
     self, ChangedParams, Incoming, InitializeParams, InitializeResult, Request, RpcError,
 };
 use super::transport::{self, Endpoint, Link, Socket};
-use crate::world::host::{Changes, HostError, HostResult};
+use crate::world::host::{Changes, HostError, HostResult, OpSpec};
+
+/// The ops of each kind of entry, as the host declared them in `initialize`.
+pub type Kinds = HashMap<String, Vec<OpSpec>>;
+
+/// A request that failed, and how.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: HostError,
+    pub how: Failed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failed {
+    /// Not sent: the host is down, restarting or starting.
+    Unsent,
+    /// The host answered with an error.
+    Answered,
+    /// The host went down with the request in flight: it exited, hung or sent junk.
+    HostLost,
+}
 
 /// First wait after a failure; doubles with each failure in a row.
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -167,6 +188,10 @@ pub struct Client {
     attempt_done: Condvar,
     /// The cache lifetime the host asked for at its last handshake (0: none).
     ttl_hint_ms: AtomicU64,
+    /// The kinds declared at the last handshake (kept while the host is down).
+    kinds: Mutex<Option<Arc<Kinds>>>,
+    /// Entries the host described on this connection (see `cache`).
+    pub entries: EntryCache,
 }
 
 impl Client {
@@ -190,7 +215,14 @@ impl Client {
             attempt: Mutex::new(None),
             attempt_done: Condvar::new(),
             ttl_hint_ms: AtomicU64::new(0),
+            kinds: Mutex::new(None),
+            entries: EntryCache::default(),
         })
+    }
+
+    /// The ops per kind of entry the host declared, if it did.
+    pub fn kinds(&self) -> Option<Arc<Kinds>> {
+        lock(&self.kinds).clone()
     }
 
     /// Keep the host connected in the background: connect now, and again after each failure
@@ -333,6 +365,18 @@ impl Client {
             Ok((conn, hello)) => {
                 let hint = hello.capabilities.cache_ttl_ms.unwrap_or(0);
                 self.ttl_hint_ms.store(hint, Ordering::Relaxed);
+                *lock(&self.kinds) = hello.capabilities.kinds.as_ref().map(|k| {
+                    Arc::new(
+                        k.iter()
+                            .map(|(kind, ops)| {
+                                let ops = ops.iter().cloned().map(|o| o.into_spec()).collect();
+                                (kind.clone(), ops)
+                            })
+                            .collect(),
+                    )
+                });
+                // A new process (or connection) may say other things than the last.
+                self.entries.clear();
                 let mut st = lock(&self.state);
                 st.conn = Some(Arc::clone(&conn));
                 st.hello = Some(hello);
@@ -370,6 +414,7 @@ impl Client {
         st.last_failure = Some(reason);
         st.retry_at = Some(Instant::now() + wait);
         st.conn = None;
+        self.entries.clear();
         if !st.down {
             st.down = true;
             // The root's description now says the host is down: drop cached copies.
@@ -535,7 +580,10 @@ impl Client {
         }
         match method {
             "changed" => match serde_json::from_value::<ChangedParams>(params) {
-                Ok(p) => self.changes.changed(p.paths),
+                Ok(p) => {
+                    self.entries.forget(&p.paths);
+                    self.changes.changed(p.paths)
+                }
                 Err(e) => tracing::warn!(host = %self.name, "malformed changed notification: {e}"),
             },
             other => tracing::debug!(host = %self.name, "unknown notification {other:?} ignored"),
@@ -632,7 +680,20 @@ impl Client {
         params: Value,
         timeout: Duration,
     ) -> HostResult<Value> {
-        let conn = self.connection()?;
+        self.send(method, params, timeout).map_err(|f| f.error)
+    }
+
+    /// `request`, telling a failure that took the host down from one it answered.
+    pub fn send(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Failure> {
+        let conn = self.connection().map_err(|error| Failure {
+            error,
+            how: Failed::Unsent,
+        })?;
         match self.send_and_wait(&conn, method, params, timeout) {
             Ok(v) => {
                 self.answered();
@@ -640,20 +701,26 @@ impl Client {
             }
             Err(Waited::Error(e)) => {
                 self.answered();
-                Err(protocol::host_error(&self.name, method, e))
+                Err(Failure {
+                    error: protocol::host_error(&self.name, method, e),
+                    how: Failed::Answered,
+                })
             }
-            Err(Waited::Lost(why)) => Err(HostError::Backend(format!(
-                "host {}: {why} during {method}",
-                self.name
-            ))),
+            Err(Waited::Lost(why)) => Err(Failure {
+                error: HostError::Backend(format!("host {}: {why} during {method}", self.name)),
+                how: Failed::HostLost,
+            }),
             Err(Waited::TimedOut) => {
                 let why = format!("no answer to {method} within {} ms", timeout.as_millis());
                 // A host that leaves a request unanswered cannot be trusted with the next.
                 self.fail(&conn, why.clone());
-                Err(HostError::TimedOut(format!(
-                    "host {}: {why}; it is being restarted",
-                    self.name
-                )))
+                Err(Failure {
+                    error: HostError::TimedOut(format!(
+                        "host {}: {why}; it is being restarted",
+                        self.name
+                    )),
+                    how: Failed::HostLost,
+                })
             }
         }
     }

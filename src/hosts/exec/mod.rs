@@ -6,6 +6,7 @@
 //! words and never hangs the mount. While the host is down its root entry still exists and
 //! its description says why.
 
+pub mod cache;
 pub mod client;
 pub mod protocol;
 #[cfg(test)]
@@ -23,7 +24,8 @@ use crate::hosts::HostContext;
 use crate::world::host::{
     CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
-use client::{Client, Health};
+use cache::CrashLog;
+use client::{Client, Failed, Failure, Health};
 use protocol::{
     ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireCaller,
     WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
@@ -114,6 +116,8 @@ pub struct ExecHost {
     /// The last ops each path answered: served while the host is down, so an op's
     /// `result` and `runs/` stay readable right after the call that brought it down.
     last_ops: Mutex<HashMap<Vec<String>, Vec<OpSpec>>>,
+    /// Calls that brought the host down, refused for a while (see `cache::CrashLog`).
+    crashes: CrashLog,
 }
 
 /// Paths whose ops are remembered (the memory is cleared when full).
@@ -181,7 +185,41 @@ impl ExecHost {
             max_children: settings.max_children,
             page_size: settings.page_size,
             last_ops: Mutex::new(HashMap::new()),
+            crashes: CrashLog::default(),
         })
+    }
+
+    /// The host's answer to `entry` for `path`, from the cache within the host's lifetime.
+    fn wire_entry(&self, path: &[String]) -> HostResult<Option<WireEntry>> {
+        if let Some(e) = self.client.entries.get(path, self.cache_ttl()) {
+            return Ok(Some(e));
+        }
+        let v = self.read("entry", json!({ "path": path }))?;
+        let e: Option<WireEntry> = self.decode("entry", v)?;
+        if let Some(e) = &e {
+            self.client.entries.put(path.to_vec(), e.clone());
+        }
+        Ok(e)
+    }
+
+    /// The root's description, with the calls that crash the host appended.
+    fn with_crashes(&self, mut info: EntryInfo) -> EntryInfo {
+        for ((path, op), c) in self.crashes.all().into_iter().take(3) {
+            let at = if path.is_empty() {
+                self.mount.clone()
+            } else {
+                format!("{}/{}", self.mount, path.join("/"))
+            };
+            let left = match self.crashes.refused(&path, &op, client::backoff) {
+                Some((_, left)) => format!("refused for {:.1} s more", left.as_secs_f64()),
+                None => "may be tried again".to_string(),
+            };
+            info.description.push_str(&format!(
+                " · crashes on this call: {at}/ops/{op} ({}; {left})",
+                crate::hosts::text::plural(c.times, "time", "times in a row")
+            ));
+        }
+        info
     }
 
     /// The client, for benchmarks and tests.
@@ -201,6 +239,25 @@ impl ExecHost {
                 self.client.name
             ))
         })
+    }
+
+    /// The ops of the kind the entry at `path` says it is, when the host declared kinds and
+    /// this one; `None`: ask `ops`.
+    fn ops_of_kind(&self, path: &[String]) -> Option<Vec<OpSpec>> {
+        // Before the first handshake nobody knows the kinds: the entry's request makes it.
+        let entry = match self.client.kinds() {
+            None if self.client.health() != Health::NeverTried => return None,
+            _ => self.wire_entry(path).ok()??,
+        };
+        let kinds = self.client.kinds()?;
+        let kind = entry.kind?;
+        match kinds.get(&kind) {
+            Some(ops) => Some(ops.clone()),
+            None => {
+                tracing::debug!(host = %self.mount, "entry {path:?} names kind {kind:?}, which initialize did not declare");
+                None
+            }
+        }
     }
 
     /// The root's entry while the host cannot answer: it says why, so `cat description`
@@ -227,27 +284,21 @@ impl ExecHost {
 
 impl Host for ExecHost {
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
-        let answer = self.read("entry", json!({ "path": path }));
-        match answer {
-            Ok(v) => {
-                let e: Option<WireEntry> = match self.decode("entry", v) {
-                    Ok(e) => e,
-                    Err(err) if path.is_empty() => return Ok(Some(self.down_root(&err))),
-                    Err(err) => return Err(err),
-                };
-                match e {
-                    Some(e) => Ok(Some(e.into_info())),
-                    // The root exists whatever the host says: it is where the host is mounted.
-                    None if path.is_empty() => Ok(Some(EntryInfo::new(
-                        format!("exec host {}", self.mount),
-                        format!("exec://{}", self.mount),
-                    ))),
-                    None => Ok(None),
-                }
-            }
-            Err(err) if path.is_empty() => Ok(Some(self.down_root(&err))),
-            Err(err) => Err(err),
-        }
+        let info = match self.wire_entry(path) {
+            Ok(Some(e)) => Some(e.into_info()),
+            // The root exists whatever the host says: it is where the host is mounted.
+            Ok(None) if path.is_empty() => Some(EntryInfo::new(
+                format!("exec host {}", self.mount),
+                format!("exec://{}", self.mount),
+            )),
+            Ok(None) => None,
+            Err(err) if path.is_empty() => Some(self.down_root(&err)),
+            Err(err) => return Err(err),
+        };
+        Ok(match info {
+            Some(root) if path.is_empty() => Some(self.with_crashes(root)),
+            other => other,
+        })
     }
 
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
@@ -261,7 +312,13 @@ impl Host for ExecHost {
             )?;
             let page: ChildrenPage = self.decode("children", v)?;
             let got = page.children.len();
-            out.extend(page.children.into_iter().map(|c| c.into_child()));
+            for c in page.children {
+                // A listed child is described: its lookup right after needs no request.
+                let mut child_path = path.to_vec();
+                child_path.push(c.name.clone());
+                self.client.entries.put(child_path, c.entry.clone());
+                out.push(c.into_child());
+            }
             match page.next_cursor {
                 // A host that pages without progress would loop forever: stop.
                 Some(next)
@@ -279,13 +336,16 @@ impl Host for ExecHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let answer = self
-            .read("ops", json!({ "path": path }))
-            .and_then(|v| self.decode::<Vec<WireOp>>("ops", v));
+        let answer = match self.ops_of_kind(path) {
+            Some(ops) => Ok(ops),
+            None => self
+                .read("ops", json!({ "path": path }))
+                .and_then(|v| self.decode::<Vec<WireOp>>("ops", v))
+                .map(|ops| ops.into_iter().map(WireOp::into_spec).collect()),
+        };
         let mut last = self.last_ops.lock().unwrap_or_else(|e| e.into_inner());
         match answer {
             Ok(ops) => {
-                let ops: Vec<OpSpec> = ops.into_iter().map(WireOp::into_spec).collect();
                 if last.len() >= LAST_OPS_MAX {
                     last.clear();
                 }
@@ -315,13 +375,45 @@ impl Host for ExecHost {
         args: &Value,
         caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let v = self.client.request(
+        if let Some((c, left)) = self.crashes.refused(path, op, client::backoff) {
+            return Err(HostError::Backend(format!(
+                "host {} crashes on this call: it went down during it {} (last: {}); refused for {:.1} s more, then it may be tried again",
+                self.mount,
+                crate::hosts::text::plural(c.times, "time", "times in a row"),
+                c.why,
+                left.as_secs_f64()
+            )));
+        }
+        let sent = self.client.send(
             "call",
             json!({ "path": path, "op": op, "args": args, "caller": WireCaller::of(caller) }),
             self.client.call_timeout,
-        )?;
+        );
+        // Whatever happened, the call may have changed what its entry shows.
+        self.client.entries.forget(&[path.to_vec()]);
+        let v = match sent {
+            Ok(v) => v,
+            Err(Failure { error, how }) => {
+                match how {
+                    Failed::HostLost => {
+                        let words = error.to_string();
+                        let prefix = format!("host {}: ", self.mount);
+                        let why = words.strip_prefix(&prefix).unwrap_or(&words);
+                        self.crashes.crashed(path, op, why.to_string())
+                    }
+                    // An error is an answer: this call does not crash the host.
+                    Failed::Answered => self.crashes.answered(path, op),
+                    Failed::Unsent => {}
+                }
+                return Err(error);
+            }
+        };
+        self.crashes.answered(path, op);
         let o: WireOutcome = self.decode("call", v)?;
-        Ok(o.into_outcome())
+        let o = o.into_outcome();
+        self.client.entries.forget(&o.changed);
+        self.client.entries.forget(&o.discovered);
+        Ok(o)
     }
 
     fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {

@@ -97,6 +97,13 @@ impl Incoming {
                 id: obj.get("id").cloned(),
             });
         }
+        if let (Some(Value::Null), Some(e)) = (obj.get("id"), obj.get("error")) {
+            // JSON-RPC's answer to a request it could not read: it answers none of ours.
+            return Err(format!(
+                "an error with \"id\": null, which answers no request (the host could not read one?): {}",
+                one_line_json(e)
+            ));
+        }
         let id = obj
             .get("id")
             .and_then(Value::as_u64)
@@ -116,6 +123,14 @@ impl Incoming {
             }
             _ => Err("a response needs exactly one of \"result\" and \"error\"".into()),
         }
+    }
+}
+
+/// An error object in a few words: `code -32700: not JSON`.
+fn one_line_json(e: &Value) -> String {
+    match (e.get("code"), e.get("message").and_then(Value::as_str)) {
+        (Some(c), Some(m)) => format!("code {c}: {m}"),
+        _ => e.to_string(),
     }
 }
 
@@ -180,6 +195,11 @@ pub struct Capabilities {
     /// How long the kernel may cache what it shows, unless the manifest says otherwise.
     #[serde(default)]
     pub cache_ttl_ms: Option<u64>,
+    /// The ops of each kind of entry, declared once: an entry that names its `kind` offers
+    /// these, and the runtime never asks `ops` for it. Optional; entries without a kind (or
+    /// a kind not declared here) are asked as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<std::collections::BTreeMap<String, Vec<WireOp>>>,
 }
 
 /// An entry on the wire.
@@ -193,6 +213,9 @@ pub struct WireEntry {
     /// Seconds since the Unix epoch (fractions allowed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified: Option<f64>,
+    /// Which of the kinds declared in `initialize` this entry is (its ops are that kind's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 fn yes() -> bool {
@@ -201,13 +224,17 @@ fn yes() -> bool {
 
 impl WireEntry {
     pub fn into_info(self) -> EntryInfo {
+        self.info()
+    }
+
+    pub fn info(&self) -> EntryInfo {
         let modified = self
             .modified
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s));
         EntryInfo {
-            description: self.description,
-            reference: self.reference,
+            description: self.description.clone(),
+            reference: self.reference.clone(),
             indexable: self.indexable,
             modified,
         }
@@ -222,6 +249,7 @@ impl WireEntry {
                 .modified
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs_f64()),
+            kind: None,
         }
     }
 }
@@ -258,11 +286,20 @@ pub struct WireOp {
 }
 
 impl WireOp {
+    /// The op as the runtime serves it. An object schema with `properties` but no
+    /// `additionalProperties` is closed by the runtime's validation, so the served schema
+    /// says so.
     pub fn into_spec(self) -> OpSpec {
+        let mut schema = self.schema;
+        if let Some(obj) = schema.as_object_mut() {
+            if obj.contains_key("properties") && !obj.contains_key("additionalProperties") {
+                obj.insert("additionalProperties".into(), Value::Bool(false));
+            }
+        }
         OpSpec {
             name: self.name,
             description: self.description,
-            schema: self.schema,
+            schema,
         }
     }
 }

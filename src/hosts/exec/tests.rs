@@ -52,6 +52,7 @@ fn wire_types_round_trip() {
         reference: "proc://h/7/99".into(),
         indexable: false,
         modified: Some(1_700_000_000.5),
+        kind: None,
     };
     let v = serde_json::to_value(&entry).unwrap();
     assert_eq!(v["ref"], "proc://h/7/99");
@@ -141,6 +142,10 @@ fn incoming_lines_are_classified_or_refused_with_reasons() {
         ("[1]", "object"),
         (r#"{"id":1,"result":2}"#, "jsonrpc"),
         (r#"{"jsonrpc":"2.0","id":"a","result":2}"#, "numeric"),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"not JSON"}}"#,
+            "answers no request (the host could not read one?): code -32700: not JSON",
+        ),
         (r#"{"jsonrpc":"2.0","id":1}"#, "exactly one"),
         (
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#,
@@ -274,18 +279,24 @@ fn socket_host(path: &std::path::Path, extra: &str, changes: Changes) -> ExecHos
 
 #[test]
 fn answers_reach_their_callers_by_id_and_notifications_reach_the_world() {
-    // Answers `entry` of ["slow"] only after the next request's answer: out of order.
-    let (_d, path) = peer(|msg, w| {
+    // Holds `entry` of ["slow"] until `entry` of ["fast"] arrives, then answers fast first:
+    // the answers come back out of order, each to its own caller.
+    let (got_slow, slow_arrived) = std::sync::mpsc::channel();
+    let held = std::sync::Mutex::new(None::<Value>);
+    let (_d, path) = peer(move |msg, w| {
         let p = msg["params"]["path"].clone();
         match msg["method"].as_str().unwrap() {
             "entry" if p == json!(["slow"]) => {
-                std::thread::sleep(Duration::from_millis(150));
-                let e = json!({"description": "slow one", "ref": "r:slow"});
-                writeln!(w, "{}", answer(msg, e)).unwrap();
+                *held.lock().unwrap() = Some(msg.clone());
+                let _ = got_slow.send(());
             }
             "entry" => {
                 let e = json!({"description": format!("entry {p}"), "ref": "r"});
                 writeln!(w, "{}", answer(msg, e)).unwrap();
+                if let Some(slow) = held.lock().unwrap().take() {
+                    let e = json!({"description": "slow one", "ref": "r:slow"});
+                    writeln!(w, "{}", answer(&slow, e)).unwrap();
+                }
                 let n = json!({"jsonrpc": "2.0", "method": "changed", "params": {"paths": [["a", "b"]]}});
                 writeln!(w, "{n}").unwrap();
             }
@@ -296,7 +307,9 @@ fn answers_reach_their_callers_by_id_and_notifications_reach_the_world() {
     let host = Arc::new(socket_host(&path, "", changes.for_host(3)));
     let h2 = Arc::clone(&host);
     let slow = std::thread::spawn(move || h2.entry(&["slow".to_string()]));
-    std::thread::sleep(Duration::from_millis(30));
+    slow_arrived
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the slow request never reached the peer");
     let fast = host.entry(&["fast".to_string()]).unwrap().unwrap();
     assert_eq!(fast.description, "entry [\"fast\"]");
     assert_eq!(
@@ -336,34 +349,39 @@ fn junk_and_silence_fail_with_words_then_fail_fast_while_restarting() {
         matches!(&err, HostError::Backend(m) if m.contains("not JSON-RPC") && m.contains("Traceback")),
         "{err:?}"
     );
-    // Restarting: fails at once, saying why and when it tries again.
-    let t = Instant::now();
+    // Restarting: fails without trying, saying why and when it tries again (how fast is
+    // measured by scripts/bench.sh).
     let err = host.entry(&["x".into()]).unwrap_err();
-    assert!(t.elapsed() < Duration::from_millis(100));
     assert!(
-        err.to_string().contains("restarting") && err.to_string().contains("Traceback"),
+        err.to_string()
+            .contains("is restarting (last failure: the host sent a line that is not JSON-RPC")
+            && err.to_string().contains("Traceback")
+            && err.to_string().contains("next attempt in"),
         "{err}"
     );
     // The root still exists and says the host is down.
     let root = host.entry(&[]).unwrap().unwrap();
     assert!(root.description.contains("is down"), "{}", root.description);
-    std::thread::sleep(client::backoff(1) + Duration::from_millis(100));
-    assert_eq!(
-        host.entry(&["x".into()]).unwrap().unwrap().description,
-        "ok"
-    );
+    // After its backoff it is reached again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let back = loop {
+        match host.entry(&["x".into()]) {
+            Ok(e) => break e.unwrap(),
+            Err(e) => assert!(Instant::now() < deadline, "never came back: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(back.description, "ok");
     // Going down and coming back each changed the root's description: reported.
     for _ in 0..2 {
         let c = rx.recv_timeout(Duration::from_secs(1)).unwrap();
         assert_eq!(c.paths, vec![Vec::<String>::new()]);
     }
-    let t = Instant::now();
     let err = host.entry(&["silent".into()]).unwrap_err();
     assert!(
         matches!(&err, HostError::TimedOut(m) if m.contains("no answer to entry within 500 ms")),
         "{err:?}"
     );
-    assert!(t.elapsed() < Duration::from_secs(2));
 }
 
 #[test]
@@ -502,7 +520,6 @@ fn a_host_that_crashes_mid_call_is_eio_and_comes_back() {
 #[test]
 fn a_host_that_hangs_or_prints_junk_fails_with_words() {
     let hang = misbehave("hang");
-    let t = Instant::now();
     let err = hang
         .call(&[], "misbehave", &json!({}), &caller())
         .unwrap_err();
@@ -510,7 +527,6 @@ fn a_host_that_hangs_or_prints_junk_fails_with_words() {
         matches!(&err, HostError::TimedOut(m) if m.contains("no answer to call within 1000 ms")),
         "{err:?}"
     );
-    assert!(t.elapsed() < Duration::from_secs(3));
     let junk = misbehave("junk");
     let err = junk
         .call(&[], "misbehave", &json!({}), &caller())
@@ -560,4 +576,187 @@ fn the_command_gets_the_manifest_env_and_runs_in_the_launch_directory() {
         root.description
     );
     assert_eq!(host.cache_ttl(), Duration::from_millis(1000));
+}
+
+// ---- what the client asks: the recording host ------------------------------------------------
+
+/// The requests a recording host got, one JSON object each.
+fn requests(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count(log: &std::path::Path, method: &str, path: Value) -> usize {
+    requests(log)
+        .iter()
+        .filter(|r| r["method"] == method && r["path"] == path)
+        .count()
+}
+
+fn recorder(log: &std::path::Path, args: &str, extra: &str) -> ExecHost {
+    let s = settings(&format!(
+        "command = [\"python3\", \"tests/hosts/recorder.py\", {:?}{args}]\n{extra}",
+        log.display().to_string()
+    ));
+    ExecHost::open("rec", s, &ctx(Changes::detached())).unwrap()
+}
+
+fn p(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| x.to_string()).collect()
+}
+
+fn names(ops: Vec<OpSpec>) -> Vec<String> {
+    ops.into_iter().map(|o| o.name).collect()
+}
+
+#[test]
+fn ops_declared_per_kind_are_never_asked_per_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let host = recorder(&log, ", \"--kinds\"", "");
+    assert_eq!(names(host.ops(&[]).unwrap()), ["echo", "crash"]);
+    assert!(host.ops(&p(&["items"])).unwrap().is_empty());
+    for n in ["1", "2", "3"] {
+        assert_eq!(
+            names(host.ops(&p(&["items", n])).unwrap()),
+            ["read_body", "touch"]
+        );
+    }
+    assert_eq!(
+        requests(&log)
+            .iter()
+            .filter(|r| r["method"] == "ops")
+            .count(),
+        0,
+        "{:?}",
+        requests(&log)
+    );
+    // The served schema says what the runtime enforces: closed unless the host says.
+    let echo = host.ops(&[]).unwrap().remove(0);
+    assert_eq!(echo.schema["additionalProperties"], json!(false));
+
+    // Without kinds, each path is asked.
+    let log2 = dir.path().join("log2");
+    let plain = recorder(&log2, "", "");
+    assert_eq!(
+        names(plain.ops(&p(&["items", "2"])).unwrap()),
+        ["read_body", "touch"]
+    );
+    assert_eq!(count(&log2, "ops", json!(["items", "2"])), 1);
+}
+
+#[test]
+fn entries_are_asked_once_within_their_lifetime_and_again_after_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // A lifetime far beyond the test: what is asked twice was asked because it had to be.
+    let host = recorder(&log, "", "cache_ttl_ms = 3600000");
+    for _ in 0..5 {
+        host.entry(&[]).unwrap().unwrap();
+    }
+    assert_eq!(count(&log, "entry", json!([])), 1);
+    // A listing describes its children: looking them up asks nothing more.
+    assert_eq!(host.children(&p(&["items"])).unwrap().len(), 3);
+    for n in ["1", "2", "3"] {
+        let e = host.entry(&p(&["items", n])).unwrap().unwrap();
+        assert_eq!(e.description, format!("item {n}, touched 0 times"));
+    }
+    assert_eq!(
+        requests(&log)
+            .iter()
+            .filter(|r| r["method"] == "entry")
+            .count(),
+        1
+    );
+    // A call that changed an entry: it and its ancestors are asked again, the others not.
+    host.call(&p(&["items", "2"]), "touch", &json!({}), &caller())
+        .unwrap();
+    let e = host.entry(&p(&["items", "2"])).unwrap().unwrap();
+    assert_eq!(e.description, "item 2, touched 1 times");
+    host.entry(&p(&["items"])).unwrap();
+    host.entry(&p(&["items", "1"])).unwrap();
+    assert_eq!(count(&log, "entry", json!(["items", "2"])), 1);
+    assert_eq!(count(&log, "entry", json!(["items"])), 1);
+    assert_eq!(count(&log, "entry", json!(["items", "1"])), 0);
+    // After a restart, the new process is asked once, however often the root is looked at.
+    assert!(host.call(&[], "crash", &json!({}), &caller()).is_err());
+    let first_pid = requests(&log)[0]["pid"].clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !host
+        .entry(&[])
+        .unwrap()
+        .unwrap()
+        .description
+        .contains("a recording host")
+    {
+        assert!(Instant::now() < deadline, "never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..5 {
+        host.entry(&[]).unwrap().unwrap();
+    }
+    let second: Vec<Value> = requests(&log)
+        .into_iter()
+        .filter(|r| r["pid"] != first_pid && r["method"] == "entry" && r["path"] == json!([]))
+        .collect();
+    assert_eq!(second.len(), 1, "{second:?}");
+}
+
+#[test]
+fn a_call_that_crashes_the_host_is_refused_for_a_while_and_the_root_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let host = recorder(&log, "", "");
+    // Retried as fast as it comes back, the call is soon refused without reaching the host.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let err = host
+            .call(&[], "crash", &json!({}), &caller())
+            .unwrap_err()
+            .to_string();
+        if err.contains("crashes on this call") {
+            break err;
+        }
+        assert!(
+            err.contains("during call") || err.contains("restarting") || err.contains("starting"),
+            "{err}"
+        );
+        assert!(Instant::now() < deadline, "never refused: {err}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        refused.contains("host rec crashes on this call: it went down during it")
+            && refused.contains("the host exited (exit status: 3) during call")
+            && refused.contains("refused for"),
+        "{refused}"
+    );
+    let crashes = requests(&log)
+        .iter()
+        .filter(|r| r["method"] == "call" && r["op"] == "crash")
+        .count();
+    assert!(crashes >= 1, "{crashes}");
+    // The host's root says which call crashes it, while it is up.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let root = loop {
+        let d = host.entry(&[]).unwrap().unwrap().description;
+        if d.starts_with("a recording host") {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "never came back: {d}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        root.contains(&format!(
+            "crashes on this call: rec/ops/crash ({crashes} time"
+        )),
+        "{root}"
+    );
+    // Other calls go on meanwhile.
+    let out = host
+        .call(&[], "echo", &json!({"text": "still"}), &caller())
+        .unwrap();
+    assert_eq!(out.result, "echo: still\n");
 }

@@ -27,7 +27,7 @@ use crate::world::host::{
 };
 use client::Client;
 
-pub use client::{github_message, next_link, reset_words};
+pub use client::{github_message, next_link, reset_words, GhError};
 
 /// The `[[host]]` table of a github host, minus `kind` and `path`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]

@@ -108,16 +108,37 @@ fn statuses_become_errnos_with_githubs_words() {
 
 #[test]
 fn settings_are_checked() {
-    let bad =
-        |s: GithubSettings| GithubHost::with_token("github", s, None, TokenSource::None).is_err();
-    assert!(bad(settings(&["no-slash"])));
-    assert!(bad(settings(&["results/x"])));
+    let words =
+        |s: GithubSettings| match GithubHost::with_token("github", s, None, TokenSource::None) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        };
+    assert_eq!(
+        words(settings(&["no-slash"])),
+        "repos entry \"no-slash\" is not owner/name"
+    );
+    assert_eq!(
+        words(settings(&["results/x"])),
+        "an owner named \"results\" would hide the search results folder"
+    );
     let mut s = settings(&["o/r"]);
     s.per_page = 101;
-    assert!(bad(s));
+    assert_eq!(
+        words(s),
+        "per_page must be 1..=100 and list_limit at least 1"
+    );
+    let mut s = settings(&["o/r"]);
+    s.list_limit = 0;
+    assert_eq!(
+        words(s),
+        "per_page must be 1..=100 and list_limit at least 1"
+    );
+    let unknown = toml::from_str::<GithubSettings>("repo = [\"o/r\"]")
+        .unwrap_err()
+        .to_string();
     assert!(
-        toml::from_str::<GithubSettings>("repo = [\"o/r\"]").is_err(),
-        "unknown keys are refused"
+        unknown.contains("unknown field `repo`, expected one of `repos`, `owners`"),
+        "unknown keys are refused: {unknown}"
     );
 }
 

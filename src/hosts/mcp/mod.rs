@@ -35,7 +35,7 @@ use crate::world::host::{
 
 use crate::hosts::text::one_line;
 use client::{phase_words, Catalog, Client, Phase};
-use render::{decode_name, encode_name, Hints, Policy, UriTemplate};
+use render::{decode_name, encode_name, Hints, Policy, Steered, UriTemplate};
 
 /// The `[[host]]` table of an mcp host, minus `kind` and `path`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -55,6 +55,13 @@ pub struct McpSettings {
     /// Tools allowed by name whatever their annotations.
     #[serde(default)]
     pub allow_tools: Vec<String>,
+    /// Prompts allowed by name although the server marks tools destructive or open-world
+    /// (a prompt runs server code the mount cannot see, so it carries the tools' policy).
+    #[serde(default)]
+    pub allow_prompts: Vec<String>,
+    /// Resource templates whose reads are allowed by name, likewise.
+    #[serde(default)]
+    pub allow_templates: Vec<String>,
     /// How long one request (a tool call, a read) may take. It must be below the world's
     /// call_timeout_ms so the words are the server's; by default it is that timeout less
     /// 5 s (at least 1 s).
@@ -63,10 +70,44 @@ pub struct McpSettings {
     /// How long the server may take to start and initialize (npx may download first).
     #[serde(default = "default_startup_timeout_ms")]
     pub startup_timeout_ms: u64,
+    /// The wait before restarting a server that died; it doubles with each failure in a
+    /// row, up to `restart_delay_max_ms`, and starts over after a minute of running.
+    #[serde(default = "default_restart_delay_ms")]
+    pub restart_delay_ms: u64,
+    #[serde(default = "default_restart_delay_max_ms")]
+    pub restart_delay_max_ms: u64,
 }
 
 fn default_startup_timeout_ms() -> u64 {
     120_000
+}
+
+fn default_restart_delay_ms() -> u64 {
+    1_000
+}
+
+fn default_restart_delay_max_ms() -> u64 {
+    60_000
+}
+
+/// Warnings for names in the manifest's `allow_tools`, `allow_prompts` and
+/// `allow_templates` that the server does not offer (a misspelt name allows nothing).
+fn unknown_allowed(settings: &McpSettings, c: &Catalog) -> Vec<String> {
+    let tools: Vec<&str> = c.tools.iter().map(|t| t.name.as_ref()).collect();
+    let prompts: Vec<&str> = c.prompts.iter().map(|p| p.name.as_str()).collect();
+    let templates: Vec<&str> = c.templates.iter().map(|t| t.name.as_str()).collect();
+    let mut out = render::unknown_allowed("allow_tools", &settings.allow_tools, &tools);
+    out.extend(render::unknown_allowed(
+        "allow_prompts",
+        &settings.allow_prompts,
+        &prompts,
+    ));
+    out.extend(render::unknown_allowed(
+        "allow_templates",
+        &settings.allow_templates,
+        &templates,
+    ));
+    out
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +123,10 @@ pub enum McpError {
     AboveCallTimeout { timeout: u64, world: u64 },
     #[error("timeout_ms and startup_timeout_ms must be at least 1")]
     Timeout,
+    #[error(
+        "restart_delay_ms ({first}) must be at least 1 and at most restart_delay_max_ms ({max})"
+    )]
+    RestartDelay { first: u64, max: u64 },
     #[error("cannot start the runtime for the server: {0}")]
     Runtime(std::io::Error),
 }
@@ -137,6 +182,8 @@ impl McpHost {
         let mut policy = Policy {
             mount: mount.to_string(),
             tools: settings.allow_tools.clone(),
+            prompts: settings.allow_prompts.clone(),
+            templates: settings.allow_templates.clone(),
             ..Policy::default()
         };
         for a in &settings.allow {
@@ -148,6 +195,14 @@ impl McpHost {
         }
         if settings.timeout_ms == Some(0) || settings.startup_timeout_ms == 0 {
             return Err(McpError::Timeout);
+        }
+        if settings.restart_delay_ms == 0
+            || settings.restart_delay_ms > settings.restart_delay_max_ms
+        {
+            return Err(McpError::RestartDelay {
+                first: settings.restart_delay_ms,
+                max: settings.restart_delay_max_ms,
+            });
         }
         let timeout_ms = ctx
             .wait_within_call(settings.timeout_ms)
@@ -217,6 +272,9 @@ impl McpHost {
             c.templates.len(),
             c.prompts.len()
         );
+        for w in c.list_warnings.iter().chain(&c.unknown_allowed) {
+            d.push_str(&format!(" · warning: {}", one_line(w, 300)));
+        }
         if let Some(i) = c.server.as_ref().and_then(|s| s.instructions.as_deref()) {
             d.push_str(&format!(" · instructions: {}", one_line(i, 200)));
         }
@@ -290,6 +348,59 @@ impl McpHost {
                     phase_words(other)
                 ),
             ),
+        }
+    }
+
+    /// Each tool's name and the hints its annotations state.
+    fn tool_hints(c: &Catalog) -> Vec<(String, Hints)> {
+        c.tools
+            .iter()
+            .map(|t| {
+                let ann = t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok());
+                (t.name.to_string(), Hints::from_annotations(ann.as_ref()))
+            })
+            .collect()
+    }
+
+    /// The guard of `op` on `node`: what the `guard` file shows and what `call` enforces.
+    fn op_guard(&self, c: &Catalog, phase: &Phase, node: &Node, op: &str) -> HostResult<Guard> {
+        let steered = |kind: Steered, name: Option<&str>| {
+            Ok(Guard::new(vec![
+                Self::server_condition(phase),
+                self.policy
+                    .steered_condition(kind, name, &Self::tool_hints(c)),
+            ]))
+        };
+        match node {
+            Node::Root => self.tool_guard(c, phase, &Self::tool_name(op)?),
+            Node::Tool(n) if op == "call" => self.tool_guard(c, phase, n),
+            Node::Prompt(n) if op == "get" => steered(Steered::Prompt, Some(n)),
+            Node::Template(n) if op == "read" => steered(Steered::Template, Some(n)),
+            // A resource the server listed is data it offers, read by a URI it chose: no
+            // caller steers the work. One reached through a template is the template's read.
+            Node::Resource(uri)
+                if op == "read_body" && !c.resources.iter().any(|r| &r.uri == uri) =>
+            {
+                let template = c
+                    .templates
+                    .iter()
+                    .find(|t| UriTemplate::parse(&t.uri_template).is_some_and(|u| u.matches(uri)));
+                steered(Steered::Template, template.map(|t| t.name.as_str()))
+            }
+            _ => Ok(Guard::new(vec![Self::server_condition(phase)])),
+        }
+    }
+
+    /// Refuse a call whose guard fails, with the guard (the runtime may not have asked).
+    fn check_guard(&self, c: &Catalog, phase: &Phase, node: &Node, op: &str) -> HostResult<()> {
+        let guard = self.op_guard(c, phase, node, op)?;
+        if guard.allowed() {
+            Ok(())
+        } else {
+            Err(HostError::Blocked(guard))
         }
     }
 
@@ -588,11 +699,7 @@ impl Host for McpHost {
     fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let (c, phase) = self.catalog();
-        match node {
-            Node::Root => self.tool_guard(&c, &phase, &Self::tool_name(op)?),
-            Node::Tool(n) if op == "call" => self.tool_guard(&c, &phase, &n),
-            _ => Ok(Guard::new(vec![Self::server_condition(&phase)])),
-        }
+        self.op_guard(&c, &phase, &node, op)
     }
 
     fn call(
@@ -607,32 +714,24 @@ impl Host for McpHost {
         match node {
             Node::Root => self.call_tool(&Self::tool_name(op)?, args),
             Node::Tool(n) if op == "call" => self.call_tool(&n, args),
-            Node::Resource(uri) if op == "read_body" => {
+            Node::Resource(ref uri) if op == "read_body" => {
                 let (c, phase) = self.catalog();
-                if self.resource_info(&c, &uri).is_none() {
+                if self.resource_info(&c, uri).is_none() {
                     return Err(Self::not_found(path));
                 }
-                if !matches!(phase, Phase::Ready) {
-                    return Err(HostError::Blocked(Guard::new(vec![
-                        Self::server_condition(&phase),
-                    ])));
-                }
-                Ok(CallOutcome::text(self.read_resource(&uri)?))
+                self.check_guard(&c, &phase, &node, op)?;
+                Ok(CallOutcome::text(self.read_resource(uri)?))
             }
-            Node::Template(n) if op == "read" => {
+            Node::Template(ref n) if op == "read" => {
                 let (c, phase) = self.catalog();
-                let t = self.template_of(&c, &n)?;
+                let t = self.template_of(&c, n)?;
                 let spec = OpSpec {
                     name: "read".into(),
                     description: String::new(),
                     schema: t.schema(),
                 };
                 let args: Map<String, Value> = spec.check_args(args)?;
-                if !matches!(phase, Phase::Ready) {
-                    return Err(HostError::Blocked(Guard::new(vec![
-                        Self::server_condition(&phase),
-                    ])));
-                }
+                self.check_guard(&c, &phase, &node, op)?;
                 let uri = t.expand(&args);
                 let text = self.read_resource(&uri)?;
                 if let Ok(mut s) = self.seen_uris.lock() {
@@ -641,19 +740,16 @@ impl Host for McpHost {
                 Ok(CallOutcome::text(format!("{uri}\n{text}"))
                     .discovered(vec!["resources".into(), encode_name(&uri)]))
             }
-            Node::Prompt(n) if op == "get" => {
+            Node::Prompt(ref n) if op == "get" => {
                 let (c, phase) = self.catalog();
                 let p = c
                     .prompts
                     .iter()
-                    .find(|p| p.name == n)
+                    .find(|p| &p.name == n)
                     .ok_or_else(|| Self::not_found(path))?;
                 let args = Self::prompt_op(p).check_args(args)?;
-                if !matches!(phase, Phase::Ready) {
-                    return Err(HostError::Blocked(Guard::new(vec![
-                        Self::server_condition(&phase),
-                    ])));
-                }
+                self.check_guard(&c, &phase, &node, op)?;
+                let n = n.clone();
                 let peer = self.client.peer()?;
                 let mut params = GetPromptRequestParams::new(n.clone());
                 if !args.is_empty() {

@@ -91,22 +91,48 @@ impl Hints {
     }
 }
 
-/// What the manifest allows of tools the server marks destructive or open-world.
+/// What the manifest allows of tools the server marks destructive or open-world, and of
+/// the prompts and template reads that run the same server's code.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
     pub destructive: bool,
     pub open_world: bool,
     /// Tools allowed by name whatever their hints.
     pub tools: Vec<String>,
+    /// Prompts allowed by name whatever the server's tools are.
+    pub prompts: Vec<String>,
+    /// Resource templates allowed by name whatever the server's tools are.
+    pub templates: Vec<String>,
     /// Where the host is mounted, for the words of a failing condition.
     pub mount: String,
+}
+
+/// What a prompt's `get` or a template's `read` is, for the words of its policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steered {
+    Prompt,
+    Template,
+}
+
+impl Steered {
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Steered::Prompt => ("prompt", "allow_prompts"),
+            Steered::Template => ("resource template", "allow_templates"),
+        }
+    }
+}
+
+/// A tool is destructive when the server says so and does not also call it read-only.
+fn is_destructive(h: &Hints) -> bool {
+    h.destructive == Some(true) && h.read_only != Some(true)
 }
 
 impl Policy {
     /// The `policy` condition of a tool: a stated `destructiveHint: true` or
     /// `openWorldHint: true` fails it (EACCES) unless the manifest allows that.
     pub fn condition(&self, tool: &str, hints: &Hints) -> Condition {
-        let destructive = hints.destructive == Some(true) && hints.read_only != Some(true);
+        let destructive = is_destructive(hints);
         let open_world = hints.open_world == Some(true);
         if !destructive && !open_world {
             return Condition::policy(
@@ -153,9 +179,110 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The `policy` condition of a prompt's `get` or a template's `read` (`name`: the
+    /// prompt's or template's; `None` for a resource reached by a template no longer
+    /// offered). Both run code of the server this mount cannot see, steered by the caller's
+    /// arguments: they carry the strictest policy of the server's `tools`, so a blocked
+    /// open-world tool is not reachable through a prompt that does the same.
+    pub fn steered_condition(
+        &self,
+        kind: Steered,
+        name: Option<&str>,
+        tools: &[(String, Hints)],
+    ) -> Condition {
+        let (what, key) = kind.words();
+        let marked = |f: fn(&Hints) -> bool| -> Vec<&str> {
+            tools
+                .iter()
+                .filter(|(_, h)| f(h))
+                .map(|(n, _)| n.as_str())
+                .collect()
+        };
+        let destructive = marked(is_destructive);
+        let open_world = marked(|h| h.open_world == Some(true));
+        if destructive.is_empty() && open_world.is_empty() {
+            return Condition::policy(
+                "policy",
+                true,
+                "the server marks none of its tools destructive or open-world",
+            );
+        }
+        if let Some(n) = name.filter(|n| self.allows(kind, n)) {
+            return Condition::policy(
+                "policy",
+                true,
+                format!("allowed by name: {key} lists {n:?}"),
+            );
+        }
+        let mut missing = Vec::new();
+        let mut reasons = Vec::new();
+        if !destructive.is_empty() && !self.destructive {
+            missing.push("\"destructive\"");
+            reasons.push(format!("{} destructive", some_names(&destructive)));
+        }
+        if !open_world.is_empty() && !self.open_world {
+            missing.push("\"open_world\"");
+            reasons.push(format!("{} open-world", some_names(&open_world)));
+        }
+        if missing.is_empty() {
+            return Condition::policy(
+                "policy",
+                true,
+                "the server's tools are marked destructive or open-world, allowed by the manifest's allow = [...]",
+            );
+        }
+        let by_name = match name {
+            Some(n) => format!(" or {n:?} to {key} = [...]"),
+            None => String::new(),
+        };
+        Condition::policy(
+            "policy",
+            false,
+            format!(
+                "a {what} runs code of the server that this mount cannot see, and the server marks {}; to allow it, add {}{by_name} in the manifest's [[host]] table for {:?}",
+                reasons.join(" and "),
+                missing.join(" and ") + " to allow = [...]",
+                self.mount
+            ),
+        )
+    }
+
+    fn allows(&self, kind: Steered, name: &str) -> bool {
+        let list = match kind {
+            Steered::Prompt => &self.prompts,
+            Steered::Template => &self.templates,
+        };
+        list.iter().any(|n| n == name)
+    }
+}
+
+/// `"a", "b" and 3 more` for the tools a condition names.
+fn some_names(names: &[&str]) -> String {
+    const SHOWN: usize = 3;
+    let mut quoted: Vec<String> = names.iter().take(SHOWN).map(|n| format!("{n:?}")).collect();
+    if names.len() > SHOWN {
+        quoted.push(format!("{} more", names.len() - SHOWN));
+    }
+    let tools = if names.len() == 1 { "tool" } else { "tools" };
+    format!("{tools} {}", crate::hosts::text::and_list(&quoted))
+}
+
+/// Names an `allow_*` list gives that the server does not offer, as one warning each
+/// (`allow_tools names "fetc", which the server does not offer`).
+pub fn unknown_allowed(key: &str, allowed: &[String], offered: &[&str]) -> Vec<String> {
+    allowed
+        .iter()
+        .filter(|a| !offered.contains(&a.as_str()))
+        .map(|a| format!("{key} names {a:?}, which the server does not offer"))
+        .collect()
+}
+
 /// A tool's inputSchema as an op schema the runtime accepts: an object schema with
-/// `properties` (closed unless the server says otherwise) and no `$schema` (the validator
-/// knows the drafts by their keywords, and an unknown meta-schema URI must not fail).
+/// `properties`, closed unless the server says otherwise, and written so
+/// (`additionalProperties: false`): the served schema says what the runtime enforces. No
+/// `$schema`: the validator knows the drafts by their keywords, and an unknown meta-schema
+/// URI must not fail.
 pub fn op_schema(input: &Map<String, Value>) -> Value {
     let mut s = input.clone();
     s.remove("$schema");
@@ -163,6 +290,8 @@ pub fn op_schema(input: &Map<String, Value>) -> Value {
     if !s.get("properties").is_some_and(Value::is_object) {
         s.insert("properties".into(), Value::Object(Map::new()));
     }
+    s.entry("additionalProperties")
+        .or_insert(Value::Bool(false));
     Value::Object(s)
 }
 
@@ -246,26 +375,24 @@ pub fn resource_contents_text(c: &Value) -> String {
     format!("[resource {uri}: no content]")
 }
 
-/// The text of a tool result: content blocks joined, then structured content as JSON.
+/// The text of a tool result: content blocks joined, then structured content as JSON when
+/// it adds something the blocks do not already hold.
 pub fn tool_result_text(result: &Value, uris: &mut Vec<String>) -> String {
     let mut parts: Vec<String> = result
         .get("content")
         .and_then(Value::as_array)
         .map(|a| a.iter().map(|b| content_text(b, uris)).collect())
         .unwrap_or_default();
-    // Structured content is shown unless a text block already is that very JSON.
-    let repeated = |sc: &Value| {
-        result
-            .get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == sc))
-    };
+    let texts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
     if let Some(sc) = result
         .get("structuredContent")
-        .filter(|v| !v.is_null() && !repeated(v))
+        .filter(|v| !v.is_null() && !already_shown(v, &texts))
     {
         parts.push(format!(
             "structured content:\n{}",
@@ -273,6 +400,30 @@ pub fn tool_result_text(result: &Value, uris: &mut Vec<String>) -> String {
         ));
     }
     parts.join("\n")
+}
+
+/// Whether structured content repeats what the text blocks hold: a block is that very JSON,
+/// or every value in it (strings, numbers, booleans; keys aside) appears in a block. A
+/// server that returns `{"content": TEXT}` beside the same TEXT (server-filesystem) would
+/// otherwise double every result.
+fn already_shown(sc: &Value, texts: &[&str]) -> bool {
+    if texts
+        .iter()
+        .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == sc))
+    {
+        return true;
+    }
+    fn leaves_in(v: &Value, texts: &[&str]) -> bool {
+        let shown = |needle: &str| texts.iter().any(|t| t.contains(needle));
+        match v {
+            Value::Null => true,
+            Value::String(s) => s.is_empty() || shown(s),
+            Value::Bool(_) | Value::Number(_) => shown(&v.to_string()),
+            Value::Array(items) => items.iter().all(|i| leaves_in(i, texts)),
+            Value::Object(m) => m.values().all(|i| leaves_in(i, texts)),
+        }
+    }
+    !texts.is_empty() && leaves_in(sc, texts)
 }
 
 /// A prompt's messages as `role: text` paragraphs.

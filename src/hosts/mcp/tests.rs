@@ -107,6 +107,139 @@ fn policy_blocks_stated_destructive_and_open_world_hints() {
 }
 
 #[test]
+fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
+    let tools = vec![
+        (
+            "fetch".to_string(),
+            hints(json!({"readOnlyHint": true, "openWorldHint": true})),
+        ),
+        ("get".to_string(), hints(json!({"readOnlyHint": true}))),
+    ];
+    let none = Policy {
+        mount: "mcp/fetch".into(),
+        ..Policy::default()
+    };
+    let c = none.steered_condition(Steered::Prompt, Some("fetch"), &tools);
+    assert!(!c.ok && c.policy, "{}", c.detail);
+    assert_eq!(
+        c.detail,
+        "a prompt runs code of the server that this mount cannot see, and the server marks \
+         tool \"fetch\" open-world; to allow it, add \"open_world\" to allow = [...] or \
+         \"fetch\" to allow_prompts = [...] in the manifest's [[host]] table for \"mcp/fetch\""
+    );
+    let c = none.steered_condition(Steered::Template, Some("page"), &tools);
+    assert!(
+        !c.ok && c.detail.contains("\"page\" to allow_templates"),
+        "{}",
+        c.detail
+    );
+    // A resource whose template is gone can only be allowed by kind.
+    let c = none.steered_condition(Steered::Template, None, &tools);
+    assert!(
+        !c.ok && !c.detail.contains("allow_templates"),
+        "{}",
+        c.detail
+    );
+    // Allowing the tool by name does not allow the prompt: they are different code.
+    let tool_only = Policy {
+        tools: vec!["fetch".into()],
+        ..none.clone()
+    };
+    assert!(
+        !tool_only
+            .steered_condition(Steered::Prompt, Some("fetch"), &tools)
+            .ok
+    );
+    let by_name = Policy {
+        prompts: vec!["fetch".into()],
+        ..none.clone()
+    };
+    let c = by_name.steered_condition(Steered::Prompt, Some("fetch"), &tools);
+    assert!(
+        c.ok && c.detail.contains("allow_prompts lists \"fetch\""),
+        "{}",
+        c.detail
+    );
+    assert!(
+        !by_name
+            .steered_condition(Steered::Template, Some("fetch"), &tools)
+            .ok
+    );
+    let by_kind = Policy {
+        open_world: true,
+        ..none.clone()
+    };
+    assert!(
+        by_kind
+            .steered_condition(Steered::Prompt, Some("x"), &tools)
+            .ok
+    );
+    // Destructive and open-world tools: both kinds are named, up to three tools each.
+    let many: Vec<(String, Hints)> = (1..=5)
+        .map(|i| (format!("rm{i}"), hints(json!({"destructiveHint": true}))))
+        .chain(tools.clone())
+        .collect();
+    let c = by_kind.steered_condition(Steered::Prompt, Some("x"), &many);
+    assert!(
+        !c.ok
+            && c.detail
+                .contains("tools \"rm1\", \"rm2\", \"rm3\" and 2 more destructive;"),
+        "{}",
+        c.detail
+    );
+    // A server with only harmless tools: nothing to carry.
+    let harmless = vec![("get".to_string(), hints(json!({"readOnlyHint": true})))];
+    assert!(
+        none.steered_condition(Steered::Prompt, Some("p"), &harmless)
+            .ok
+    );
+    assert!(none.steered_condition(Steered::Prompt, Some("p"), &[]).ok);
+}
+
+#[test]
+fn allow_lists_naming_what_the_server_lacks_are_warned_about() {
+    let w = super::render::unknown_allowed(
+        "allow_tools",
+        &["fetch".to_string(), "fecth".to_string()],
+        &["fetch", "get"],
+    );
+    assert_eq!(
+        w,
+        ["allow_tools names \"fecth\", which the server does not offer"]
+    );
+}
+
+#[test]
+fn restart_delays_double_up_to_their_cap() {
+    let (first, max) = (Duration::from_secs(1), Duration::from_secs(60));
+    let delays: Vec<u64> = (1..=9)
+        .map(|n| super::client::restart_delay(n, first, max).as_secs())
+        .collect();
+    assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    assert_eq!(
+        super::client::restart_delay(u32::MAX, first, max),
+        max,
+        "no overflow"
+    );
+    let small =
+        super::client::restart_delay(3, Duration::from_millis(100), Duration::from_millis(300));
+    assert_eq!(small, Duration::from_millis(300));
+}
+
+#[test]
+fn exit_statuses_in_words() {
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        super::client::exit_words(std::process::ExitStatus::from_raw(3 << 8)),
+        "exited (exit status: 3)"
+    );
+    assert_eq!(
+        super::client::exit_words(std::process::ExitStatus::from_raw(libc::SIGKILL)),
+        "was killed by signal 9 (SIGKILL)"
+    );
+}
+
+#[test]
 fn tool_schemas_become_strict_object_schemas() {
     let mut input = Map::new();
     input.insert(
@@ -123,9 +256,19 @@ fn tool_schemas_become_strict_object_schemas() {
     assert!(crate::world::args::validate(&json!({"message": "hi"}), &s).is_ok());
     assert!(crate::world::args::validate(&json!({"msg": "hi"}), &s).is_err());
     assert!(crate::world::args::validate(&json!({}), &s).is_err());
+    // Closed, and saying so: the served schema is what the runtime enforces.
+    assert_eq!(s["additionalProperties"], json!(false));
     // A schema without properties (or type) still is an object schema.
     let bare = op_schema(&Map::new());
-    assert_eq!(bare, json!({"type": "object", "properties": {}}));
+    assert_eq!(
+        bare,
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    );
+    // A server that leaves it open keeps it open.
+    let mut open = Map::new();
+    open.insert("additionalProperties".into(), json!(true));
+    assert_eq!(op_schema(&open)["additionalProperties"], json!(true));
+    assert!(crate::world::args::validate(&json!({"x": 1}), &op_schema(&open)).is_ok());
     assert!(crate::world::args::validate(&json!({}), &bare).is_ok());
     // Plain text fills the one required string.
     let args = crate::world::args::parse_and_validate(b"hello\n", &s).unwrap();
@@ -205,6 +348,22 @@ fn contents_rendered_as_text() {
     let twice =
         json!({"content": [{"type": "text", "text": "{\"t\": 1}"}], "structuredContent": {"t": 1}});
     assert_eq!(tool_result_text(&twice, &mut uris), "{\"t\": 1}");
+    // server-filesystem: `{"content": TEXT}` beside the very TEXT.
+    let body = "line one\nline two\n".repeat(1000);
+    let fs = json!({"content": [{"type": "text", "text": body}], "structuredContent": {"content": body}});
+    assert_eq!(tool_result_text(&fs, &mut uris), body);
+    // Values the text does not hold are shown, all of it.
+    let more = json!({"content": [{"type": "text", "text": "Sum is 42"}],
+                      "structuredContent": {"sum": 42, "unit": "apples"}});
+    let text = tool_result_text(&more, &mut uris);
+    assert!(
+        text.starts_with("Sum is 42\nstructured content:\n"),
+        "{text}"
+    );
+    assert!(text.contains("\"unit\": \"apples\""), "{text}");
+    // Without text blocks the structured content is all there is.
+    let only = json!({"content": [], "structuredContent": {"sum": 42}});
+    assert!(tool_result_text(&only, &mut uris).contains("\"sum\": 42"));
     let prompt = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]});
     assert_eq!(prompt_text(&prompt, &mut uris), "user: hi");
 }
@@ -229,8 +388,12 @@ fn settings(command: &[&str]) -> McpSettings {
         cwd: None,
         allow: Vec::new(),
         allow_tools: Vec::new(),
+        allow_prompts: Vec::new(),
+        allow_templates: Vec::new(),
         timeout_ms: Some(1000),
         startup_timeout_ms: 2000,
+        restart_delay_ms: 1000,
+        restart_delay_max_ms: 60_000,
     }
 }
 
@@ -242,22 +405,74 @@ fn bad_settings_are_refused_with_words() {
     s.allow = vec!["everything".into()];
     let e = McpHost::open("m", s, &ctx()).err().unwrap();
     assert!(e.to_string().contains("\"destructive\""), "{e}");
+    let mut s = settings(&["true"]);
+    s.restart_delay_ms = 5000;
+    s.restart_delay_max_ms = 1000;
+    let e = McpHost::open("m", s, &ctx()).err().unwrap();
+    assert!(e.to_string().contains("restart_delay_max_ms (1000)"), "{e}");
+}
+
+/// Open a host on another thread, failing (not hanging) if `open` never returns.
+fn open_bounded(s: McpSettings) -> McpHost {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(McpHost::open("m", s, &ctx()));
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("McpHost::open never returned")
+        .unwrap()
 }
 
 #[test]
-fn a_server_that_cannot_start_is_described_never_waited_for() {
-    let t = Instant::now();
-    let host = McpHost::open("m", settings(&["/nonexistent/server"]), &ctx()).unwrap();
-    assert!(t.elapsed() < Duration::from_secs(1), "open must not wait");
-    let deadline = Instant::now() + Duration::from_secs(5);
+fn opening_never_waits_for_the_server() {
+    // A server that never answers, with a startup timeout far beyond the bound above: had
+    // `open` waited for it, it would not have returned.
+    let mut s = settings(&["sleep", "600"]);
+    s.startup_timeout_ms = 3_600_000;
+    let host = open_bounded(s);
+    let d = host.entry(&[]).unwrap().unwrap().description;
+    assert!(d.contains("· starting for "), "{d}");
+    let g = host.guard(&[], "anything", None);
+    assert!(matches!(g, Err(HostError::NotFound(_))), "{g:?}");
+}
+
+#[test]
+fn a_server_that_cannot_start_is_described_with_its_real_delay() {
+    let mut s = settings(&["/nonexistent/server"]);
+    s.restart_delay_ms = 300;
+    s.restart_delay_max_ms = 600;
+    let host = open_bounded(s);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Its delays grow to the cap and stay there, as the description says: (failures in a
+    // row, the wait it names) for every down phase seen.
+    let mut seen: Vec<(u32, String)> = Vec::new();
     loop {
         let d = host.entry(&[]).unwrap().unwrap().description;
-        if d.contains("restarting in") {
+        if let Some(rest) = d.split("restarting").nth(1) {
             assert!(d.contains("cannot start `/nonexistent/server`"), "{d}");
+            assert!(
+                !rest.contains("in 0 s") && !rest.contains("in 0.0 s"),
+                "{d}"
+            );
+            let wait = rest
+                .split("(a ")
+                .nth(1)
+                .and_then(|r| r.split_once(" wait after "));
+            let (wait, after) = wait.unwrap_or_else(|| panic!("no wait in {d}"));
+            let failures: u32 = after.split(' ').next().unwrap().parse().unwrap();
+            if seen.last().map(|(f, _)| *f) != Some(failures) {
+                seen.push((failures, wait.to_string()));
+            }
+        }
+        if seen.last().is_some_and(|(f, _)| *f >= 4) {
             break;
         }
-        assert!(Instant::now() < deadline, "{d}");
+        assert!(Instant::now() < deadline, "{d} (seen {seen:?})");
         std::thread::sleep(Duration::from_millis(20));
+    }
+    for (failures, wait) in &seen {
+        let want = if *failures == 1 { "0.3 s" } else { "0.6 s" };
+        assert_eq!(wait, want, "after {failures} failures: {seen:?}");
     }
     assert!(host.ops(&[]).unwrap().is_empty());
     let g = host
@@ -286,4 +501,56 @@ fn the_example_manifest_parses() {
     assert_eq!(hosts.len(), 2);
     assert_eq!(hosts[0].command[0], "npx");
     assert!(hosts[1].env.contains_key("MEMORY_FILE_PATH"));
+}
+
+/// Wait (bounded) until the root's description holds `want`; returns it.
+fn wait_description(host: &McpHost, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = host.entry(&[]).unwrap().unwrap().description;
+        if d.contains(want) {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "never {want:?}: {d}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_server_printing_junk_on_stdout_is_told_by_its_first_junk_line() {
+    let mut s = settings(&[
+        "sh",
+        "-c",
+        "echo 'Listening on port 3000 (not MCP)'; echo '  second junk'; exec sleep 600",
+    ]);
+    s.startup_timeout_ms = 1000;
+    let host = open_bounded(s);
+    let d = wait_description(&host, "restarting");
+    assert!(
+        d.contains(
+            "did not initialize within 1 s (startup_timeout_ms); it printed 2 lines on stdout \
+             that are not JSON-RPC, the first: `Listening on port 3000 (not MCP)`"
+        ),
+        "{d}"
+    );
+}
+
+#[test]
+fn a_server_that_dies_is_told_by_its_signal_and_its_own_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let lives = dir.path().join("lives");
+    // Each life says which it is on stderr, then kills itself before answering.
+    let script = format!(
+        "echo x >> {0}; echo \"life $(wc -l < {0}) ending\" >&2; kill -9 $$",
+        lives.display()
+    );
+    let host = open_bounded(settings(&["sh", "-c", &script]));
+    let d = wait_description(&host, "after 2 failures in a row");
+    assert!(
+        d.contains(
+            "it was killed by signal 9 (SIGKILL) (its stderr since it started: life 2 ending)"
+        ),
+        "{d}"
+    );
+    assert!(!d.contains("life 1"), "only this life's stderr: {d}");
 }
