@@ -372,3 +372,55 @@ fn a_pending_run_nobody_decides_expires_and_never_runs() {
         "{err}"
     );
 }
+
+#[test]
+fn a_policy_rule_overrides_the_mcp_hosts_annotation_defaults() {
+    let memory = common::fixtures()
+        .join("node/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"mcp/memory\"\ncommand = [\"node\", {:?}]\n\
+         env = {{ MEMORY_FILE_PATH = {:?} }}\n\n\
+         [[policy]]\nmatch = \"mcp/memory/ops/delete_entities\"\naction = \"approve\"\n",
+        memory.display().to_string(),
+        dir.path().join("memory.jsonl").display().to_string()
+    );
+    let m = Mount::start(Some(&manifest));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !m.read("mcp/memory/description").contains("· ready ·") {
+        assert!(
+            Instant::now() < deadline,
+            "the memory server never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Without a rule, the server's destructive hint is the host's default: denied.
+    let guard = m.read("mcp/memory/ops/delete_relations/guard");
+    assert!(
+        guard.contains("✗ policy: the server marks \"delete_relations\" destructive")
+            && guard.contains("or a [[policy]] rule for this op"),
+        "{guard}"
+    );
+    // The manifest's rule comes first: a person decides instead.
+    let guard = m.read("mcp/memory/ops/delete_entities/guard");
+    assert!(
+        guard.contains("✓ server")
+            && guard.contains("✗ approval: needs a person's approval (rule 1)"),
+        "{guard}"
+    );
+    assert!(!guard.contains("✗ policy"), "{guard}");
+    m.ok("echo '{\"entities\":[{\"name\":\"Temp\",\"entityType\":\"note\",\"observations\":[]}]}' > mcp/memory/ops/create_entities/call");
+    m.ok("echo > mcp/memory/ops/read_graph/call");
+    assert!(m.result("mcp/memory/ops/read_graph").contains("Temp"));
+    let (_, err) = agent(
+        &m,
+        "echo '{\"entityNames\":[\"Temp\"]}' > mcp/memory/ops/delete_entities/call",
+    );
+    assert!(err.contains("Operation now in progress"), "{err}");
+    let run = run_path(&m.result("mcp/memory/ops/delete_entities"));
+    let (code, out, err) = person(&m, &format!("$WIP approve {run}"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(in_mount(&m, &run, "status"), "ok\n");
+    m.ok("echo > mcp/memory/ops/read_graph/call");
+    assert!(!m.result("mcp/memory/ops/read_graph").contains("Temp"));
+}
