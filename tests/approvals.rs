@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Mount;
 
@@ -81,6 +81,13 @@ fn person(m: &Mount, script: &str) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Run a decision the daemon must refuse; returns its words (stderr).
+fn refused(m: &Mount, script: &str) -> String {
+    let (code, out, err) = person(m, script);
+    assert_eq!(code, 1, "{script}: {out}{err}");
+    err
 }
 
 /// The absolute path of the pending run a `result` names.
@@ -224,8 +231,7 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
     );
     assert!(!comments_of_42(&m).contains("not yet"));
     // A second decision is EINVAL, whichever it is.
-    let (code, _, err) = person(&m, &format!("$WIP approve {run}"));
-    assert_eq!(code, 1);
+    let err = refused(&m, &format!("$WIP approve {run}"));
     assert!(
         err.contains("Invalid argument") && err.contains("already decided"),
         "{err}"
@@ -319,8 +325,7 @@ fn approvers_by_uid_decide_over_their_own_socket() {
         "{result}"
     );
     let run = run_path(&result);
-    let (code, _, err) = person(&m, &format!("$WIP approve {run}"));
-    assert_eq!(code, 1);
+    let err = refused(&m, &format!("$WIP approve {run}"));
     assert!(
         err.contains("root (uid 0) may not decide run")
             && err.contains(&format!("lets only uid {OTHER_UID} decide")),
@@ -339,8 +344,7 @@ fn approvers_by_uid_decide_over_their_own_socket() {
     );
     // It may decide only what names it.
     let run = pending_comment(&m, "other");
-    let (code, _, err) = person(&m, &format!("{as_other} deny --state {state} {run}"));
-    assert_eq!(code, 1);
+    let err = refused(&m, &format!("{as_other} deny --state {state} {run}"));
     assert!(
         err.contains("Permission denied") && err.contains("lets only root (uid 0) decide"),
         "{err}"
@@ -356,17 +360,14 @@ fn a_pending_run_nobody_decides_expires_and_never_runs() {
     assert!(result.contains("(after 1s)"), "{result}");
     let run = run_path(&result);
     // Bounded wait for the expiry (due after one second).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while in_mount(&m, &run, "status") == "pending\n" {
-        assert!(Instant::now() < deadline, "never expired");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_until("the run's expiry", Duration::from_secs(60), || {
+        in_mount(&m, &run, "status") != "pending\n"
+    });
     assert_eq!(in_mount(&m, &run, "status"), "expired\n");
     assert!(in_mount(&m, &run, "result").contains("nobody decided in time"));
     assert!(m.read(".wip/events").contains("\"kind\":\"expired\""));
     assert_eq!(m.read(".wip/pending"), "no pending runs\n");
-    let (code, _, err) = person(&m, &format!("$WIP approve {run}"));
-    assert_eq!(code, 1);
+    let err = refused(&m, &format!("$WIP approve {run}"));
     assert!(
         err.contains("already decided") && err.contains("expired at"),
         "{err}"
@@ -386,14 +387,9 @@ fn a_policy_rule_overrides_the_mcp_hosts_annotation_defaults() {
         dir.path().join("memory.jsonl").display().to_string()
     );
     let m = Mount::start(Some(&manifest));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !m.read("mcp/memory/description").contains("· ready ·") {
-        assert!(
-            Instant::now() < deadline,
-            "the memory server never got ready"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_until("the memory server", Duration::from_secs(60), || {
+        m.read("mcp/memory/description").contains("· ready ·")
+    });
     // Without a rule, the server's destructive hint is the host's default: denied.
     let guard = m.read("mcp/memory/ops/delete_relations/guard");
     assert!(

@@ -228,14 +228,7 @@ impl World {
             self_approve: rule.self_approve,
             expires_after: rule.expires_after,
         };
-        let event = Event {
-            kind: PENDING.into(),
-            path: path.clone(),
-            op: Some(op.to_string()),
-            run: Some(id),
-            status: Some(PENDING.into()),
-            ..Default::default()
-        };
+        let event = Event::of_run(PENDING, &path, op, id, PENDING);
         let outcome = match self.journal.hold(id, &new, &event) {
             Ok(a) => Err(WorldError::new(
                 ErrorKind::Pending,
@@ -412,14 +405,7 @@ impl World {
         reason: Option<&str>,
         change: &RunChange<'_>,
     ) -> WorldResult<()> {
-        let event = Event {
-            kind: state.into(),
-            path: run.path.clone(),
-            op: Some(run.op.clone()),
-            run: Some(run.id),
-            status: Some(state.into()),
-            ..Default::default()
-        };
+        let event = Event::of_run(state, &run.path, &run.op, run.id, state);
         if !self
             .journal
             .decide(run.id, state, &who.decider, reason, change, &[event])?
@@ -480,14 +466,7 @@ impl World {
     /// An approved run whose entry left the world: its outcome, recorded directly.
     fn finish_orphan(&self, path: &str, op: &str, id: i64, e: WorldError) -> CallReport {
         let text = format!("error: {e}\n");
-        let event = Event {
-            kind: "call".into(),
-            path: path.to_string(),
-            op: Some(op.to_string()),
-            run: Some(id),
-            status: Some(e.kind.status().to_string()),
-            ..Default::default()
-        };
+        let event = Event::of_run("call", path, op, id, e.kind.status());
         if let Err(err) = self
             .journal
             .finish(id, e.kind.status(), e.errno(), &text, &[], &[event])

@@ -58,6 +58,20 @@ pub struct Event {
     pub status: Option<String>,
 }
 
+impl Event {
+    /// An event about a run of an op: `kind` and the run's status.
+    pub fn of_run(kind: &str, path: &str, op: &str, run: i64, status: &str) -> Event {
+        Event {
+            kind: kind.into(),
+            path: path.into(),
+            op: Some(op.into()),
+            run: Some(run),
+            status: Some(status.into()),
+            ..Default::default()
+        }
+    }
+}
+
 pub struct Journal {
     conn: Mutex<Connection>,
 }

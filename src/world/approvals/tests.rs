@@ -66,6 +66,12 @@ fn person(uid: u32, session: u32) -> Person {
     }
 }
 
+/// A decision the world refuses: its errno and words.
+fn refused(f: &Fixture, run: &str, verb: &Verb, who: &Person) -> (i32, String) {
+    let e = f.world.decide(run, verb, who).unwrap_err();
+    (e.errno(), e.to_string())
+}
+
 fn read(f: &Fixture, node: NodeId) -> String {
     String::from_utf8(f.world.read(&node, 0).unwrap()).unwrap()
 }
@@ -234,12 +240,9 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
     assert!(at("pending pending") < at("approved approved"));
     assert!(at("approved approved") < at("call ok"));
     // A second decision is refused.
-    let e = f
-        .world
-        .decide(&id.to_string(), &Verb::Approve, &person(0, 900))
-        .unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL);
-    assert!(e.to_string().starts_with("already decided"), "{e}");
+    let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
+    assert_eq!(errno, libc::EINVAL);
+    assert!(e.starts_with("already decided"), "{e}");
 }
 
 #[test]
@@ -268,13 +271,10 @@ fn a_denied_run_never_runs_and_says_why() {
     );
     assert!(notes(&f).is_empty());
     assert!(events(&f).contains(&"denied denied".to_string()));
-    let e = f
-        .world
-        .decide(&id.to_string(), &Verb::Approve, &person(0, 900))
-        .unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL);
-    assert!(e.to_string().contains("already decided: run"), "{e}");
-    assert!(e.to_string().contains("denied by root"), "{e}");
+    let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
+    assert_eq!(errno, libc::EINVAL);
+    assert!(e.contains("already decided: run"), "{e}");
+    assert!(e.contains("denied by root"), "{e}");
     assert!(notes(&f).is_empty());
 }
 
@@ -284,12 +284,9 @@ fn a_decision_from_the_callers_own_session_is_refused_unless_the_rule_allows_it(
     let id = pending_note(&f, "me");
     let mut me = person(0, 901);
     me.sessions = vec![901, AGENT, 1];
-    let e = f
-        .world
-        .decide(&id.to_string(), &Verb::Approve, &me)
-        .unwrap_err();
-    assert_eq!(e.errno(), libc::EACCES);
-    assert!(e.to_string().contains("caller's own session"), "{e}");
+    let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &me);
+    assert_eq!(errno, libc::EACCES);
+    assert!(e.contains("caller's own session"), "{e}");
     assert_eq!(
         status(&f, id),
         "pending",
@@ -318,13 +315,10 @@ fn only_the_rules_approvers_decide() {
     let id = pending_note(&f, "x");
     assert_eq!(f.world.pending_approvers(), vec![4242]);
     assert!(result(&f, "note", AGENT).contains("Who may decide: uid 4242."));
-    let e = f
-        .world
-        .decide(&id.to_string(), &Verb::Approve, &person(0, 900))
-        .unwrap_err();
-    assert_eq!(e.errno(), libc::EACCES);
+    let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
+    assert_eq!(errno, libc::EACCES);
     assert_eq!(
-        e.to_string(),
+        e,
         format!("root (uid 0) may not decide run {id}: rule 1 lets only uid 4242 decide")
     );
     let d = f
@@ -357,12 +351,9 @@ fn a_pending_run_nobody_decides_expires_and_never_runs() {
         result(&f, "note", AGENT).contains("nobody decided in time (rule 1); the call never ran")
     );
     assert!(events(&f).contains(&"expired expired".to_string()));
-    let e = f
-        .world
-        .decide(&id.to_string(), &Verb::Approve, &person(0, 900))
-        .unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL);
-    assert!(e.to_string().contains("expired at"), "{e}");
+    let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
+    assert_eq!(errno, libc::EINVAL);
+    assert!(e.contains("expired at"), "{e}");
     assert!(notes(&f).is_empty());
 }
 
@@ -479,12 +470,9 @@ fn decisions_name_runs_by_path_inside_the_mount() {
         ("999", libc::ENOENT, "no run 999"),
     ] {
         let bad = bad.replace("runs/1", &format!("runs/{id}"));
-        let e = f
-            .world
-            .decide(&bad, &Verb::Approve, &person(0, 900))
-            .unwrap_err();
-        assert_eq!(e.errno(), errno, "{bad}: {e}");
-        assert!(e.to_string().contains(words), "{bad}: {e}");
+        let (got, e) = refused(&f, &bad, &Verb::Approve, &person(0, 900));
+        assert_eq!(got, errno, "{bad}: {e}");
+        assert!(e.contains(words), "{bad}: {e}");
     }
 }
 

@@ -250,14 +250,7 @@ impl Journal {
                     guard: None,
                 },
             )?;
-            let event = Event {
-                kind: EXPIRED.into(),
-                path: x.path.clone(),
-                op: Some(x.op.clone()),
-                run: Some(a.run),
-                status: Some(EXPIRED.into()),
-                ..Default::default()
-            };
+            let event = Event::of_run(EXPIRED, &x.path, &x.op, a.run, EXPIRED);
             insert_events(&tx, &[event])?;
         }
         tx.commit()?;
