@@ -238,6 +238,19 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
     );
     assert!(!comments_of_42(&m).contains("not yet"));
 
+    // `wip call` hears EINPROGRESS and prints where the run waits.
+    let (out, _) = agent(
+        &m,
+        "$WIP call tracker/issues/42/ops/comment \"via wip call\" 2>&1; echo rc=$?",
+    );
+    assert!(
+        out.contains("Operation now in progress")
+            && out.contains("waits as the pending run")
+            && out.contains("rc=1"),
+        "{out}"
+    );
+    let run = run_path(&out);
+    person(&m, &format!("$WIP deny {run}"));
     assert_eq!(m.read(".wip/pending"), "no pending runs\n");
     assert_eq!(
         m.read(".wip/control"),
