@@ -200,7 +200,8 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
             host,
         });
     }
-    let world = World::new(
+    let policy = manifest.policy()?;
+    let mut world = World::new(
         manifest.world.clone(),
         manifest.identity.clone(),
         mounted,
@@ -214,6 +215,7 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
             "calls cut off by the last stop are marked interrupted in the journal"
         );
     }
+    world.set_policy(policy);
     // Only the hosts keep senders: the listener ends when the world's hosts are gone.
     drop(changes);
     drop(ctx);
@@ -221,6 +223,9 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     world
         .listen_for_host_changes(change_rx)
         .context("cannot start the host-changes thread")?;
+    world
+        .start_approvals()
+        .context("cannot start the approvals' expiry thread")?;
     Ok(world)
 }
 
@@ -297,6 +302,9 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // SAFETY: mallopt only tunes the allocator, before the worker threads exist.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     let world = build_world(&opts)?;
+    // Decisions on pending runs reach the world here, outside the mount; the sockets go
+    // when the daemon does.
+    let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
     let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
         anyhow!(
             "cannot mount {}: {e}{}",

@@ -1,4 +1,4 @@
-//! The `wip` command: mount a world, unmount it, call an op.
+//! The `wip` command: mount a world, unmount it, call an op, decide on a pending run.
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use wip::daemon::{self, MountOptions};
+use wip::world::Verb;
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +48,29 @@ enum Cmd {
     /// ARGS is a JSON object, key=value lines or plain text; without ARGS, standard input
     /// if it is not a terminal, else no arguments. Exits 1 with the error words on failure.
     Call { path: PathBuf, args: Option<String> },
+    /// Approve a pending run: it is checked again and runs now; prints its result.
+    ///
+    /// RUN is the run's path in the mount (`…/ops/merge/runs/12`, as its `result` and
+    /// `.wip/pending` print it) or its id. Refused from the caller's own terminal session
+    /// unless the rule says self_approve = true. Exits 1 if the decision is refused, 2 if
+    /// the approved call failed.
+    Approve {
+        run: String,
+        /// The mount's state directory; needed by approvers who cannot read the mount
+        /// [default: what the mount's .wip/control says]
+        #[arg(long, env = "WIP_STATE")]
+        state: Option<PathBuf>,
+    },
+    /// Deny a pending run: it never runs; the caller's `result` says who denied it and why.
+    Deny {
+        run: String,
+        /// Words for the caller: why not.
+        #[arg(long)]
+        reason: Option<String>,
+        /// The mount's state directory (see `wip approve --help`).
+        #[arg(long, env = "WIP_STATE")]
+        state: Option<PathBuf>,
+    },
 }
 
 fn init_logging(foreground: bool) {
@@ -93,6 +117,14 @@ fn main() -> ExitCode {
             init_logging(false);
             return run_call(path, args);
         }
+        Cmd::Approve { run, state } => {
+            init_logging(false);
+            return run_decision(&run, &Verb::Approve, state.as_deref());
+        }
+        Cmd::Deny { run, reason, state } => {
+            init_logging(false);
+            return run_decision(&run, &Verb::Deny { reason }, state.as_deref());
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -131,6 +163,28 @@ fn run_call(path: PathBuf, args: Option<String>) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Err(e) => {
+            eprintln!("wip: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_decision(run: &str, verb: &Verb, state: Option<&std::path::Path>) -> ExitCode {
+    match wip::control::decide(run, verb, state) {
+        Ok(a) if a.ok => {
+            print!("{}", a.text);
+            if a.call_ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            }
+        }
+        Ok(a) => {
+            let e = std::io::Error::from_raw_os_error(a.errno);
+            eprintln!("wip: {e}: {}", a.text.trim_end());
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("wip: {e:#}");
             ExitCode::FAILURE

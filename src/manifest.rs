@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::world::policy::{self, Action, Glob, Policy, Rule};
+
 /// The manifest of the embedded default world (tracker + files).
 pub const DEFAULT_MANIFEST: &str = include_str!("../mounts/default.toml");
 
@@ -30,6 +32,42 @@ pub struct Manifest {
     pub identity: Identity,
     #[serde(default, rename = "host")]
     pub hosts: Vec<HostSpec>,
+    /// `[[policy]]` rules, in order: the first that matches a call decides.
+    #[serde(default, rename = "policy")]
+    pub policy: Vec<PolicySpec>,
+}
+
+/// One `[[policy]]` table as written; `Manifest::policy()` checks it and resolves users.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    /// A glob over the op's world path `ENTRY/ops/NAME` (`tracker/pulls/*/ops/merge`).
+    #[serde(rename = "match")]
+    pub pattern: String,
+    pub action: Action,
+    /// Only calls whose arguments contain these keys with these values.
+    #[serde(default)]
+    pub args: Option<toml::Table>,
+    /// Who may decide (approve rules): user names or uids; default: the mount's owner.
+    #[serde(default)]
+    pub approvers: Option<Vec<Approver>>,
+    /// A pending run nobody decided expires: `24h`, `30m`, `1h30m`.
+    #[serde(default)]
+    pub expires_after: Option<String>,
+    /// Let a decision come from the caller's own session.
+    #[serde(default)]
+    pub self_approve: bool,
+    /// Words the guard and the refusal show: why the rule exists.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A user who may decide, by name or uid.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Approver {
+    Uid(u32),
+    Name(String),
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -211,7 +249,86 @@ impl Manifest {
         if self.world.max_call_threads == 0 {
             return Err(invalid("max_call_threads must be at least 1".into()));
         }
+        self.policy().map_err(|e| ManifestError::Invalid {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
         Ok(())
+    }
+
+    /// The `[[policy]]` rules, checked: globs, durations and user names resolved (the
+    /// default approver is the user this process runs as, the mount's owner).
+    pub fn policy(&self) -> Result<Policy, ManifestError> {
+        // SAFETY: geteuid cannot fail.
+        let owner = unsafe { libc::geteuid() };
+        let mut rules = Vec::new();
+        for (i, spec) in self.policy.iter().enumerate() {
+            let number = i + 1;
+            let invalid = |message: String| ManifestError::Invalid {
+                origin: format!("[[policy]] rule {number} (match {:?})", spec.pattern),
+                message,
+            };
+            let pattern = Glob::new(&spec.pattern).map_err(invalid)?;
+            if spec.action != Action::Approve {
+                let only = [
+                    (spec.approvers.is_some(), "approvers"),
+                    (spec.expires_after.is_some(), "expires_after"),
+                    (spec.self_approve, "self_approve"),
+                ];
+                if let Some((_, key)) = only.iter().find(|(set, _)| *set) {
+                    return Err(invalid(format!(
+                        "{key} applies to action = \"approve\" only (this rule says {:?})",
+                        spec.action.as_str()
+                    )));
+                }
+            }
+            let args = match &spec.args {
+                None => None,
+                Some(t) => match serde_json::to_value(t) {
+                    Ok(serde_json::Value::Object(m)) if !m.is_empty() => Some(m),
+                    Ok(_) => return Err(invalid("args must be a table with at least one key, e.g. args = { method = \"squash\" }".into())),
+                    Err(e) => return Err(invalid(format!("args: {e}"))),
+                },
+            };
+            let approvers = match &spec.approvers {
+                None => vec![owner],
+                Some(list) if list.is_empty() => {
+                    return Err(invalid(
+                        "approvers is empty: nobody could decide; list user names or uids, or leave it out (the mount's owner decides)".into(),
+                    ))
+                }
+                Some(list) => list
+                    .iter()
+                    .map(|a| match a {
+                        Approver::Uid(uid) => Ok(*uid),
+                        Approver::Name(name) => policy::uid_of(name).ok_or_else(|| {
+                            invalid(format!("approvers: no user named {name:?} on this system (give a uid instead?)"))
+                        }),
+                    })
+                    .collect::<Result<Vec<u32>, _>>()?,
+            };
+            let expires_after = spec
+                .expires_after
+                .as_deref()
+                .map(policy::parse_duration)
+                .transpose()
+                .map_err(invalid)?;
+            rules.push(Rule {
+                number,
+                pattern,
+                action: spec.action,
+                args,
+                approvers: if spec.action == Action::Approve {
+                    approvers
+                } else {
+                    Vec::new()
+                },
+                expires_after,
+                self_approve: spec.self_approve,
+                reason: spec.reason.clone(),
+            });
+        }
+        Ok(Policy::new(rules))
     }
 }
 
@@ -259,5 +376,66 @@ mod tests {
             words("[world]\ncall_timeout_ms=0\n"),
             "invalid manifest t.toml: call_timeout_ms must be at least 1"
         );
+    }
+
+    #[test]
+    fn policy_rules_parse_and_resolve() {
+        let text = r#"
+[[policy]]
+match = "tracker/pulls/*/ops/merge"
+action = "approve"
+args = { method = "squash" }
+approvers = ["root", 4242]
+expires_after = "1h30m"
+
+[[policy]]
+match = "files/ops/write"
+action = "deny"
+reason = "read-only here"
+"#;
+        let p = Manifest::parse(text, "t").unwrap().policy().unwrap();
+        let r = &p.rules()[0];
+        assert_eq!(r.number, 1);
+        assert_eq!(r.approvers, vec![0, 4242]);
+        assert_eq!(r.expires_after, Some(Duration::from_secs(5400)));
+        assert_eq!(r.args.as_ref().unwrap()["method"], "squash");
+        assert_eq!(p.rules()[1].action, Action::Deny);
+        assert!(p.rules()[1].approvers.is_empty());
+        let owner = unsafe { libc::geteuid() };
+        let p = Manifest::parse("[[policy]]\nmatch='**'\naction='approve'\n", "t")
+            .unwrap()
+            .policy()
+            .unwrap();
+        assert_eq!(
+            p.rules()[0].approvers,
+            vec![owner],
+            "default: the mount's owner"
+        );
+    }
+
+    #[test]
+    fn bad_policy_rules_say_which_and_why() {
+        for (rule, words) in [
+            ("match='**'\naction='maybe'", "unknown variant"),
+            ("match='**'\naction='deny'\napprovers=[1]", "approve\" only"),
+            (
+                "match='**'\naction='approve'\nexpires_after='soon'",
+                "not a duration",
+            ),
+            (
+                "match='**'\naction='approve'\napprovers=['no-such-user-here']",
+                "no user named",
+            ),
+            (
+                "match='**'\naction='approve'\napprovers=[]",
+                "nobody could decide",
+            ),
+            ("match='a/b'\naction='deny'", "can never match an op"),
+            ("match='**'\naction='deny'\nargs={}", "at least one key"),
+            ("match='**'\naction='deny'\nwho='me'", "unknown field"),
+        ] {
+            let e = Manifest::parse(&format!("[[policy]]\n{rule}\n"), "t").unwrap_err();
+            assert!(e.to_string().contains(words), "{rule}: {e}");
+        }
     }
 }

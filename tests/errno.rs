@@ -8,7 +8,7 @@ use wip::world::host::{Condition, Guard, HostError};
 
 /// Every kind. A kind added to `ErrorKind` fails to compile in `expected` below, whose
 /// match has no catch-all: then add it here too.
-const ALL: [ErrorKind; 9] = [
+const ALL: [ErrorKind; 10] = [
     ErrorKind::InvalidArgs,
     ErrorKind::Blocked,
     ErrorKind::Forbidden,
@@ -18,6 +18,7 @@ const ALL: [ErrorKind; 9] = [
     ErrorKind::NotSupported,
     ErrorKind::TooLarge,
     ErrorKind::CallerGone,
+    ErrorKind::Pending,
 ];
 
 /// The contract (README, docs/SEMANTICS.md): errno and the run's status word.
@@ -32,6 +33,7 @@ fn expected(kind: ErrorKind) -> (i32, &'static str) {
         ErrorKind::NotSupported => (libc::ENOTSUP, "not_supported"),
         ErrorKind::TooLarge => (libc::EFBIG, "too_large"),
         ErrorKind::CallerGone => (libc::EINTR, "caller_gone"),
+        ErrorKind::Pending => (libc::EINPROGRESS, "pending"),
     }
 }
 

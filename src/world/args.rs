@@ -133,10 +133,7 @@ fn parse_key_values(
         let line = line.strip_suffix('\r').unwrap_or(line);
         let keyed = line.split_once('=').and_then(|(key, value)| {
             let key = key.trim();
-            props
-                .iter()
-                .find(|(n, _)| n == key)
-                .map(|_| (key, value))
+            props.iter().find(|(n, _)| n == key).map(|_| (key, value))
         });
         let Some((key, value)) = keyed else {
             if let Some(Value::String(s)) = open.as_ref().and_then(|k| obj.get_mut(k)) {

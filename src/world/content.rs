@@ -178,15 +178,18 @@ impl World {
             NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
             // Guards and results change with calls, which invalidate them.
             NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
-            NodeId::WipFile(WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events) => {
-                Caching::Direct(STABLE_TTL)
-            }
+            NodeId::WipFile(
+                WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events | WipFile::Pending,
+            ) => Caching::Direct(STABLE_TTL),
             // It quotes every host's root description, which may change on its own (a
             // server starting, an index refreshing).
             NodeId::Readme => Caching::Direct(STABLE_TTL),
             NodeId::RunFile(id, _) => {
-                // A run's files are final once it finished.
-                if self.run(*id)?.status == journal::RUNNING {
+                // A run's files are final once it finished (a pending run is not).
+                if matches!(
+                    self.run(*id)?.status.as_str(),
+                    journal::RUNNING | journal::PENDING
+                ) {
                     Caching::Direct(Duration::ZERO)
                 } else {
                     Caching::Stable(STABLE_TTL)
@@ -248,6 +251,7 @@ impl World {
                     RunFile::Status => line(&run.status),
                     RunFile::Result => run.result,
                     RunFile::Guard => run.guard,
+                    RunFile::Approval => self.approval_text(*id)?,
                     RunFile::Caller => format!(
                         "pid {} · uid {} · session {} · {}\nstarted {}\nfinished {}\n",
                         run.pid,
@@ -261,6 +265,8 @@ impl World {
             }
             NodeId::WipFile(WipFile::Log) => self.log_text()?,
             NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
+            NodeId::WipFile(WipFile::Pending) => self.pending_text()?,
+            NodeId::WipFile(WipFile::Control) => self.control_text(),
             NodeId::WipFile(WipFile::Known) => self.known_text()?,
             NodeId::WipFile(WipFile::Events) => {
                 let mut out = String::new();

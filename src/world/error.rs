@@ -32,6 +32,9 @@ pub enum ErrorKind {
     /// The caller is being killed: its wait ends, the call goes on (EINTR). Never a run's
     /// status: the run records the call's own outcome.
     CallerGone,
+    /// A policy makes the call wait for a person's approval: it is a pending run now
+    /// (EINPROGRESS).
+    Pending,
 }
 
 impl ErrorKind {
@@ -47,6 +50,7 @@ impl ErrorKind {
             ErrorKind::NotSupported => libc::ENOTSUP,
             ErrorKind::TooLarge => libc::EFBIG,
             ErrorKind::CallerGone => libc::EINTR,
+            ErrorKind::Pending => libc::EINPROGRESS,
         }
     }
 
@@ -62,6 +66,7 @@ impl ErrorKind {
             ErrorKind::NotSupported => "not_supported",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::CallerGone => "caller_gone",
+            ErrorKind::Pending => super::journal::PENDING,
         }
     }
 }

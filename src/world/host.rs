@@ -313,6 +313,12 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
+    /// manifest matches the op (so the manifest can override it). `None`: no opinion.
+    fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {
+        None
+    }
+
     /// How long the kernel may cache what this host shows without being told of a change.
     /// Hosts whose backend changes behind our back (a directory on disk) keep this short.
     fn cache_ttl(&self) -> std::time::Duration {

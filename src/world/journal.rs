@@ -10,6 +10,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::error::{WorldError, WorldResult};
 use super::host::Caller;
 
+mod pending;
+pub use pending::{Approval, Decider, Expired, NewApproval, RunChange, DENIED, EXPIRED, PENDING};
+
 /// Status of a call cut off by a crash; set on the next mount.
 pub const INTERRUPTED: &str = "interrupted";
 pub const RUNNING: &str = "running";
@@ -42,7 +45,8 @@ pub struct Event {
     /// Resumable position in the feed (set when stored).
     pub cursor: i64,
     pub at: String,
-    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry).
+    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry);
+    /// `pending`, `approved`, `denied` or `expired` (a run held for a person's approval).
     pub kind: String,
     /// World path of the entry (for `call`: the entry whose op ran).
     pub path: String,
@@ -52,6 +56,20 @@ pub struct Event {
     pub run: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+}
+
+impl Event {
+    /// An event about a run of an op: `kind` and the run's status.
+    pub fn of_run(kind: &str, path: &str, op: &str, run: i64, status: &str) -> Event {
+        Event {
+            kind: kind.into(),
+            path: path.into(),
+            op: Some(op.into()),
+            run: Some(run),
+            status: Some(status.into()),
+            ..Default::default()
+        }
+    }
 }
 
 pub struct Journal {
@@ -89,6 +107,7 @@ impl Journal {
              WHERE status = ?3",
             params![INTERRUPTED, libc::EIO, RUNNING],
         )?;
+        pending::create(&conn)?;
         Ok((
             Journal {
                 conn: Mutex::new(conn),

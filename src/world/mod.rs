@@ -5,8 +5,10 @@
 //! It knows no FUSE: the adapter in `fuse/` asks it for nodes, attributes and bytes, and
 //! hands it what is written into `call` (see `call`). The parts: `tree` (lookup and
 //! listing), `content` (attributes and bytes of files), `call` (one descriptor's
-//! document), `run` (the call pipeline), `root_ops` (locate, resolve, events).
+//! document), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
+//! (the manifest's rules) and `approvals` (pending runs and a person's decisions).
 
+mod approvals;
 pub mod args;
 pub mod cache;
 pub mod call;
@@ -18,6 +20,7 @@ pub mod journal;
 pub mod known;
 pub mod names;
 pub mod node;
+pub mod policy;
 mod pool;
 mod readme;
 mod root_ops;
@@ -34,6 +37,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::manifest::{Identity, WorldSettings};
+pub use approvals::{Decided, Person, Verb};
 use cache::TtlCache;
 pub use call::{CallDoc, CallReport};
 pub use content::Snapshot;
@@ -104,6 +108,8 @@ pub struct World {
     started: Instant,
     /// Calls found running at start-up (cut off by a crash), now marked interrupted.
     pub interrupted_at_start: usize,
+    /// The policy and what pending runs need (see `approvals`).
+    approvals: approvals::Approvals,
 }
 
 impl World {
@@ -145,6 +151,7 @@ impl World {
             materialised: AtomicUsize::new(0),
             started: Instant::now(),
             interrupted_at_start: interrupted,
+            approvals: approvals::Approvals::default(),
         })
     }
 
@@ -272,6 +279,13 @@ impl World {
     /// The host entry at a world path (`tracker/issues/42`), asking its host once rather than
     /// looking up every ancestor (a hit deep in a large directory tree stays cheap).
     pub(crate) fn entry_at(&self, world_path: &str) -> Option<EntryRef> {
+        let e = self.entry_ref_at(world_path)?;
+        self.hosts.get(e.host)?.host.entry(&e.path).ok().flatten()?;
+        Some(e)
+    }
+
+    /// The host entry a world path names, without asking whether it exists.
+    pub(crate) fn entry_ref_at(&self, world_path: &str) -> Option<EntryRef> {
         let segs: Vec<&str> = world_path.split('/').filter(|s| !s.is_empty()).collect();
         let (host, m) = self
             .hosts
@@ -283,7 +297,6 @@ impl World {
             .iter()
             .map(|s| names::unescape(s))
             .collect::<Option<Vec<String>>>()?;
-        m.host.entry(&path).ok().flatten()?;
         Some(EntryRef { host, path })
     }
 
@@ -325,12 +338,19 @@ impl World {
             })
     }
 
+    /// The host's guard, then the policy's lines.
     pub(crate) fn evaluate_guard(
         &self,
         target: &Target,
         op: &str,
         args: Option<&Value>,
     ) -> WorldResult<Guard> {
+        let mut guard = self.host_guard(target, op, args)?;
+        self.apply_policy(target, op, args, None, &mut guard);
+        Ok(guard)
+    }
+
+    fn host_guard(&self, target: &Target, op: &str, args: Option<&Value>) -> WorldResult<Guard> {
         match target {
             Target::Root => Ok(Guard::default()),
             Target::Entry(e) => Ok(self.host(e)?.host.guard(&e.path, op, args)?),

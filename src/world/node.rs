@@ -38,6 +38,8 @@ pub enum RunFile {
     Result,
     Guard,
     Caller,
+    /// Only in runs that asked a person's approval (not in `ALL`).
+    Approval,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,6 +49,10 @@ pub enum WipFile {
     Stats,
     Known,
     Events,
+    /// Runs waiting for a person's approval.
+    Pending,
+    /// Where the daemon's control socket listens.
+    Control,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -100,12 +106,14 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 5] = [
+    pub const ALL: [(&'static str, WipFile); 7] = [
         ("log", WipFile::Log),
         ("config", WipFile::Config),
         ("stats", WipFile::Stats),
         ("known", WipFile::Known),
         ("events", WipFile::Events),
+        ("pending", WipFile::Pending),
+        ("control", WipFile::Control),
     ];
 }
 

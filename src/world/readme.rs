@@ -43,13 +43,22 @@ many exist, and any one is reachable by name (`cd tracker/issues/42`).
   Everything you write through one `>` (several lines, `{{ …; }} >`, a heredoc) is ONE call.
   Opening and closing `call` without writing runs nothing.
 - Errors: EINVAL bad arguments, EPERM a guard is blocked, EACCES policy forbids, EIO the
-  backend failed, ETIMEDOUT it took too long, EFBIG too large. The words are always in
-  `result` (yours: results are kept per terminal session).
+  backend failed, ETIMEDOUT it took too long, EFBIG too large, EINPROGRESS it waits for a
+  person's approval. The words are always in `result` (yours: results are kept per
+  terminal session).
 - Who sees the errno: an op blocked whatever you write is refused when `call` is opened,
   so every shell prints it; JSON and a lone newline fail in the write, so bash prints
   `write error: …`. Plain text and key=value lines run when the file is closed, and bash's
   builtin echo/printf ignore close errors: after a text call, `cat result`.
 - `{wip} call PATH [ARGS]` does it in one step, prints the result and exits 1 on error.
+
+## Approvals
+A guard line `✗ approval: needs a person's approval` means the call will not run now: it
+waits as a pending run (the write fails with EINPROGRESS, "Operation now in progress"),
+and `result` prints the run's path. A person decides outside this mount, not from your
+terminal session: `{wip} approve RUN` runs it (checked again then), `{wip} deny RUN`
+drops it. Read `RUN/status` and `RUN/result` later for the outcome; `.wip/pending` lists
+what waits. `✗ policy: denied by rule N` means never (EACCES).
 
 ## Results
 A call that creates or finds objects prints their absolute paths in `result`, one per line
@@ -64,6 +73,7 @@ result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME
 `.wip/known`: the known world. `.wip/events`: every change as JSON lines (`tail -f` it;
 `ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
 effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
+`.wip/pending`: runs waiting for a person's approval.
 This world is mounted at {mount}.
 "#,
         description = world.description(),
@@ -73,7 +83,7 @@ This world is mounted at {mount}.
 
 /// How to run `wip` from here: the running binary's absolute path, so the advice works
 /// whether or not `wip` is on PATH.
-fn wip_command() -> String {
+pub(super) fn wip_command() -> String {
     std::env::current_exe()
         .ok()
         .map(|p| p.display().to_string())

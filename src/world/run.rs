@@ -44,7 +44,7 @@ impl Outcome {
     }
 }
 
-type Reply = Box<dyn FnOnce(CallReport) + Send>;
+pub(super) type Reply = Box<dyn FnOnce(CallReport) + Send>;
 
 /// One call running on the pool, between its worker and its waiting caller.
 struct Flight {
@@ -54,6 +54,9 @@ struct Flight {
     id: i64,
     args: Value,
     caller: Caller,
+    /// The process whose wait this is (the caller, or the person who approved the call):
+    /// when it is being killed, the wait ends and the call goes on.
+    waiter: u32,
     deadline: Instant,
     state: Mutex<FlightState>,
 }
@@ -179,7 +182,7 @@ impl Flight {
             return true;
         }
         drop(st);
-        if caller::is_dying(self.caller.pid) {
+        if caller::is_dying(self.waiter) {
             let mut st = self.lock();
             let reply = match std::mem::replace(&mut *st, FlightState::Detached) {
                 FlightState::Running(r) => Some(r),
@@ -285,7 +288,7 @@ impl World {
                 ))
             }
         };
-        if !guard.allowed() {
+        if !guard.allowed() && self.awaits_approval(target, op, None, &guard).is_none() {
             let text = guard.render();
             let path = self.target_path(target);
             let error: WorldError = host::HostError::Blocked(guard).into();
@@ -353,9 +356,28 @@ impl World {
             }
         };
         if !guard.allowed() {
+            if let Some(rule) = self.awaits_approval(target, op, Some(&args), &guard) {
+                return reply(self.hold(target, op, caller, id, &rule));
+            }
             let outcome = Err(host::HostError::Blocked(guard).into());
             return reply(self.complete(target, op, caller, id, outcome));
         }
+        self.dispatch(target, op, caller, caller.pid, id, args, reply);
+    }
+
+    /// Run a journaled call whose guard passed: on the caller's thread for bounded hosts,
+    /// else on the pool, watched for its timeout and for `waiter` being killed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch(
+        self: Arc<Self>,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+        waiter: u32,
+        id: i64,
+        args: Value,
+        reply: Reply,
+    ) {
         let Target::Entry(e) = target else {
             let outcome = self.root_call(op, &args);
             return reply(self.complete(target, op, caller, id, outcome));
@@ -379,6 +401,7 @@ impl World {
             id,
             args,
             caller: caller.clone(),
+            waiter,
             deadline: Instant::now() + self.settings.call_timeout(),
             state: Mutex::new(FlightState::Queued(reply)),
         });

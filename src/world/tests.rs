@@ -16,14 +16,15 @@ use crate::manifest::{Identity, WorldSettings};
 
 /// A host with one root entry and a few ops:
 /// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`
-/// calls are inside the host at once (so it proves calls run side by side); `sleep(ms)`.
+/// calls are inside the host at once (so it proves calls run side by side); `sleep(ms)`;
+/// `drop`, which the host's own policy denies by default.
 #[derive(Default)]
-struct MemHost {
+pub(super) struct MemHost {
     notes: Mutex<Vec<String>>,
-    closed: AtomicBool,
+    pub(super) closed: AtomicBool,
     inside: Mutex<usize>,
     met: Condvar,
-    calls: AtomicUsize,
+    pub(super) calls: AtomicUsize,
 }
 
 impl Host for MemHost {
@@ -48,7 +49,15 @@ impl Host for MemHost {
             op("close", json!({}), &[]),
             op("meet", json!({"n": {"type": "integer"}}), &["n"]),
             op("sleep", json!({"ms": {"type": "integer"}}), &["ms"]),
+            op("drop", json!({}), &[]),
         ])
+    }
+
+    fn policy_default(&self, _path: &[String], op: &str) -> Option<super::policy::HostDefault> {
+        (op == "drop").then(|| super::policy::HostDefault {
+            allowed: false,
+            words: "the host never drops by default".into(),
+        })
     }
 
     fn guard(&self, _path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
@@ -107,21 +116,37 @@ impl Host for MemHost {
                 std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
                 Ok(CallOutcome::text("slept"))
             }
+            "drop" => Ok(CallOutcome::text("dropped")),
             _ => Err(HostError::NotFound(op.into())),
         }
     }
 }
 
-struct Fixture {
-    world: Arc<World>,
-    host: Arc<MemHost>,
-    _state: tempfile::TempDir,
+pub(super) struct Fixture {
+    pub(super) world: Arc<World>,
+    pub(super) host: Arc<MemHost>,
+    pub(super) _state: tempfile::TempDir,
 }
 
 fn world_with(settings: WorldSettings) -> Fixture {
     let host = Arc::new(MemHost::default());
     let state = tempfile::tempdir().unwrap();
-    let world = World::new(
+    let world = mem_world(settings, &host, state.path(), Default::default());
+    Fixture {
+        world,
+        host,
+        _state: state,
+    }
+}
+
+/// A world of `host` on `state` with a policy.
+pub(super) fn mem_world(
+    settings: WorldSettings,
+    host: &Arc<MemHost>,
+    state: &std::path::Path,
+    policy: super::policy::Policy,
+) -> Arc<World> {
+    let mut world = World::new(
         settings,
         Identity::default(),
         vec![Mounted {
@@ -129,30 +154,27 @@ fn world_with(settings: WorldSettings) -> Fixture {
             kind: "mem".into(),
             host: host.clone(),
         }],
-        state.path(),
+        state,
         "/mnt/w".into(),
         String::new(),
     )
     .unwrap();
-    Fixture {
-        world: Arc::new(world),
-        host,
-        _state: state,
-    }
+    world.set_policy(policy);
+    Arc::new(world)
 }
 
 fn world() -> Fixture {
     world_with(WorldSettings::default())
 }
 
-fn root() -> Target {
+pub(super) fn root() -> Target {
     Target::Entry(EntryRef {
         host: 0,
         path: Vec::new(),
     })
 }
 
-fn caller(session: u32) -> Caller {
+pub(super) fn caller(session: u32) -> Caller {
     Caller {
         pid: std::process::id(),
         uid: 0,
@@ -161,18 +183,18 @@ fn caller(session: u32) -> Caller {
     }
 }
 
-fn open(f: &Fixture, op: &str, session: u32) -> CallDoc {
+pub(super) fn open(f: &Fixture, op: &str, session: u32) -> CallDoc {
     f.world.open_call(&root(), op, &caller(session)).unwrap()
 }
 
 /// Write and wait for the descriptor's answer.
-fn write(doc: &CallDoc, bytes: &[u8]) -> Result<u32, i32> {
+pub(super) fn write(doc: &CallDoc, bytes: &[u8]) -> Result<u32, i32> {
     let (tx, rx) = mpsc::channel();
     doc.write(bytes, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
     rx.recv_timeout(Duration::from_secs(20)).unwrap()
 }
 
-fn flush(doc: &CallDoc, last: bool) -> Result<(), i32> {
+pub(super) fn flush(doc: &CallDoc, last: bool) -> Result<(), i32> {
     let (tx, rx) = mpsc::channel();
     doc.flush(|| last, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
     rx.recv_timeout(Duration::from_secs(20)).unwrap()
@@ -188,11 +210,11 @@ fn read(doc: &CallDoc) -> Result<String, i32> {
         .map(|b| String::from_utf8(b).unwrap())
 }
 
-fn result(f: &Fixture, op: &str, session: u32) -> String {
+pub(super) fn result(f: &Fixture, op: &str, session: u32) -> String {
     f.world.result_for(&root(), op, session).unwrap()
 }
 
-fn notes(f: &Fixture) -> Vec<String> {
+pub(super) fn notes(f: &Fixture) -> Vec<String> {
     f.host.notes.lock().unwrap().clone()
 }
 

@@ -77,6 +77,9 @@ impl World {
             NodeId::Run(_, _, id) => {
                 if name == "discovered" {
                     Some(NodeId::Discovered(*id))
+                } else if name == "approval" {
+                    self.has_approval(*id)?
+                        .then_some(NodeId::RunFile(*id, RunFile::Approval))
                 } else {
                     by_name(&RunFile::ALL, name).map(|f| NodeId::RunFile(*id, f))
                 }
@@ -175,6 +178,9 @@ impl World {
                     .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f)))
                     .collect();
                 out.push(("discovered".into(), NodeId::Discovered(*id)));
+                if self.has_approval(*id)? {
+                    out.push(("approval".into(), NodeId::RunFile(*id, RunFile::Approval)));
+                }
                 out
             }
             NodeId::Discovered(id) => {

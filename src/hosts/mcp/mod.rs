@@ -34,6 +34,7 @@ use crate::world::host::{
 };
 
 use crate::hosts::text::one_line;
+use crate::world::policy::HostDefault;
 use client::{phase_words, Catalog, Client, Phase};
 use render::{decode_name, encode_name, Hints, Policy, Steered, UriTemplate};
 
@@ -365,18 +366,27 @@ impl McpHost {
             .collect()
     }
 
-    /// The guard of `op` on `node`: what the `guard` file shows and what `call` enforces.
+    /// The guard of `op` on `node`: whether the server can take it now. Its policy (the
+    /// annotation allow lists) is the host's default for the world's `[[policy]]`
+    /// (`policy_default`): the runtime applies it, and a manifest rule overrides it.
     fn op_guard(&self, c: &Catalog, phase: &Phase, node: &Node, op: &str) -> HostResult<Guard> {
+        // Also the check that the tool exists.
+        self.op_policy(c, node, op)?;
+        Ok(Guard::new(vec![Self::server_condition(phase)]))
+    }
+
+    /// The policy condition of `op` on `node`, for ops the annotations concern.
+    fn op_policy(&self, c: &Catalog, node: &Node, op: &str) -> HostResult<Option<Condition>> {
         let steered = |kind: Steered, name: Option<&str>| {
-            Ok(Guard::new(vec![
-                Self::server_condition(phase),
-                self.policy
-                    .steered_condition(kind, name, &Self::tool_hints(c)),
-            ]))
+            Ok(Some(self.policy.steered_condition(
+                kind,
+                name,
+                &Self::tool_hints(c),
+            )))
         };
         match node {
-            Node::Root => self.tool_guard(c, phase, &Self::tool_name(op)?),
-            Node::Tool(n) if op == "call" => self.tool_guard(c, phase, n),
+            Node::Root => self.tool_policy(c, &Self::tool_name(op)?).map(Some),
+            Node::Tool(n) if op == "call" => self.tool_policy(c, n).map(Some),
             Node::Prompt(n) if op == "get" => steered(Steered::Prompt, Some(n)),
             Node::Template(n) if op == "read" => steered(Steered::Template, Some(n)),
             // A resource the server listed is data it offers, read by a URI it chose: no
@@ -390,7 +400,7 @@ impl McpHost {
                     .find(|t| UriTemplate::parse(&t.uri_template).is_some_and(|u| u.matches(uri)));
                 steered(Steered::Template, template.map(|t| t.name.as_str()))
             }
-            _ => Ok(Guard::new(vec![Self::server_condition(phase)])),
+            _ => Ok(None),
         }
     }
 
@@ -404,7 +414,7 @@ impl McpHost {
         }
     }
 
-    fn tool_guard(&self, c: &Catalog, phase: &Phase, name: &str) -> HostResult<Guard> {
+    fn tool_policy(&self, c: &Catalog, name: &str) -> HostResult<Condition> {
         let tool = c
             .tools
             .iter()
@@ -415,18 +425,12 @@ impl McpHost {
             .as_ref()
             .and_then(|a| serde_json::to_value(a).ok());
         let hints = Hints::from_annotations(ann.as_ref());
-        Ok(Guard::new(vec![
-            Self::server_condition(phase),
-            self.policy.condition(name, &hints),
-        ]))
+        Ok(self.policy.condition(name, &hints))
     }
 
     fn call_tool(&self, name: &str, args: &Value) -> HostResult<CallOutcome> {
         let (c, phase) = self.catalog();
-        let guard = self.tool_guard(&c, &phase, name)?;
-        if !guard.allowed() {
-            return Err(HostError::Blocked(guard));
-        }
+        self.check_guard(&c, &phase, &Node::Tool(name.to_string()), "call")?;
         let Some(tool) = c.tools.iter().find(|t| t.name == name) else {
             return Err(HostError::NotFound(format!("no tool {name:?}")));
         };
@@ -700,6 +704,25 @@ impl Host for McpHost {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let (c, phase) = self.catalog();
         self.op_guard(&c, &phase, &node, op)
+    }
+
+    /// The annotation allow lists, as the default a `[[policy]]` rule overrides.
+    fn policy_default(&self, path: &[String], op: &str) -> Option<HostDefault> {
+        let node = Node::parse(path)?;
+        let (c, _) = self.catalog();
+        let cond = self.op_policy(&c, &node, op).ok()??;
+        let words = if cond.ok {
+            cond.detail
+        } else {
+            format!(
+                "{}; or a [[policy]] rule for this op (action = \"allow\" or \"approve\")",
+                cond.detail
+            )
+        };
+        Some(HostDefault {
+            allowed: cond.ok,
+            words,
+        })
     }
 
     fn call(

@@ -1,0 +1,583 @@
+//! The world's policy: the manifest's `[[policy]]` rules (allow, deny, or wait for a
+//! person's approval), matched against an op's world path `ENTRY/ops/NAME`, first match
+//! wins, then a host's own default for the op (the mcp host's annotation allow lists).
+//!
+//! Pure: globs, argument matching and the guard lines a verdict shows. Applying it to calls
+//! (pending runs, decisions) is `approvals`; reading it from TOML is `manifest`.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::host::Condition;
+
+/// What a rule does with the calls it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Deny,
+    /// The call waits as a pending run until a person approves or denies it.
+    Approve,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Deny => "deny",
+            Action::Approve => "approve",
+        }
+    }
+}
+
+/// A host's own default for one op, consulted when no manifest rule matches. Manifest rules
+/// come first, so a `[[policy]]` rule can allow, deny or ask approval for what a host
+/// would decide otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostDefault {
+    pub allowed: bool,
+    /// Why, and (when denied) how the manifest could allow it.
+    pub words: String,
+}
+
+/// A glob over an op's world path: `*` matches within one segment, `?` one character,
+/// a `**` segment any number of segments (also none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Glob {
+    text: String,
+    segments: Vec<String>,
+}
+
+impl Glob {
+    pub fn new(pattern: &str) -> Result<Glob, String> {
+        let text = pattern.trim_start_matches('/').to_string();
+        if text.is_empty() {
+            return Err("match must not be empty (a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\")".into());
+        }
+        let segments: Vec<String> = text.split('/').map(str::to_string).collect();
+        if segments.iter().any(String::is_empty) {
+            return Err(format!(
+                "match {pattern:?} has an empty segment (`//` or a trailing `/`)"
+            ));
+        }
+        if segments.iter().any(|s| s != "**" && s.contains("**")) {
+            return Err(format!(
+                "match {pattern:?}: `**` stands for whole segments only (`a/**/b`); within a segment use `*`"
+            ));
+        }
+        let glob = Glob { text, segments };
+        // A rule that can never match an op is a mistake the manifest's author must hear of.
+        let n = glob.segments.len();
+        let can_match_op = glob.segments.iter().any(|s| s == "**")
+            || (n >= 2 && segment_matches(&glob.segments[n - 2], "ops"));
+        if !can_match_op {
+            return Err(format!(
+                "match {pattern:?} can never match an op: it is a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\" or \"tracker/**\""
+            ));
+        }
+        Ok(glob)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the op path (`tracker/pulls/7/ops/merge`, no leading `/`) matches.
+    pub fn matches(&self, path: &str) -> bool {
+        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        segments_match(&self.segments, &parts)
+    }
+}
+
+fn segments_match(pattern: &[String], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((first, rest)) if first == "**" => {
+            (0..=path.len()).any(|skip| segments_match(rest, &path[skip..]))
+        }
+        Some((first, rest)) => match path.split_first() {
+            Some((seg, more)) => segment_matches(first, seg) && segments_match(rest, more),
+            None => false,
+        },
+    }
+}
+
+/// `*` and `?` within one segment.
+fn segment_matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Classic wildcard matching with one backtrack point for the last `*`.
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// One `[[policy]]` rule, checked and resolved (user names are uids here).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// 1-based position in the manifest, as guards and runs name it.
+    pub number: usize,
+    pub pattern: Glob,
+    pub action: Action,
+    /// The rule applies only to calls whose arguments contain these.
+    pub args: Option<Map<String, Value>>,
+    /// Who may decide (approve rules): uids.
+    pub approvers: Vec<u32>,
+    /// A pending run nobody decided expires after this long.
+    pub expires_after: Option<Duration>,
+    /// Whether a decision from the caller's own session counts.
+    pub self_approve: bool,
+    /// Words the guard and the refusal add (why the rule exists).
+    pub reason: Option<String>,
+}
+
+impl Rule {
+    /// `match "PATTERN"`, with the arguments when the rule has some: how guards name it.
+    pub fn describe(&self) -> String {
+        let mut s = format!("match {:?}", self.pattern.as_str());
+        if let Some(args) = &self.args {
+            s.push_str(&format!(", args {}", Value::Object(args.clone())));
+        }
+        s
+    }
+
+    /// Whether the call's arguments contain every key of the rule's `args` with that value;
+    /// an array argument contains a value it holds (`add = "wontfix"` matches
+    /// `{"add": ["bug", "wontfix"]}`), or every value of an array the rule gives.
+    fn args_match(&self, args: &Value) -> bool {
+        let Some(want) = &self.args else {
+            return true;
+        };
+        want.iter().all(|(k, v)| {
+            args.get(k).is_some_and(|a| match (a, v) {
+                (Value::Array(have), Value::Array(need)) => {
+                    need.iter().all(|n| have.iter().any(|h| same_value(h, n)))
+                }
+                (Value::Array(have), one) => have.iter().any(|h| same_value(h, one)),
+                _ => same_value(a, v),
+            })
+        })
+    }
+}
+
+/// JSON equality where numbers compare by value (TOML's `1` and JSON's `1.0` are one).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_value(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// What the rules say about one call (or, without arguments, about the op as `guard` shows it).
+#[derive(Debug, Default)]
+pub struct Verdict<'a> {
+    /// The first rule that matches, if any.
+    pub rule: Option<&'a Rule>,
+    /// Earlier rules that match the path but depend on arguments not known yet.
+    pub depends_on_args: Vec<&'a Rule>,
+}
+
+impl Verdict<'_> {
+    /// The rule that makes this call wait for a person, if one does.
+    pub fn approval(&self) -> Option<&Rule> {
+        self.rule.filter(|r| r.action == Action::Approve)
+    }
+}
+
+/// The manifest's rules, in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Policy {
+    rules: Vec<Rule>,
+}
+
+impl Policy {
+    pub fn new(rules: Vec<Rule>) -> Policy {
+        Policy { rules }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The verdict for the op at `op_path` (`ENTRY/ops/NAME`); `args` are the call's, or
+    /// `None` for the guard as the `guard` file shows it.
+    pub fn verdict(&self, op_path: &str, args: Option<&Value>) -> Verdict<'_> {
+        let mut verdict = Verdict::default();
+        for rule in self.rules.iter().filter(|r| r.pattern.matches(op_path)) {
+            match (rule.args.is_some(), args) {
+                (false, _) => {
+                    verdict.rule = Some(rule);
+                    break;
+                }
+                (true, Some(a)) if rule.args_match(a) => {
+                    verdict.rule = Some(rule);
+                    break;
+                }
+                (true, Some(_)) => {}
+                (true, None) => verdict.depends_on_args.push(rule),
+            }
+        }
+        verdict
+    }
+
+    /// The guard lines of a verdict: one per rule that depends on arguments, then the
+    /// deciding rule's, else the host's default. `approved` says who approved this run
+    /// (it is being run after a person's approval).
+    pub fn conditions(
+        verdict: &Verdict<'_>,
+        host_default: Option<HostDefault>,
+        approved: Option<&str>,
+    ) -> Vec<Condition> {
+        let mut out: Vec<Condition> = verdict
+            .depends_on_args
+            .iter()
+            .map(|r| {
+                let what = match r.action {
+                    Action::Allow => "allows",
+                    Action::Deny => "denies",
+                    Action::Approve => "asks a person's approval for",
+                };
+                Condition::policy(
+                    "policy",
+                    true,
+                    format!(
+                        "rule {} ({}) {what} calls with those arguments; they are checked when the call runs",
+                        r.number,
+                        r.describe()
+                    ),
+                )
+            })
+            .collect();
+        match verdict.rule {
+            Some(r) => out.push(match r.action {
+                Action::Allow => Condition::policy(
+                    "policy",
+                    true,
+                    format!("allowed by rule {} ({})", r.number, r.describe()),
+                ),
+                Action::Deny => Condition::policy(
+                    "policy",
+                    false,
+                    format!(
+                        "denied by rule {} ({}){}",
+                        r.number,
+                        r.describe(),
+                        r.reason.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
+                    ),
+                ),
+                Action::Approve => match approved {
+                    Some(who) => Condition::check(
+                        "approval",
+                        true,
+                        format!("approved by {who} (rule {})", r.number),
+                    ),
+                    None => Condition::check(
+                        "approval",
+                        false,
+                        format!(
+                            "needs a person's approval (rule {}); the call will wait as a pending run{}",
+                            r.number,
+                            r.reason.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
+                        ),
+                    ),
+                },
+            }),
+            None => {
+                if let Some(d) = host_default {
+                    out.push(Condition::policy("policy", d.allowed, d.words));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A duration as manifests write it: `24h`, `30m`, `90s`, `500ms`, `2d`, `1h30m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "expires_after {text:?} is not a duration: write a number and a unit (ms, s, m, h, d), e.g. \"24h\", \"30m\", \"1h30m\""
+        )
+    };
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            _ => return Err(bad()),
+        };
+        total = total.saturating_add(unit);
+        rest = &rest[unit_len..];
+    }
+    if total.is_zero() {
+        return Err(format!("expires_after {text:?} must be longer than zero"));
+    }
+    Ok(total)
+}
+
+/// A duration in words, for results (`24h`, `1h 30m`, `45s`, `500ms`).
+pub fn duration_words(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = d.as_secs();
+    let parts = [
+        (s / 86_400, "d"),
+        (s / 3600 % 24, "h"),
+        (s / 60 % 60, "m"),
+        (s % 60, "s"),
+    ];
+    parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The uid of a user name, from the system's user database.
+pub fn uid_of(name: &str) -> Option<u32> {
+    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: zeroed passwd is a valid out-parameter; every pointer outlives the call.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r writes only into pwd and buf, whose sizes are given.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            c_name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    (rc == 0 && !found.is_null()).then_some(pwd.pw_uid)
+}
+
+/// The user name of a uid, if the system knows it.
+pub fn name_of(uid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: as in uid_of.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes only into pwd and buf, whose sizes are given.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into buf, NUL-terminated by getpwuid_r.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// `alice (uid 1000)`, or `uid 4242` for a uid the system has no name for.
+pub fn user_words(uid: u32) -> String {
+    match name_of(uid) {
+        Some(n) => format!("{n} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(number: usize, pattern: &str, action: Action) -> Rule {
+        Rule {
+            number,
+            pattern: Glob::new(pattern).unwrap(),
+            action,
+            args: None,
+            approvers: Vec::new(),
+            expires_after: None,
+            self_approve: false,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn globs_match_segments() {
+        let g = Glob::new("tracker/pulls/*/ops/merge").unwrap();
+        assert!(g.matches("tracker/pulls/7/ops/merge"));
+        assert!(!g.matches("tracker/pulls/7/ops/merge_all"));
+        assert!(
+            !g.matches("tracker/pulls/7/x/ops/merge"),
+            "* stays in one segment"
+        );
+        assert!(!g.matches("tracker/issues/7/ops/merge"));
+        let deep = Glob::new("tracker/**/ops/*").unwrap();
+        assert!(
+            deep.matches("tracker/ops/search"),
+            "** matches no segment too"
+        );
+        assert!(deep.matches("tracker/issues/42/comments/1/ops/edit"));
+        assert!(!deep.matches("files/ops/write"));
+        assert!(Glob::new("**").unwrap().matches("ops/locate"));
+        let partial = Glob::new("db/*/tables/T?ack/ops/de*").unwrap();
+        assert!(partial.matches("db/chinook/tables/Track/ops/delete"));
+        assert!(!partial.matches("db/chinook/tables/Trrack/ops/delete"));
+        assert!(Glob::new("/files/ops/write")
+            .unwrap()
+            .matches("files/ops/write"));
+    }
+
+    #[test]
+    fn bad_globs_are_refused_with_words() {
+        for (bad, words) in [
+            ("", "empty"),
+            ("a//ops/b", "empty segment"),
+            ("a**/ops/b", "whole segments"),
+            ("tracker/pulls/7/merge", "can never match an op"),
+        ] {
+            let e = Glob::new(bad).unwrap_err();
+            assert!(e.contains(words), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn first_match_wins_and_args_rules_wait_for_arguments() {
+        let mut squash = rule(1, "tracker/pulls/*/ops/merge", Action::Deny);
+        squash.args = Some(
+            json!({"method": "squash", "n": 1})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let p = Policy::new(vec![
+            squash,
+            rule(2, "tracker/pulls/*/ops/merge", Action::Approve),
+            rule(3, "tracker/**", Action::Allow),
+        ]);
+        let path = "tracker/pulls/7/ops/merge";
+        let v = p.verdict(path, None);
+        assert_eq!(v.rule.map(|r| r.number), Some(2));
+        assert_eq!(v.depends_on_args.len(), 1);
+        let v = p.verdict(path, Some(&json!({"method": "squash", "n": 1.0})));
+        assert_eq!(
+            v.rule.map(|r| r.number),
+            Some(1),
+            "numbers compare by value"
+        );
+        let v = p.verdict(path, Some(&json!({"method": "merge"})));
+        assert_eq!(v.approval().map(|r| r.number), Some(2));
+        let v = p.verdict("tracker/issues/1/ops/close", None);
+        assert_eq!(v.rule.map(|r| r.action), Some(Action::Allow));
+        let mut label = rule(1, "**", Action::Deny);
+        label.args = Some(json!({"add": "wontfix"}).as_object().unwrap().clone());
+        let mut both = rule(2, "**", Action::Deny);
+        both.args = Some(json!({"add": ["a", "b"]}).as_object().unwrap().clone());
+        let p = Policy::new(vec![label, both]);
+        let decided = |args: Value| p.verdict("x/ops/label", Some(&args)).rule.map(|r| r.number);
+        assert_eq!(decided(json!({"add": ["bug", "wontfix"]})), Some(1));
+        assert_eq!(decided(json!({"add": "wontfix"})), Some(1));
+        assert_eq!(decided(json!({"add": ["b", "c", "a"]})), Some(2));
+        assert_eq!(decided(json!({"add": ["b"]})), None);
+        assert_eq!(decided(json!({"remove": ["wontfix"]})), None);
+        assert!(p.verdict("files/ops/write", None).rule.is_none());
+    }
+
+    #[test]
+    fn guard_lines_name_the_rule() {
+        let mut deny = rule(1, "files/ops/write", Action::Deny);
+        deny.reason = Some("read-only on Fridays".into());
+        let p = Policy::new(vec![deny, rule(2, "tracker/**", Action::Approve)]);
+        let c = Policy::conditions(&p.verdict("files/ops/write", None), None, None);
+        assert_eq!(c.len(), 1);
+        assert!(!c[0].ok && c[0].policy);
+        assert_eq!(
+            c[0].detail,
+            "denied by rule 1 (match \"files/ops/write\"): read-only on Fridays"
+        );
+        let v = p.verdict("tracker/issues/1/ops/close", None);
+        let c = Policy::conditions(&v, None, None);
+        assert_eq!(c[0].name, "approval");
+        assert!(!c[0].ok && !c[0].policy, "an approval is not a refusal");
+        assert_eq!(
+            c[0].detail,
+            "needs a person's approval (rule 2); the call will wait as a pending run"
+        );
+        let c = Policy::conditions(&v, None, Some("root (uid 0)"));
+        assert!(c[0].ok);
+        let default = HostDefault {
+            allowed: false,
+            words: "the server marks it destructive".into(),
+        };
+        let c = Policy::conditions(&p.verdict("mcp/ops/x", None), Some(default.clone()), None);
+        assert_eq!(
+            c,
+            vec![Condition::policy("policy", false, default.words.clone())]
+        );
+        // A manifest rule overrides the host's default.
+        let c = Policy::conditions(&v, Some(default), None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].name, "approval");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("24h").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        for bad in ["", "24", "h", "1x", "-1h", "0s", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(duration_words(Duration::from_secs(5400)), "1h 30m");
+        assert_eq!(duration_words(Duration::from_millis(200)), "200ms");
+    }
+
+    #[test]
+    fn users_resolve() {
+        assert_eq!(uid_of("root"), Some(0));
+        assert_eq!(name_of(0).as_deref(), Some("root"));
+        assert_eq!(uid_of("no-such-user-here"), None);
+        assert_eq!(user_words(0), "root (uid 0)");
+    }
+}
