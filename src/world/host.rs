@@ -313,6 +313,14 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// Whether `call` checks the op's guard itself, atomically with what it changes, and
+    /// answers `Blocked` with the guard when it fails. The runtime then does not ask for the
+    /// guard before the call (one evaluation per call instead of two); the guard file and
+    /// the refusal at open are unchanged.
+    fn checks_guard_in_call(&self) -> bool {
+        false
+    }
+
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
     fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {

@@ -337,7 +337,7 @@ impl World {
             }
         };
         let args_text = args.to_string();
-        let guard = match self.evaluate_guard(target, op, Some(&args)) {
+        let guard = match self.call_guard(target, op, &args) {
             Ok(g) => g,
             Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
         };
@@ -363,6 +363,27 @@ impl World {
             return reply(self.complete(target, op, caller, id, outcome));
         }
         self.dispatch(target, op, caller, caller.pid, id, args, reply);
+    }
+
+    /// The guard checked before a call runs. A host that checks its own guard as the call
+    /// runs is not asked first (the answer could change before the call anyway): only the
+    /// policy's lines are checked here, unless the policy asks for a person's approval,
+    /// which must not hold a call the host would refuse.
+    fn call_guard(&self, target: &Target, op: &str, args: &Value) -> WorldResult<host::Guard> {
+        let host_checks = match target {
+            Target::Root => false,
+            Target::Entry(e) => self.host(e)?.host.checks_guard_in_call(),
+        };
+        if !host_checks || self.awaits_approval_rule(target, op, args) {
+            return self.evaluate_guard(target, op, Some(args));
+        }
+        let mut guard = host::Guard::new(vec![host::Condition::check(
+            "host",
+            true,
+            "checked by the host as the call ran",
+        )]);
+        self.apply_policy(target, op, Some(args), None, &mut guard);
+        Ok(guard)
     }
 
     /// Run a journaled call whose guard passed: on the caller's thread for bounded hosts,
@@ -685,7 +706,9 @@ impl World {
             r.latest = r.latest.max(id);
             r.by_session.insert(caller.session, id);
         }
-        if !changed.is_empty() {
+        // A failed call may have found the world other than its cached guards said (a
+        // server that exited): ask again rather than let the next open trust them.
+        if !changed.is_empty() || result.is_err() {
             self.forget_guards();
         }
         changed.extend(Self::changed_by_any_call(target, op));

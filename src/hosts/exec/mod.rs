@@ -451,6 +451,11 @@ impl Host for ExecHost {
         false
     }
 
+    // The protocol requires a host's `call` to check its guard and answer blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     fn cache_ttl(&self) -> Duration {
         self.ttl
             .or_else(|| self.client.ttl_hint())

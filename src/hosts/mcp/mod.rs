@@ -816,6 +816,11 @@ impl Host for McpHost {
         false
     }
 
+    // `call` runs `check_guard` first and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     /// The server's lists change on their own; the runtime is told of each change, but the
     /// set of ops of an entry is not among what it invalidates: keep the kernel's copies short.
     fn cache_ttl(&self) -> Duration {

@@ -401,6 +401,11 @@ impl Host for TrackerHost {
         true
     }
 
+    // `run` evaluates the conditions inside the call's transaction and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     /// One document per issue and pull request, by number (see `documents`).
     fn documents(&self, cursor: Option<&str>, limit: usize) -> HostResult<DocumentPage> {
         self.documents_page(cursor, limit)
