@@ -537,10 +537,10 @@ impl Filesystem for WorldFs {
             ("..".into(), ROOT_INO, FileType::Directory),
         ];
         for (name, node) in entries.iter().cloned() {
-            let kind = match self.world.attr(&node, 0).map(|a| a.kind) {
-                Ok(NodeKind::Dir) => FileType::Directory,
-                Ok(NodeKind::Symlink) => FileType::Symlink,
-                _ => FileType::RegularFile,
+            let kind = match self.world.kind(&node) {
+                NodeKind::Dir => FileType::Directory,
+                NodeKind::Symlink => FileType::Symlink,
+                NodeKind::File => FileType::RegularFile,
             };
             // d_ino is informative only; a known inode or a stable stand-in (never 0).
             let d_ino = self.inodes().known(&node).unwrap_or(u64::MAX);

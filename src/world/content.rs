@@ -97,6 +97,23 @@ impl World {
         }
     }
 
+    /// A node's file type, known from the node alone (a listing needs no attributes).
+    pub fn kind(&self, node: &NodeId) -> NodeKind {
+        match node {
+            NodeId::Root
+            | NodeId::Branch(_)
+            | NodeId::Wip
+            | NodeId::Discovered(_)
+            | NodeId::Entry(_)
+            | NodeId::Ops(_)
+            | NodeId::Op(..)
+            | NodeId::Runs(..)
+            | NodeId::Run(..) => NodeKind::Dir,
+            NodeId::DiscoveredLink(..) => NodeKind::Symlink,
+            _ => NodeKind::File,
+        }
+    }
+
     pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
         let dir = |caching| NodeAttr {
             kind: NodeKind::Dir,
@@ -160,7 +177,7 @@ impl World {
     ) -> WorldResult<Option<std::time::SystemTime>> {
         match caching {
             Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
-            _ => Ok(self.host(e)?.host.entry(&e.path)?.and_then(|i| i.modified)),
+            _ => Ok(self.entry_info(e)?.and_then(|i| i.modified)),
         }
     }
 
@@ -222,9 +239,7 @@ impl World {
             }
             NodeId::Info(Target::Entry(e), f) => {
                 let info = self
-                    .host(e)?
-                    .host
-                    .entry(&e.path)?
+                    .entry_info(e)?
                     .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
                     InfoFile::Description => line(&info.description),

@@ -53,6 +53,12 @@ pub const STABLE_TTL: Duration = Duration::from_secs(3600);
 const GUARD_CACHE: Duration = Duration::from_millis(500);
 /// How long an entry's op list is reused.
 const OPS_CACHE: Duration = Duration::from_secs(2);
+/// How long what a host said of an entry (in a listing or a lookup) is reused for its
+/// `description`, `ref` and attributes: a walk asks for each of them right after listing
+/// the parent. Any call's change and any host change empty it.
+const INFO_CACHE: Duration = Duration::from_secs(1);
+/// Bound of the entry-info cache (a listing of a large collection fills it at once).
+const INFO_CACHE_MAX: usize = 200_000;
 /// How many runs `runs/` lists (older ones stay reachable by id).
 const RUNS_LISTED: usize = 1000;
 /// How many calls `.wip/log` shows.
@@ -93,6 +99,7 @@ pub struct World {
     results: Mutex<HashMap<(Target, String), OpResults>>,
     guards: TtlCache<(Target, String), Guard>,
     ops_cache: TtlCache<Target, OpList>,
+    infos: TtlCache<EntryRef, host::EntryInfo>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
     watch: Arc<run::Watch>,
@@ -141,6 +148,7 @@ impl World {
             results: Mutex::new(HashMap::new()),
             guards: TtlCache::new(GUARD_CACHE, 1024),
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
+            infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             sink: Mutex::new(None),
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),
@@ -235,6 +243,31 @@ impl World {
             description: info.description.clone(),
             indexable,
         });
+    }
+
+    /// What the host says of an entry, reused for a moment after a listing or lookup said
+    /// it (`None`: it does not exist; never cached).
+    pub(crate) fn entry_info(&self, e: &EntryRef) -> WorldResult<Option<host::EntryInfo>> {
+        if let Some(info) = self.infos.get(e) {
+            return Ok(Some(info));
+        }
+        let info = self.host(e)?.host.entry(&e.path)?;
+        if let Some(i) = &info {
+            self.note_info(e, i);
+        }
+        Ok(info)
+    }
+
+    /// Keep what a host just said of an entry (see `entry_info`). Hosts whose backend
+    /// changes behind the mount's back keep theirs no longer than their own cache lifetime.
+    pub(crate) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
+        let short = self
+            .hosts
+            .get(e.host)
+            .is_some_and(|m| m.host.cache_ttl() < INFO_CACHE);
+        if !short {
+            self.infos.insert(e.clone(), info.clone());
+        }
     }
 
     /// A call can discover an entry before anyone looked up its ancestors: ask the host

@@ -577,6 +577,7 @@ impl World {
     pub(super) fn forget_guards(&self) {
         self.guards.clear();
         self.ops_cache.clear();
+        self.infos.clear();
     }
 
     /// Result text, discovered world paths and changed nodes of a successful call.

@@ -532,3 +532,33 @@ fn bounded_hosts_answer_on_the_callers_thread() {
         .unwrap();
     assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
 }
+
+#[test]
+fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
+    // readdir takes the type from `kind` alone and the kernel trusts attr sizes: a walk of
+    // the whole tree (runs included, after a call) must find both true everywhere.
+    let f = world();
+    let doc = open(&f, "note", 1);
+    write(&doc, b"text=hello\n").unwrap();
+    flush(&doc, true).unwrap();
+    let mut todo = vec![super::node::NodeId::Root];
+    let mut seen = 0;
+    while let Some(node) = todo.pop() {
+        seen += 1;
+        let attr = f.world.attr(&node, 1).unwrap();
+        assert_eq!(f.world.kind(&node), attr.kind, "{node:?}");
+        match attr.kind {
+            super::node::NodeKind::Dir => {
+                for (_, child) in f.world.list(&node).unwrap() {
+                    todo.push(child);
+                }
+            }
+            super::node::NodeKind::File if !attr.writable => {
+                let bytes = f.world.read(&node, 1).unwrap();
+                assert_eq!(attr.size, bytes.len() as u64, "{node:?}");
+            }
+            _ => {}
+        }
+    }
+    assert!(seen > 40, "walked {seen} nodes");
+}

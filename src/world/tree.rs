@@ -38,10 +38,9 @@ impl World {
                         Some(raw) => {
                             let mut path = e.path.clone();
                             path.push(raw);
-                            let m = self.host(e)?;
-                            match m.host.entry(&path)? {
+                            let child = EntryRef { host: e.host, path };
+                            match self.entry_info(&child)? {
                                 Some(info) => {
-                                    let child = EntryRef { host: e.host, path };
                                     self.remember(&child, &info);
                                     Some(NodeId::Entry(child))
                                 }
@@ -150,10 +149,9 @@ impl World {
                     }
                     let mut path = e.path.clone();
                     path.push(child.name.clone());
-                    out.push((
-                        names::escape(&child.name),
-                        NodeId::Entry(EntryRef { host: e.host, path }),
-                    ));
+                    let entry = EntryRef { host: e.host, path };
+                    self.note_info(&entry, &child.info);
+                    out.push((names::escape(&child.name), NodeId::Entry(entry)));
                 }
                 out
             }
