@@ -285,6 +285,13 @@ pub trait Host: Send + Sync {
     /// included (e.g. a target path inside the root).
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard>;
 
+    /// The guards of several ops of one entry at once (`args` none), in `ops`' order, for
+    /// hosts that read an entry's state once for all of them (a walk reads every guard of
+    /// an entry in a row). `None`: not offered; the runtime asks `guard` op by op.
+    fn guards(&self, _path: &[String], _ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
+        None
+    }
+
     /// Run `op` with validated `args`. The host re-checks its guard atomically with the
     /// change where the backend allows and returns `HostError::Blocked` if it fails.
     fn call(

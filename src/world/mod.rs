@@ -365,10 +365,37 @@ impl World {
 
     /// The guard as the `guard` file shows it (cached briefly).
     pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
+        let key = (target.clone(), op.to_string());
+        if let Some(g) = self.guards.get(&key) {
+            return Ok(g);
+        }
+        if let Some(g) = self.all_guards(target, op) {
+            return Ok(g);
+        }
         self.guards
-            .get_or_try((target.clone(), op.to_string()), || {
-                self.evaluate_guard(target, op, None)
-            })
+            .get_or_try(key, || self.evaluate_guard(target, op, None))
+    }
+
+    /// Ask a host that can for the guards of all of the entry's ops at once and keep them
+    /// (a walk or a file manager reads each op's `guard` in turn): `op`'s guard, or `None`
+    /// when the host does not batch or failed (then `op` is asked alone).
+    fn all_guards(&self, target: &Target, op: &str) -> Option<Guard> {
+        let Target::Entry(e) = target else {
+            return None;
+        };
+        let ops = self.ops(target).ok()?;
+        let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
+        let guards = self.host(e).ok()?.host.guards(&e.path, &names)?.ok()?;
+        let mut wanted = None;
+        for (name, mut guard) in names.iter().zip(guards) {
+            self.apply_policy(target, name, None, None, &mut guard);
+            if *name == op {
+                wanted = Some(guard.clone());
+            }
+            self.guards
+                .insert((target.clone(), name.to_string()), guard);
+        }
+        wanted
     }
 
     /// The host's guard, then the policy's lines.

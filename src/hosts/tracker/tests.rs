@@ -816,3 +816,26 @@ fn date_helpers_roundtrip() {
     assert_eq!(db::iso(0), "1970-01-01T00:00:00Z");
     assert_eq!(db::iso(1_790_000_000), "2026-09-21T14:13:20Z");
 }
+
+#[test]
+fn guards_of_all_ops_at_once_are_each_ops_guard() {
+    // Every seeded pull request's guards (ready, flaky, red, waiting, own, merged,
+    // conflicting) and some issues, open and closed: the batch must say what each guard
+    // says alone.
+    let (_d, h) = demo();
+    let pulls = h.children(&p("pulls")).unwrap();
+    let mut paths: Vec<String> = pulls.iter().map(|c| format!("pulls/{}", c.name)).collect();
+    assert_eq!(paths.len(), 7);
+    // Issue 1 is closed in the seed, 42 open.
+    paths.extend(["issues/42", "issues/1", "", "issues", "labels"].map(String::from));
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    for path in paths {
+        let specs = h.ops(&p(&path)).unwrap();
+        let names: Vec<&str> = specs.iter().map(|o| o.name.as_str()).collect();
+        let all = h.guards(&p(&path), &names).expect("batched").unwrap();
+        assert_eq!(all.len(), names.len(), "{path}");
+        for (name, g) in names.iter().zip(&all) {
+            assert_eq!(g, &guard(&h, &path, name), "{path} {name}");
+        }
+    }
+}
