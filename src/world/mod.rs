@@ -230,12 +230,8 @@ impl World {
                 hidden.insert(e.clone());
             }
             indexable = indexable
-                && !(1..e.path.len()).any(|n| {
-                    hidden.contains(&EntryRef {
-                        host: e.host,
-                        path: e.path[..n].to_vec(),
-                    })
-                });
+                && !(1..e.path.len())
+                    .any(|n| hidden.contains(&EntryRef::new(e.host, &e.path[..n])));
         }
         self.known.record(KnownEntry {
             path: self.entry_path(e.host, &e.path),
@@ -279,10 +275,7 @@ impl World {
             return;
         };
         for n in 1..e.path.len() {
-            let prefix = EntryRef {
-                host: e.host,
-                path: e.path[..n].to_vec(),
-            };
+            let prefix = EntryRef::new(e.host, &e.path[..n]);
             if self.hidden.lock().is_ok_and(|h| h.contains(&prefix)) {
                 return;
             }
@@ -330,7 +323,7 @@ impl World {
             .iter()
             .map(|s| names::unescape(s))
             .collect::<Option<Vec<String>>>()?;
-        Some(EntryRef { host, path })
+        Some(EntryRef::new(host, path))
     }
 
     /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.

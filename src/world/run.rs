@@ -590,7 +590,7 @@ impl World {
         let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
         for p in &outcome.elsewhere {
             match self.entry_at(p) {
-                Some(e) => found.push((e.host, e.path)),
+                Some(e) => found.push((e.host, e.path.to_vec())),
                 None => tracing::debug!(path = p, "a found path is not an entry"),
             }
         }
@@ -602,10 +602,7 @@ impl World {
                 .and_then(|m| m.host.entry(rel).ok().flatten());
             let description = match &info {
                 Some(i) => {
-                    let e = EntryRef {
-                        host: *h,
-                        path: rel.clone(),
-                    };
+                    let e = EntryRef::new(*h, rel.clone());
                     self.note_ancestors(&e);
                     self.remember(&e, i);
                     i.description.clone()
@@ -632,10 +629,7 @@ impl World {
         // A new entry changes its parent's listing (hosts need not say so).
         for (h, rel) in &found {
             if let Some((_, parent)) = rel.split_last() {
-                changed.push(NodeId::Entry(EntryRef {
-                    host: *h,
-                    path: parent.to_vec(),
-                }));
+                changed.push(NodeId::Entry(EntryRef::new(*h, parent)));
             }
         }
         (text, discovered, changed, events)
@@ -658,10 +652,7 @@ impl World {
                 path: self.entry_path(*h, p),
                 ..Default::default()
             });
-            let e = EntryRef {
-                host: *h,
-                path: p.clone(),
-            };
+            let e = EntryRef::new(*h, p.clone());
             let target = Target::Entry(e.clone());
             changed.push(NodeId::Info(target.clone(), InfoFile::Description));
             // The set of ops may change with the entry's state (a server's new tools).
@@ -682,10 +673,7 @@ impl World {
             } else {
                 // A child's description shows in its parent's listing (titles, counts),
                 // and a removed child leaves it: the parent changed too.
-                changed.push(NodeId::Entry(EntryRef {
-                    host: *h,
-                    path: p[..p.len() - 1].to_vec(),
-                }));
+                changed.push(NodeId::Entry(EntryRef::new(*h, &p[..p.len() - 1])));
             }
             changed.push(NodeId::Entry(e));
         }

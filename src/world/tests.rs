@@ -168,10 +168,7 @@ fn world() -> Fixture {
 }
 
 pub(super) fn root() -> Target {
-    Target::Entry(EntryRef {
-        host: 0,
-        path: Vec::new(),
-    })
+    Target::Entry(EntryRef::new(0, Vec::new()))
 }
 
 pub(super) fn caller(session: u32) -> Caller {

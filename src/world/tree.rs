@@ -36,9 +36,7 @@ impl World {
                 } else {
                     match names::unescape(name) {
                         Some(raw) => {
-                            let mut path = e.path.clone();
-                            path.push(raw);
-                            let child = EntryRef { host: e.host, path };
+                            let child = e.child(raw);
                             match self.entry_info(&child)? {
                                 Some(info) => {
                                     self.remember(&child, &info);
@@ -102,10 +100,7 @@ impl World {
         let mut path = prefix.to_vec();
         path.push(name.to_string());
         if let Some(i) = self.hosts.iter().position(|m| m.path == path) {
-            return Some(NodeId::Entry(EntryRef {
-                host: i,
-                path: Vec::new(),
-            }));
+            return Some(NodeId::Entry(EntryRef::new(i, Vec::new())));
         }
         self.hosts
             .iter()
@@ -147,9 +142,7 @@ impl World {
                     if !child.info.indexable || !names::is_valid(&child.name) {
                         continue;
                     }
-                    let mut path = e.path.clone();
-                    path.push(child.name.clone());
-                    let entry = EntryRef { host: e.host, path };
+                    let entry = e.child(child.name.clone());
                     self.note_info(&entry, &child.info);
                     out.push((names::escape(&child.name), NodeId::Entry(entry)));
                 }
