@@ -4,6 +4,7 @@
 #
 #   scripts/bench.sh              # ~100,000 paths (ISSUES=1500 synthetic issues)
 #   ISSUES=300 scripts/bench.sh   # a quick run
+#   scripts/bench-compare.sh REV  # this tree against revision REV, in one run
 #
 # Walks: `find` (every path) and `stat` (find -printf %s: lstat of every path) on a fresh
 # mount (cold) and again (warm); `cat` of every `description`, first and second pass. Each
@@ -21,8 +22,13 @@ SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
-cargo build --release --bins -q
-bin=$PWD/target/release
+# BIN=DIR runs another build's binaries (scripts/bench-compare.sh: an earlier revision).
+if [ -n "${BIN:-}" ]; then
+  bin=$(cd "$BIN" && pwd)
+else
+  cargo build --release --bins -q
+  bin=$PWD/target/release
+fi
 work=$(mktemp -d /tmp/wip-bench.XXXXXX)
 shm=$(mktemp -d /dev/shm/wip-bench.XXXXXX)
 m=$work/world f=$work/floor
