@@ -254,13 +254,15 @@ impl World {
         Ok(info)
     }
 
-    /// Keep what a host just said of an entry (see `entry_info`). Hosts whose backend
-    /// changes behind the mount's back keep theirs no longer than their own cache lifetime.
+    /// Keep what a host just said of an entry (see `entry_info`), for hosts whose entries
+    /// change only through calls (their kernel cache lifetime is the stable one): others
+    /// change behind the mount's back (a directory on disk, GitHub's rate limit) and are
+    /// asked each time.
     pub(crate) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
         let short = self
             .hosts
             .get(e.host)
-            .is_some_and(|m| m.host.cache_ttl() < INFO_CACHE);
+            .is_none_or(|m| m.host.cache_ttl() < STABLE_TTL);
         if !short {
             self.infos.insert(e.clone(), info.clone());
         }

@@ -25,6 +25,10 @@ pub(super) struct MemHost {
     inside: Mutex<usize>,
     met: Condvar,
     pub(super) calls: AtomicUsize,
+    /// Whether it says its `call` checks the guard (`close` does), and how often it was
+    /// asked for a guard.
+    pub(super) checks_in_call: AtomicBool,
+    pub(super) guard_asks: AtomicUsize,
 }
 
 impl Host for MemHost {
@@ -61,6 +65,7 @@ impl Host for MemHost {
     }
 
     fn guard(&self, _path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        self.guard_asks.fetch_add(1, Ordering::SeqCst);
         let open = !self.closed.load(Ordering::SeqCst);
         Ok(Guard::new(match op {
             "close" => vec![Condition::check(
@@ -70,6 +75,10 @@ impl Host for MemHost {
             )],
             _ => Vec::new(),
         }))
+    }
+
+    fn checks_guard_in_call(&self) -> bool {
+        self.checks_in_call.load(Ordering::SeqCst)
     }
 
     fn call(
@@ -558,4 +567,39 @@ fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
         }
     }
     assert!(seen > 40, "walked {seen} nodes");
+}
+
+#[test]
+fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
+    let asks = |f: &Fixture| f.host.guard_asks.load(Ordering::SeqCst);
+    let run_guard = |f: &Fixture, run: i64| {
+        let node = super::node::NodeId::RunFile(run, super::node::RunFile::Guard);
+        String::from_utf8(f.world.read(&node, 1).unwrap()).unwrap()
+    };
+    // A host that does not: asked once before the call, and the run keeps its answer.
+    let f = world();
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(asks(&f), 1);
+    assert_eq!(run_guard(&f, r.run), "allowed\n✓ open: open\n");
+
+    // One that does: not asked; the host's own refusal is the errno and the words.
+    let f = world();
+    f.host.checks_in_call.store(true, Ordering::SeqCst);
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(
+        asks(&f),
+        0,
+        "the runtime asked for the guard before the call"
+    );
+    assert!(run_guard(&f, r.run).contains("checked by the host as the call ran"));
+    let again = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert_eq!(again.outcome.map_err(|e| e.errno()), Err(libc::EPERM));
+    assert!(again.text.contains("already closed"), "{}", again.text);
+    // Opening `call` still reads the guard, so bash hears the refusal at open.
+    let before = asks(&f);
+    let refused = f.world.open_call(&root(), "close", &caller(1));
+    assert_eq!(refused.err().map(|e| e.errno()), Some(libc::EPERM));
+    assert_eq!(asks(&f), before + 1);
 }

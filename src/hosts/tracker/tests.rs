@@ -839,3 +839,31 @@ fn guards_of_all_ops_at_once_are_each_ops_guard() {
         }
     }
 }
+
+#[test]
+fn what_a_listing_says_of_each_child_is_what_its_entry_says() {
+    // The runtime reuses a listing's infos for the children's `description` and `ref`,
+    // whose sizes the kernel trusts: they must be the same texts.
+    let (_d, h) = demo();
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    let mut todo = vec![String::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        for child in h.children(&p(&path)).unwrap() {
+            let at = if path.is_empty() {
+                child.name.clone()
+            } else {
+                format!("{path}/{}", child.name)
+            };
+            let entry = h.entry(&p(&at)).unwrap().expect("listed, so it exists");
+            assert_eq!(child.info, entry, "{at}");
+            seen += 1;
+            // Every collection, and a few items' subtrees (checks, reviews, comments).
+            let depth = at.matches('/').count();
+            if depth == 0 || at == "issues/42" || at == "pulls/50" || depth >= 2 {
+                todo.push(at);
+            }
+        }
+    }
+    assert!(seen > 60, "compared {seen} entries");
+}
