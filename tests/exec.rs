@@ -503,9 +503,9 @@ fn a_call_that_keeps_crashing_the_host_is_refused_and_named_on_its_root() {
         .count();
     assert!(lives <= crashes + 1, "{lives} starts for {crashes} crashes");
     // Back up, its root names the call; other calls run.
-    wait_for("the root to name the call", || {
-        m.read("rec/description")
-            .contains("crashes on this call: rec/ops/crash (")
+    wait_for("the root to be back up and name the call", || {
+        let d = m.read("rec/description");
+        d.contains("crashes on this call: rec/ops/crash (") && !d.contains(" is down")
     });
     m.ok("echo hi > rec/ops/echo/call");
     assert_eq!(m.result("rec/ops/echo"), "echo: hi\n");
