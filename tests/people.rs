@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{is_mounted, lazy_umount, sh_in, wip_command, Mount};
+use common::{is_mounted, sh_in, wip_command, Background, Mount};
 
 const ISSUE_42: &str = "42 Crash when config is missing";
 
@@ -196,13 +196,14 @@ fn mount_t_fuse_wip_and_an_fstab_line_mount_a_world() {
     let state2 = tmp.path().join("state2");
     std::fs::create_dir_all(&by_type).unwrap();
     std::fs::create_dir_all(&by_fstab).unwrap();
-    let manifest = repo().join("mounts/default.toml");
+    // The people-facing example manifest, which turns titled names on by itself.
+    let manifest = repo().join("mounts/desktop.toml");
     let fstab = tmp.path().join("fstab");
     // fstab escapes the space as \040; the source is a manifest path.
     std::fs::write(
         &fstab,
         format!(
-            "{} {} fuse.wip state={},titled,noauto,nofail,_netdev,x-systemd.automount 0 0\n",
+            "{} {} fuse.wip state={},noauto,nofail,_netdev,x-systemd.automount 0 0\n",
             manifest.display(),
             by_fstab.display().to_string().replace(' ', "\\040"),
             state2.display()
@@ -222,6 +223,7 @@ umount "{t}"
 ! grep -q " {t} " /proc/self/mountinfo
 mount "{f}"
 ls "{f}/tracker/pulls" | grep -qx '50 Fix crash when config is missing'
+ls "{f}/db/tracker/tables/items/rows" | grep -qx '{ISSUE_42}'
 test -f "{s2}/journal.db"
 umount "{f}"
 ! grep -q "fstab\\\\040world" /proc/self/mountinfo
@@ -323,64 +325,6 @@ fn status_completions_and_version() {
         "{}",
         text(&out)
     );
-}
-
-/// A mount made with `wip mount` (in the background), unmounted when dropped.
-struct Background {
-    dir: tempfile::TempDir,
-    _state: tempfile::TempDir,
-    out: Output,
-}
-
-impl Background {
-    fn mount(manifest: &str, args: &[&str]) -> Background {
-        let dir = tempfile::Builder::new()
-            .prefix("wip-mnt-")
-            .tempdir()
-            .unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let file = state.path().join("manifest.toml");
-        std::fs::write(&file, manifest).unwrap();
-        let mut cmd = wip_command();
-        cmd.arg("mount")
-            .arg(dir.path())
-            .arg("--state")
-            .arg(state.path())
-            .arg("--manifest")
-            .arg(&file)
-            .args(args)
-            .stdin(Stdio::null());
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        Background {
-            dir,
-            _state: state,
-            out,
-        }
-    }
-
-    fn status(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join(".wip/status")).unwrap()
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if is_mounted(self.dir.path()) {
-            let ok = wip_command()
-                .arg("umount")
-                .arg(self.dir.path())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                lazy_umount(self.dir.path());
-            }
-        }
-    }
 }
 
 fn misbehaving(mode: &str, world: &str) -> String {

@@ -364,3 +364,61 @@ pub fn fixtures() -> PathBuf {
     })
     .clone()
 }
+
+/// A mount made with `wip mount` (in the background), unmounted when dropped.
+pub struct Background {
+    pub dir: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    pub out: Output,
+}
+
+impl Background {
+    pub fn mount(manifest: &str, args: &[&str]) -> Background {
+        let dir = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let file = state.path().join("manifest.toml");
+        std::fs::write(&file, manifest).unwrap();
+        let mut cmd = wip_command();
+        cmd.arg("mount")
+            .arg(dir.path())
+            .arg("--state")
+            .arg(state.path())
+            .arg("--manifest")
+            .arg(&file)
+            .args(args)
+            .stdin(Stdio::null());
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Background {
+            dir,
+            _state: state,
+            out,
+        }
+    }
+
+    pub fn status(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join(".wip/status")).unwrap()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if is_mounted(self.dir.path()) {
+            let ok = wip_command()
+                .arg("umount")
+                .arg(self.dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                lazy_umount(self.dir.path());
+            }
+        }
+    }
+}
