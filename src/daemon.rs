@@ -108,6 +108,9 @@ pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<
             "titled" if value.is_none() => flags.titled = true,
             "no_wait" | "nowait" if value.is_none() => flags.no_wait = true,
             "foreground" if value.is_none() => flags.foreground = true,
+            "titled" | "no_wait" | "nowait" | "foreground" => {
+                bail!("mount option {key} takes no value (write {key}, not {opt})")
+            }
             k if value.is_none() && IGNORED_OPTIONS.contains(&k) => {}
             k if k.starts_with("x-") || k == "comment" => {}
             "ro" => bail!(
@@ -694,4 +697,46 @@ pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
         result: String::from_utf8_lossy(&result).into_owned(),
         error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(options: &[&str]) -> Result<MountFlags> {
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        apply_mount_options(MountFlags::default(), &options)
+    }
+
+    #[test]
+    fn mount_options_as_fstab_gives_them() {
+        let f = apply(&[
+            "source=default",
+            "rw,nodev,nosuid,state=/s,titled,noauto,x-systemd.automount",
+        ])
+        .unwrap();
+        assert_eq!(
+            f,
+            MountFlags {
+                state: Some(PathBuf::from("/s")),
+                titled: true,
+                ..MountFlags::default()
+            }
+        );
+        let f = apply(&["source=/etc/wip/w.toml", "no_wait,foreground"]).unwrap();
+        assert_eq!(f.manifest, Some(PathBuf::from("/etc/wip/w.toml")));
+        assert!(f.no_wait && f.foreground);
+        let f = apply(&["source=default,manifest=m.toml"]).unwrap();
+        assert_eq!(f.manifest, Some(PathBuf::from("m.toml")));
+    }
+
+    #[test]
+    fn bad_mount_options_say_why() {
+        let words = |o: &[&str]| apply(o).unwrap_err().to_string();
+        assert!(words(&["bogus"]).contains("unknown mount option \"bogus\""));
+        assert!(words(&["titled=yes"]).contains("titled takes no value"));
+        assert!(words(&["state="]).contains("state needs a value"));
+        assert!(words(&["ro"]).contains("leave ro out"));
+        assert!(words(&["source=a.toml,manifest=b.toml"]).contains("two manifests"));
+    }
 }

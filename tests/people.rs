@@ -265,6 +265,15 @@ fn status_completions_and_version() {
         );
     }
     assert!(status.contains("calls in flight: 0\n"), "{status}");
+    // The mount's README names the running binary wherever it says how to run wip.
+    let readme = m.read("README.md");
+    for cmd in ["call PATH", "approve RUN", "deny RUN", "status DIR"] {
+        assert!(
+            readme.contains(&format!("`{} {cmd}", common::WIP)),
+            "{cmd}: {readme}"
+        );
+        assert!(!readme.contains(&format!("`wip {cmd}")), "{cmd}: {readme}");
+    }
     m.ok("echo > tracker/issues/42/ops/read_body/call");
     let status = m.read(".wip/status");
     assert!(
