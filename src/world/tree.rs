@@ -39,7 +39,14 @@ impl World {
                     Some(NodeId::Info(Target::Entry(e.clone()), f))
                 } else {
                     let bare = match names::unescape(name) {
-                        Some(raw) => self.child_entry(e, raw)?,
+                        // A host may answer a name it cannot parse with NotFound rather
+                        // than None: with titled names on, that name may still be one.
+                        Some(raw) => match self.child_entry(e, raw) {
+                            Err(err) if self.settings.titled && err.kind == ErrorKind::NotFound => {
+                                None
+                            }
+                            other => other?,
+                        },
                         None => None,
                     };
                     match bare {
