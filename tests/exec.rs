@@ -587,3 +587,25 @@ fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
         );
     }
 }
+
+#[test]
+fn titled_names_show_each_process_command() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ntitled = true\n[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    // Just forked, it may not have exec'd sleep yet.
+    wait_for("the sleeper to be sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("sleep 300")
+    });
+    let listed = m.ok("ls processes");
+    let name = format!("{pid} sleep 300");
+    assert!(listed.lines().any(|l| l == name), "{listed}");
+    assert_eq!(
+        m.read(&format!("processes/{name}/ref")),
+        m.read(&format!("processes/{pid}/ref"))
+    );
+}

@@ -255,6 +255,9 @@ def process(pid):
 
 def entry_of(p):
     e = {"description": p["description"], "ref": p["ref"], "kind": "process"}
+    if p.get("cmd") and p["cmd"] != "?":
+        # With titled names on, `ls` shows `1234 sleep 300`.
+        e["title"] = p["cmd"]
     if p.get("indexable") is False:
         e["indexable"] = False
     return e
