@@ -26,6 +26,7 @@ mod readme;
 mod root_ops;
 mod run;
 pub mod time;
+pub mod titles;
 mod tree;
 
 use std::collections::{HashMap, HashSet};

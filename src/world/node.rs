@@ -71,6 +71,8 @@ pub enum WipFile {
     Pending,
     /// Where the daemon's control socket listens.
     Control,
+    /// The mount at a glance: hosts and whether they are ready, calls running, journal.
+    Status,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -124,7 +126,8 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 7] = [
+    pub const ALL: [(&'static str, WipFile); 8] = [
+        ("status", WipFile::Status),
         ("log", WipFile::Log),
         ("config", WipFile::Config),
         ("stats", WipFile::Stats),

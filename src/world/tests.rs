@@ -603,3 +603,178 @@ fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
     assert_eq!(refused.err().map(|e| e.errno()), Some(libc::EPERM));
     assert_eq!(asks(&f), before + 1);
 }
+
+/// A collection `items/` whose members have titles (one has none, one is named like a
+/// reserved name), and a root op `find` that discovers `items/1`.
+struct Shelf;
+
+impl Shelf {
+    const ITEMS: [(&'static str, &'static str); 4] = [
+        ("1", "Crash when config is missing"),
+        (
+            "2",
+            "A title/with a slash that goes on for much longer than sixty bytes do",
+        ),
+        ("3", ""),
+        ("ops", "Named like a reserved name"),
+    ];
+}
+
+impl Host for Shelf {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(match path {
+            [] => Some(EntryInfo::new("a shelf", "shelf://")),
+            [items] if items == "items" => Some(EntryInfo::new("items", "shelf://items")),
+            [items, n] if items == "items" => {
+                Shelf::ITEMS.iter().find(|(k, _)| k == n).map(|(k, t)| {
+                    EntryInfo::new(format!("item {k}"), format!("shelf://{k}")).titled(*t)
+                })
+            }
+            _ => None,
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        Ok(match path {
+            [] => vec![Child {
+                name: "items".into(),
+                info: EntryInfo::new("items", "shelf://items"),
+            }],
+            [items] if items == "items" => Shelf::ITEMS
+                .iter()
+                .map(|(k, _)| Child {
+                    name: k.to_string(),
+                    info: self.entry(&path_of(&["items", k])).unwrap().unwrap(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        Ok(if path.is_empty() {
+            vec![OpSpec {
+                name: "find".into(),
+                description: "find: for tests".into(),
+                schema: object_schema(json!({}), &[]),
+            }]
+        } else {
+            Vec::new()
+        })
+    }
+
+    fn guard(&self, _path: &[String], _op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        Ok(Guard::default())
+    }
+
+    fn call(&self, _: &[String], _: &str, _: &Value, _: &Caller) -> HostResult<CallOutcome> {
+        Ok(CallOutcome::text("found").discovered(path_of(&["items", "1"])))
+    }
+}
+
+fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        WorldSettings {
+            titled,
+            ..WorldSettings::default()
+        },
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["shelf".into()],
+            kind: "shelf".into(),
+            host: Arc::new(Shelf),
+        }],
+        state.path(),
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    (Arc::new(world), state)
+}
+
+fn listed(world: &World, path: &str) -> Vec<String> {
+    let dir = world.resolve_path(path).unwrap();
+    let skip = ["description", "ref", "ops"];
+    world
+        .list(&dir)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !skip.contains(&n.as_str()))
+        .collect()
+}
+
+#[test]
+fn titled_names_list_titles_and_the_bare_name_is_the_same_node() {
+    let (plain, _s1) = shelf(false);
+    assert_eq!(listed(&plain, "/shelf/items"), vec!["1", "2", "3", "ops~"]);
+    assert!(
+        plain
+            .resolve_path("/shelf/items/1 Crash when config is missing")
+            .is_err(),
+        "without titled names a titled name is no name"
+    );
+
+    let (w, _s2) = shelf(true);
+    let names = listed(&w, "/shelf/items");
+    assert_eq!(names[0], "1 Crash when config is missing");
+    assert!(names[1].starts_with("2 A title∕with a slash"), "{names:?}");
+    assert!(names[1].len() <= super::titles::MAX_BYTES && names[1].ends_with('…'));
+    assert_eq!(names[2], "3", "no title: the bare name");
+    assert_eq!(names[3], "ops~ Named like a reserved name");
+    for (name, bare) in names.iter().zip(["1", "2", "3", "ops~"]) {
+        let by_title = w.resolve_path(&format!("/shelf/items/{name}")).unwrap();
+        let by_bare = w.resolve_path(&format!("/shelf/items/{bare}")).unwrap();
+        assert_eq!(by_title, by_bare, "{name} and {bare} are one node");
+        let ref_file = w
+            .lookup(&by_title, "ref")
+            .and_then(|n| w.read(&n, 0))
+            .unwrap();
+        let key = if bare == "ops~" { "ops" } else { bare };
+        assert_eq!(
+            String::from_utf8(ref_file).unwrap(),
+            format!("shelf://{key}\n")
+        );
+    }
+    // A title that is not the entry's, or cut elsewhere, names nothing.
+    for wrong in [
+        "1 Crash",
+        "1 Crash when config is missing ",
+        "9 Crash",
+        "1 Other",
+    ] {
+        assert!(
+            w.resolve_path(&format!("/shelf/items/{wrong}")).is_err(),
+            "{wrong:?} resolved"
+        );
+    }
+}
+
+#[test]
+fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
+    let (w, _s) = shelf(true);
+    w.resolve_path("/shelf/items/1 Crash when config is missing")
+        .unwrap();
+    let target = Target::Entry(EntryRef::new(0, Vec::new()));
+    let report = w.call(&target, "find", b"\n", &caller(1));
+    assert!(report.outcome.is_ok(), "{}", report.text);
+    assert_eq!(&*report.text, "found\n/mnt/w/shelf/items/1\titem 1\n");
+    let link = w
+        .resolve_path(&format!("/shelf/ops/find/runs/{}/discovered/1", report.run))
+        .unwrap();
+    assert_eq!(
+        w.readlink(&link).unwrap(),
+        "../../../../../../shelf/items/1"
+    );
+    let known = String::from_utf8(
+        w.read(
+            &super::node::NodeId::WipFile(super::node::WipFile::Known),
+            0,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(known.contains("/shelf/items/1\t"), "{known}");
+    assert!(!known.contains("Crash when"), "{known}");
+}
