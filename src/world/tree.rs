@@ -31,6 +31,11 @@ impl World {
             NodeId::Entry(e) => {
                 if name == "ops" {
                     Some(NodeId::Ops(Target::Entry(e.clone())))
+                } else if name == "body" {
+                    self.host(e)?
+                        .host
+                        .body(&e.path)?
+                        .map(|_| NodeId::Body(e.clone()))
                 } else if let Some(f) = by_name(&InfoFile::ALL, name) {
                     Some(NodeId::Info(Target::Entry(e.clone()), f))
                 } else {
@@ -142,8 +147,11 @@ impl World {
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
-                out.push(("ops".into(), NodeId::Ops(target)));
                 let m = self.host(e)?;
+                if m.host.body(&e.path)?.is_some() {
+                    out.push(("body".into(), NodeId::Body(e.clone())));
+                }
+                out.push(("ops".into(), NodeId::Ops(target)));
                 for child in m.host.children(&e.path)? {
                     if !child.info.indexable || !names::is_valid(&child.name) {
                         continue;
