@@ -440,7 +440,8 @@ impl Filesystem for WorldFs {
                 }
                 let caller = Caller::from_pid(req.pid(), req.uid());
                 let truncate = flags.0 & libc::O_TRUNC != 0;
-                let doc = match self.world.open_body(entry, &caller, truncate) {
+                let append = flags.0 & libc::O_APPEND != 0;
+                let doc = match self.world.open_body(entry, &caller, truncate, append) {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);

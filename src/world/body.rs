@@ -33,6 +33,9 @@ struct State {
     content: Vec<u8>,
     /// Changed since it was opened or last ran: the last close runs it.
     dirty: bool,
+    /// Opened with `O_APPEND`: every write lands at the end, whatever its offset says (the
+    /// kernel's idea of the size may be older than this document).
+    append: bool,
     phase: Phase,
 }
 
@@ -46,12 +49,14 @@ enum Phase {
 impl World {
     /// Open the body of `e` for writing. A body you may not replace is EACCES; an op whose
     /// guard fails whatever the content (or that a policy forbids) is refused here as for
-    /// `call`. Without `truncate` the document starts from the current content.
+    /// `call`. Without `truncate` the document starts from the current content; with
+    /// `append` every write goes to its end.
     pub fn open_body(
         self: &Arc<Self>,
         e: &EntryRef,
         caller: &Caller,
         truncate: bool,
+        append: bool,
     ) -> WorldResult<BodyDoc> {
         let body = self.body_of(e)?;
         let Some(write) = body.write else {
@@ -84,6 +89,7 @@ impl World {
                     content,
                     // An O_TRUNC open already replaced the content with nothing.
                     dirty: truncate,
+                    append,
                     phase: Phase::Open,
                 }),
             }),
@@ -119,6 +125,11 @@ impl BodyDoc {
             return Err(Self::busy());
         }
         let max = self.doc.world.settings.max_call_bytes;
+        let offset = if st.append {
+            st.content.len() as u64
+        } else {
+            offset
+        };
         let end = offset.saturating_add(data.len() as u64);
         if end > max {
             return Err(too_large(max));

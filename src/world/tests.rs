@@ -602,7 +602,10 @@ fn reading_a_body_is_not_a_call() {
 fn writing_a_body_is_one_journaled_call_of_its_write_op() {
     let f = world();
     *f.host.body.lock().unwrap() = "old\n".into();
-    let doc = f.world.open_body(&entry(), &caller(3), true).unwrap();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(3), true, false)
+        .unwrap();
     assert_eq!(doc.write(0, b"new "), Ok(4));
     assert_eq!(doc.write(4, b"text\n"), Ok(5));
     assert_eq!(doc.size(), 9);
@@ -625,18 +628,28 @@ fn a_body_opened_without_truncating_starts_from_its_content() {
     let f = world();
     *f.host.body.lock().unwrap() = "one\n".into();
     // `>>` appends at the end of what is there.
-    let doc = f.world.open_body(&entry(), &caller(1), false).unwrap();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), false, true)
+        .unwrap();
     assert_eq!(doc.read(0, 100), b"one\n");
-    doc.write(4, b"two\n").unwrap();
+    // Whatever offset the kernel thinks the end is at.
+    doc.write(1, b"two\n").unwrap();
     assert_eq!(body_flush(&doc, true), Ok(()));
     assert_eq!(*f.host.body.lock().unwrap(), "one\ntwo\n");
     // Opened and closed without a change, it runs nothing.
-    let untouched = f.world.open_body(&entry(), &caller(1), false).unwrap();
+    let untouched = f
+        .world
+        .open_body(&entry(), &caller(1), false, false)
+        .unwrap();
     assert_eq!(body_flush(&untouched, true), Ok(()));
     untouched.release();
     assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
     // An O_TRUNC open and close empties it: that is a change.
-    let emptied = f.world.open_body(&entry(), &caller(1), true).unwrap();
+    let emptied = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
     assert_eq!(body_flush(&emptied, true), Ok(()));
     assert_eq!(*f.host.body.lock().unwrap(), "");
 }
@@ -647,7 +660,11 @@ fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
     let f = world();
     f.host.closed.store(true, Ordering::SeqCst);
     assert!(!f.world.attr(&NodeId::Body(entry()), 0).unwrap().writable);
-    let err = f.world.open_body(&entry(), &caller(1), true).err().unwrap();
+    let err = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .err()
+        .unwrap();
     assert_eq!(err.errno(), libc::EACCES);
     assert!(err.message.contains("read-only"), "{}", err.message);
 }
@@ -655,7 +672,10 @@ fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
 #[test]
 fn a_body_that_is_not_text_is_refused_with_words_and_journaled() {
     let f = world();
-    let doc = f.world.open_body(&entry(), &caller(1), true).unwrap();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
     doc.write(0, &[0xff, 0xfe, b'x']).unwrap();
     assert_eq!(body_flush(&doc, true), Err(libc::EINVAL));
     assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
