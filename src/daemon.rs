@@ -39,6 +39,8 @@ pub struct MountOptions {
     pub mount_point: PathBuf,
     pub manifest: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// Let other users reach the mount (`-o allow_other`).
+    pub allow_other: bool,
 }
 
 /// Read the manifest (or the embedded default) and its text with secrets redacted.
@@ -305,17 +307,21 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
-        anyhow!(
-            "cannot mount {}: {e}{}",
-            opts.mount_point.display(),
-            if is_root() {
+    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS, opts.allow_other)
+        .map_err(|e| {
+            let hint = if is_root() {
                 ""
-            } else {
+            } else if crate::fuse::fusermount::helper().is_none() {
                 " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
-            }
-        )
-    })?;
+            } else if e.to_string().contains("/dev/fuse") {
+                " (/dev/fuse is not open to you: Debian makes it mode 0666; elsewhere ask to join the group that owns it)"
+            } else if opts.allow_other {
+                " (allow_other needs the line user_allow_other in /etc/fuse.conf)"
+            } else {
+                ""
+            };
+            anyhow!("cannot mount {}: {e}{hint}", opts.mount_point.display())
+        })?;
     tracing::info!(mount_point = %opts.mount_point.display(), "mounted");
     let mut unmounter = session.unmount_callable();
     let mount_point = opts.mount_point.clone();
@@ -329,6 +335,13 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
             if let Err(e) = unmounter.unmount() {
                 tracing::warn!("unmount: {e}; trying a lazy unmount");
                 let _ = lazy_unmount(&mount_point);
+            }
+            // A mount fusermount3 made is not the session's to undo: unmount it as
+            // `wip umount` does.
+            if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {
+                if let Err(e) = umount(&mount_point) {
+                    tracing::warn!("unmount: {e}");
+                }
             }
         })?;
     session
@@ -374,6 +387,9 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .arg("-f")
         .arg("--state")
         .arg(&opts.state_dir);
+    if opts.allow_other {
+        cmd.arg("-o").arg("allow_other");
+    }
     if let Some(m) = &opts.manifest {
         cmd.arg("--manifest")
             .arg(std::fs::canonicalize(m).unwrap_or_else(|_| m.clone()));

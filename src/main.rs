@@ -40,6 +40,10 @@ enum Cmd {
         /// Stay in the foreground and log to stderr (stop with Ctrl-C or `wip umount DIR`).
         #[arg(long, short = 'f')]
         foreground: bool,
+        /// Mount options, comma-separated: `allow_other` lets other users in (a normal user
+        /// needs `user_allow_other` in /etc/fuse.conf).
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Option<String>,
     },
     /// Unmount DIR (also recovers a mount whose daemon died).
     Umount { dir: PathBuf },
@@ -88,6 +92,19 @@ fn init_logging(foreground: bool) {
         .try_init();
 }
 
+/// The `-o` options of `wip mount`: whether `allow_other` is among them.
+fn allow_other(options: Option<&str>) -> anyhow::Result<bool> {
+    let mut allow = false;
+    for o in options.into_iter().flat_map(|o| o.split(',')) {
+        match o.trim() {
+            "" => {}
+            "allow_other" => allow = true,
+            other => anyhow::bail!("unknown mount option {other:?} (known: allow_other)"),
+        }
+    }
+    Ok(allow)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
@@ -96,17 +113,24 @@ fn main() -> ExitCode {
             manifest,
             state,
             foreground,
+            options,
         } => {
             init_logging(foreground);
-            let opts = MountOptions {
-                mount_point: dir,
-                manifest,
-                state_dir: state.unwrap_or_else(daemon::default_state_dir),
-            };
-            if foreground {
-                daemon::serve_foreground(opts)
-            } else {
-                daemon::mount_background(opts)
+            match allow_other(options.as_deref()) {
+                Err(e) => Err(e),
+                Ok(allow_other) => {
+                    let opts = MountOptions {
+                        mount_point: dir,
+                        manifest,
+                        state_dir: state.unwrap_or_else(daemon::default_state_dir),
+                        allow_other,
+                    };
+                    if foreground {
+                        daemon::serve_foreground(opts)
+                    } else {
+                        daemon::mount_background(opts)
+                    }
+                }
             }
         }
         Cmd::Umount { dir } => {

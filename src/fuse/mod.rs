@@ -8,6 +8,7 @@
 //! use direct I/O so every reader sees the present (and their own session's) content.
 //! Every open renders a file once and serves reads by offset from that snapshot.
 
+pub mod fusermount;
 pub mod holders;
 pub mod inodes;
 
@@ -910,14 +911,18 @@ fn xattr_reply(bytes: &[u8], size: u32, reply: fuser::ReplyXattr) {
     }
 }
 
-/// Mount `world` at `mountpoint`; returns once the kernel finished the handshake.
+/// Mount `world` at `mountpoint`; returns once the kernel finished the handshake. When this
+/// process may not open `/dev/fuse` (a normal user), `fusermount3` mounts instead.
+/// `allow_other` lets other users in (for a normal user, `/etc/fuse.conf` must say
+/// `user_allow_other`).
 pub fn mount(
     world: Arc<World>,
     mountpoint: &Path,
     threads: usize,
+    allow_other: bool,
 ) -> std::io::Result<Session<WorldFs>> {
     let fs = WorldFs::new(Arc::clone(&world));
-    let inv = fs.invalidator();
+    let mut inv = fs.invalidator();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("wip".into()),
@@ -926,9 +931,31 @@ pub fn mount(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    config.acl = SessionACL::Owner;
+    config.acl = if allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(threads.max(1));
-    let session = Session::new(fs, mountpoint, &config)?;
+    let session = match Session::new(fs, mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) if fusermount::denied(&e) && fusermount::helper().is_some() => {
+            tracing::info!("cannot mount through /dev/fuse ({e}): asking fusermount3");
+            let mut options: Vec<String> =
+                ["fsname=wip", "subtype=wip", "noatime", "nodev", "nosuid"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+            if allow_other {
+                options.push("allow_other".into());
+            }
+            let dev = fusermount::mount(mountpoint, &options)?;
+            let fs = WorldFs::new(Arc::clone(&world));
+            inv = fs.invalidator();
+            Session::from_fd(fs, dev, config.acl, config)?
+        }
+        Err(e) => return Err(e),
+    };
     inv.set_notifier(session.notifier());
     let sink = inv.clone();
     world.set_change_sink(Arc::new(move |nodes: &[NodeId]| sink.invalidate(nodes)));
