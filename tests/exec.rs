@@ -568,3 +568,29 @@ fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
         );
     }
 }
+
+#[test]
+fn a_process_body_is_its_status_and_reading_it_is_no_call() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    let body = m.read(&format!("processes/{pid}/body"));
+    assert!(body.starts_with("Name:\tsleep\n"), "{body}");
+    assert!(body.contains(&format!("\nPid:\t{pid}\n")), "{body}");
+    assert_eq!(
+        m.ok(&format!("stat -c %s processes/{pid}/body")).trim(),
+        body.len().to_string(),
+        "the size is true"
+    );
+    let hits = m.ok(&format!("grep -l '^Name:.sleep$' processes/{pid}/body"));
+    assert_eq!(hits.trim(), format!("processes/{pid}/body"));
+    assert!(
+        !m.sh("test -e processes/body").status.success(),
+        "the root has none"
+    );
+    m.ok(&format!("! test -w processes/{pid}/body"));
+    assert_eq!(m.journal_count(), 0);
+}

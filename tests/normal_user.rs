@@ -63,5 +63,8 @@ fn a_closed_dev_fuse_is_reported_in_fusermount3_words() {
     assert!(!out.status.success());
     assert!(stderr.contains("fusermount3"), "{stderr}");
     assert!(stderr.contains("/dev/fuse"), "{stderr}");
-    assert!(!stderr.contains("needs fusermount3"), "a wrong hint: {stderr}");
+    assert!(
+        !stderr.contains("needs fusermount3"),
+        "a wrong hint: {stderr}"
+    );
 }
