@@ -816,13 +816,10 @@ impl Filesystem for WorldFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
-        match self
-            .node(ino)
-            .and_then(|n| self.world.xattrs(&n).map_err(|e| errno(&e)))
-        {
-            Ok(attrs) => {
+        match self.node(ino) {
+            Ok(node) => {
                 let mut names = Vec::new();
-                for (n, _) in attrs {
+                for n in self.world.xattr_names(&node) {
                     names.extend_from_slice(n.as_bytes());
                     names.push(0);
                 }

@@ -186,16 +186,25 @@ impl World {
         })
     }
 
-    /// Whether a call of `op` could run now (its guard and the policy allow it, or a person
-    /// may approve it): a body written through it is writable (`rw-`) only then.
+    /// Whether the policy lets a call of `op` run now (or a person may approve it): a body
+    /// the host offers to replace through `op` is writable (`rw-`) only then. The host's
+    /// own guard was asked when it offered (`Body::write`), so only the policy is added.
     fn may_run(&self, target: &Target, op: &str) -> bool {
-        self.guard(target, op)
-            .is_ok_and(|g| g.allowed() || self.awaits_approval(target, op, None, &g).is_some())
+        let mut g = super::host::Guard::default();
+        self.apply_policy(target, op, None, None, &mut g);
+        g.allowed() || self.awaits_approval(target, op, None, &g).is_some()
     }
 
-    /// When an entry last changed, as its host knows it.
+    /// When an entry last changed, as its host knows it. A host that cannot say now (a
+    /// server restarting) costs the time, never the `stat`: the mount's start is shown.
     fn entry_modified(&self, e: &EntryRef) -> WorldResult<Option<SystemTime>> {
-        Ok(self.host(e)?.host.modified(&e.path)?)
+        match self.host(e)?.host.modified(&e.path) {
+            Ok(t) => Ok(t),
+            Err(err) => {
+                tracing::debug!(path = ?e.path, "no modification time: {err}");
+                Ok(None)
+            }
+        }
     }
 
     fn target_modified(&self, t: &Target) -> WorldResult<Option<SystemTime>> {
@@ -419,6 +428,21 @@ impl World {
             }
             _ => Vec::new(),
         })
+    }
+
+    /// The names `xattrs` gives for a node, without asking any host (`ls -l` and file
+    /// managers list them for every file).
+    pub fn xattr_names(&self, node: &NodeId) -> &'static [&'static str] {
+        match node {
+            NodeId::Root
+            | NodeId::Entry(_)
+            | NodeId::Body(_)
+            | NodeId::Info(..)
+            | NodeId::Ops(_)
+            | NodeId::Op(..)
+            | NodeId::OpFile(..) => &["user.xdg.comment", "user.wip.ref"],
+            _ => &[],
+        }
     }
 
     /// The whole body of an entry (a ranged one read piece by piece).

@@ -354,10 +354,11 @@ pub trait Host: Send + Sync {
         caller: &Caller,
     ) -> HostResult<CallOutcome>;
 
-    /// When the entry at `path` last changed (`EntryInfo::modified`). Hosts that can answer
-    /// more cheaply than with a whole `entry` override it.
-    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
-        Ok(self.entry(path)?.and_then(|i| i.modified))
+    /// When the entry at `path` last changed (the `mtime` of it and its files), asked at
+    /// every `stat`, so it must be cheap; a host that sets `EntryInfo::modified` answers
+    /// the same here. `None` (the default): unknown, the mount's start is shown.
+    fn modified(&self, _path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(None)
     }
 
     /// The content of the entry at `path`, shown as its `body` file, or `None` when it has

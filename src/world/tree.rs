@@ -148,8 +148,11 @@ impl World {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
                 let m = self.host(e)?;
-                if m.host.body(&e.path)?.is_some() {
-                    out.push(("body".into(), NodeId::Body(e.clone())));
+                // A body the host cannot give now leaves the listing (and `ls`) whole.
+                match m.host.body(&e.path) {
+                    Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
+                    Ok(None) => {}
+                    Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
                 }
                 out.push(("ops".into(), NodeId::Ops(target)));
                 for child in m.host.children(&e.path)? {

@@ -430,6 +430,11 @@ impl Host for ExecHost {
         Ok(page.into_documents())
     }
 
+    /// The entry's `modified`, from the entry the host gave (kept for the cache lifetime).
+    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(self.wire_entry(path)?.and_then(|e| e.info().modified))
+    }
+
     /// Asked only of hosts that declare the `body` capability.
     fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
         if !self.client.hello().is_some_and(|h| h.capabilities.body) {

@@ -681,6 +681,11 @@ impl Host for GithubHost {
         self.list_children(&node)
     }
 
+    /// Entries show the start of the cache window (see `window`), as `entry` does.
+    fn modified(&self, _path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(Some(self.window()))
+    }
+
     /// An issue's or pull request's body (markdown), a review's text, a changed file's
     /// patch; read from the same cached pages (with ETags) as the rest.
     fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
