@@ -236,3 +236,38 @@ fn xattrs_are_the_description_and_the_ref() {
     assert!(!set.status.success());
     assert!(String::from_utf8_lossy(&set.stderr).contains("Operation not permitted"));
 }
+
+#[test]
+fn saving_from_mcedit_reaches_the_file() {
+    let m = Mount::start(None);
+    // mcedit needs a terminal: drive it through a pty as a person would (type, F2, Enter
+    // to confirm, F10).
+    let script = r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ['TERM'] = 'xterm'
+    os.execvp('mcedit', ['mcedit', sys.argv[1]])
+def drain(t):
+    end = time.time() + t
+    while time.time() < end:
+        if select.select([fd], [], [], 0.1)[0]:
+            try: os.read(fd, 65536)
+            except OSError: return
+drain(2)
+for keys, wait in [(b'typed in mcedit ', 0.5), (b'\x1b[12~', 1), (b'\r', 1.5), (b'\x1b[21~', 1)]:
+    os.write(fd, keys)
+    drain(wait)
+os.kill(pid, 9)
+"#;
+    std::fs::write(m.state.join("mcedit.py"), script).unwrap();
+    m.ok(&format!(
+        "HOME=$(mktemp -d) timeout 60 python3 {} files/hello.txt/body",
+        m.state.join("mcedit.py").display()
+    ));
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
+        "typed in mcedit hello\nworld\n"
+    );
+    assert_eq!(m.journal_count(), 1, "one save, one call");
+}
