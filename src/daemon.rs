@@ -43,6 +43,8 @@ pub struct MountOptions {
     pub titled: bool,
     /// Wait up to `startup_wait_ms` for hosts starting in the background (not `--no-wait`).
     pub wait: bool,
+    /// Let other users reach the mount (`-o allow_other`).
+    pub allow_other: bool,
 }
 
 /// What `wip mount` was told by flags, before `-o` options are applied.
@@ -53,6 +55,7 @@ pub struct MountFlags {
     pub foreground: bool,
     pub titled: bool,
     pub no_wait: bool,
+    pub allow_other: bool,
 }
 
 /// Generic mount options mount(8), fstab and systemd pass along that mean nothing to a
@@ -108,7 +111,10 @@ pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<
             "titled" if value.is_none() => flags.titled = true,
             "no_wait" | "nowait" if value.is_none() => flags.no_wait = true,
             "foreground" if value.is_none() => flags.foreground = true,
-            "titled" | "no_wait" | "nowait" | "foreground" => {
+            // Other users may reach the mount (a normal user needs `user_allow_other` in
+            // /etc/fuse.conf).
+            "allow_other" if value.is_none() => flags.allow_other = true,
+            "titled" | "no_wait" | "nowait" | "foreground" | "allow_other" => {
                 bail!("mount option {key} takes no value (write {key}, not {opt})")
             }
             k if value.is_none() && IGNORED_OPTIONS.contains(&k) => {}
@@ -117,7 +123,7 @@ pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<
                 "mount option ro: a wip mount changes only through its ops, and its files are read-only already; leave ro out"
             ),
             other => bail!(
-                "unknown mount option {other:?} (wip takes manifest=FILE, state=DIR, titled, no_wait, foreground, and ignores the generic rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*)"
+                "unknown mount option {other:?} (wip takes manifest=FILE, state=DIR, titled, no_wait, foreground, allow_other, and ignores the generic rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*)"
             ),
         }
     }
@@ -399,17 +405,21 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
-        anyhow!(
-            "cannot mount {}: {e}{}",
-            opts.mount_point.display(),
-            if is_root() {
+    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS, opts.allow_other)
+        .map_err(|e| {
+            let hint = if is_root() {
                 ""
-            } else {
+            } else if crate::fuse::fusermount::helper().is_none() {
                 " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
-            }
-        )
-    })?;
+            } else if e.to_string().contains("/dev/fuse") {
+                " (/dev/fuse is not open to you: Debian makes it mode 0666; elsewhere ask to join the group that owns it)"
+            } else if opts.allow_other {
+                " (allow_other needs the line user_allow_other in /etc/fuse.conf)"
+            } else {
+                ""
+            };
+            anyhow!("cannot mount {}: {e}{hint}", opts.mount_point.display())
+        })?;
     tracing::info!(mount_point = %opts.mount_point.display(), "mounted");
     let mut unmounter = session.unmount_callable();
     let mount_point = opts.mount_point.clone();
@@ -423,6 +433,13 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
             if let Err(e) = unmounter.unmount() {
                 tracing::warn!("unmount: {e}; trying a lazy unmount");
                 let _ = lazy_unmount(&mount_point);
+            }
+            // A mount fusermount3 made is not the session's to undo: unmount it as
+            // `wip umount` does.
+            if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {
+                if let Err(e) = umount(&mount_point) {
+                    tracing::warn!("unmount: {e}");
+                }
             }
         })?;
     session
@@ -469,6 +486,9 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .arg("-f")
         .arg("--state")
         .arg(&opts.state_dir);
+    if opts.allow_other {
+        cmd.arg("-o").arg("allow_other");
+    }
     if let Some(m) = &opts.manifest {
         cmd.arg("--manifest")
             .arg(std::fs::canonicalize(m).unwrap_or_else(|_| m.clone()));
