@@ -588,10 +588,11 @@ fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
     }
 }
 
-#[test]
-fn titled_names_show_each_process_command() {
+/// processes.py mounted at `processes` (after the manifest text `before`), and a sleeper
+/// that has become `sleep 300`.
+fn processes_with_a_sleeper(before: &str) -> (Mount, Server, u32) {
     let m = Mount::start(Some(&format!(
-        "[world]\ntitled = true\n[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        "{before}[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
         processes_py()
     )));
     let s = sleeper();
@@ -601,6 +602,12 @@ fn titled_names_show_each_process_command() {
         m.read(&format!("processes/{pid}/description"))
             .contains("sleep 300")
     });
+    (m, s, pid)
+}
+
+#[test]
+fn titled_names_show_each_process_command() {
+    let (m, _s, pid) = processes_with_a_sleeper("[world]\ntitled = true\n");
     let listed = m.ok("ls processes");
     let name = format!("{pid} sleep 300");
     assert!(listed.lines().any(|l| l == name), "{listed}");
@@ -612,17 +619,7 @@ fn titled_names_show_each_process_command() {
 
 #[test]
 fn a_process_body_is_its_status_and_reading_it_is_no_call() {
-    let m = Mount::start(Some(&format!(
-        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
-        processes_py()
-    )));
-    let s = sleeper();
-    let pid = s.0.id();
-    // Just forked, it may not have exec'd sleep yet.
-    wait_for("the sleeper to be sleep", || {
-        m.read(&format!("processes/{pid}/description"))
-            .contains("sleep 300")
-    });
+    let (m, _s, pid) = processes_with_a_sleeper("");
     let body = m.read(&format!("processes/{pid}/body"));
     assert!(body.starts_with("Name:\tsleep\n"), "{body}");
     assert!(body.contains(&format!("\nPid:\t{pid}\n")), "{body}");

@@ -377,11 +377,34 @@ impl World {
         if !host_checks || self.awaits_approval_rule(target, op, args) {
             return self.evaluate_guard(target, op, Some(args));
         }
-        let mut guard = host::Guard::new(vec![host::Condition::check(
-            "host",
-            true,
-            "checked by the host as the call ran",
-        )]);
+        // The run shows the guard as `open` just read it (no round trip), when it did.
+        let note = |again: &str| {
+            host::Condition::check(
+                "host",
+                true,
+                format!("checked {again}by the host as the call ran"),
+            )
+        };
+        let mut guard = match self.guards.get(&(target.clone(), op.to_string())) {
+            Some(mut opened) => {
+                // Its policy lines were for no arguments: those with the arguments follow.
+                let mut policy = host::Guard::default();
+                self.apply_policy(target, op, None, None, &mut policy);
+                let host_part = opened
+                    .conditions
+                    .len()
+                    .saturating_sub(policy.conditions.len());
+                opened.conditions.truncate(host_part);
+                if opened.allowed() {
+                    opened.conditions.push(note("again "));
+                    opened
+                } else {
+                    // What changed since is the host's to find; a stale answer refuses nothing.
+                    host::Guard::new(vec![note("")])
+                }
+            }
+            None => host::Guard::new(vec![note("")]),
+        };
         self.apply_policy(target, op, Some(args), None, &mut guard);
         Ok(guard)
     }

@@ -480,15 +480,7 @@ impl McpHost {
     fn resource_bytes(&self, uri: &str) -> HostResult<Arc<[u8]>> {
         use base64::Engine as _;
         self.bodies.get_or_try(uri.to_string(), || {
-            let peer = self.client.peer()?;
-            let what = format!("resources/read {uri}");
-            let result = self
-                .client
-                .request(&what, self.client.call_timeout(), async {
-                    peer.read_resource(ReadResourceRequestParams::new(uri.to_string()))
-                        .await
-                })?;
-            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let value = self.resource_contents(uri)?;
             let mut out = Vec::new();
             for c in value
                 .get("contents")
@@ -513,7 +505,8 @@ impl McpHost {
         })
     }
 
-    fn read_resource(&self, uri: &str) -> HostResult<String> {
+    /// The server's answer to `resources/read`, as JSON.
+    fn resource_contents(&self, uri: &str) -> HostResult<Value> {
         let peer = self.client.peer()?;
         let what = format!("resources/read {uri}");
         let result = self
@@ -522,7 +515,11 @@ impl McpHost {
                 peer.read_resource(ReadResourceRequestParams::new(uri.to_string()))
                     .await
             })?;
-        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
+    }
+
+    fn read_resource(&self, uri: &str) -> HostResult<String> {
+        let value = self.resource_contents(uri)?;
         let parts: Vec<String> = value
             .get("contents")
             .and_then(Value::as_array)
