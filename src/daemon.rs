@@ -39,6 +39,8 @@ pub struct MountOptions {
     pub mount_point: PathBuf,
     pub manifest: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// Shared state on PostgreSQL (overrides the manifest's `[state] url`).
+    pub state_url: Option<String>,
 }
 
 /// Read the manifest (or the embedded default) and its text with secrets redacted.
@@ -66,6 +68,9 @@ pub fn redact(text: &str) -> String {
                 .any(|s| key.contains(s))
             {
                 format!("{} = \"<redacted>\"", k.trim_end())
+            } else if line.contains("://") {
+                // A URL's password (`postgresql://user:pw@host/db`).
+                crate::world::shared::redact_url(line)
             } else {
                 line.to_string()
             }
@@ -201,11 +206,13 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
         });
     }
     let policy = manifest.policy()?;
+    let state_url = opts.state_url.clone().or(manifest.state.url.clone());
     let mut world = World::new(
         manifest.world.clone(),
         manifest.identity.clone(),
         mounted,
         &opts.state_dir,
+        state_url.as_deref(),
         opts.mount_point.clone(),
         config_text,
     )?;
@@ -226,6 +233,9 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     world
         .start_approvals()
         .context("cannot start the approvals' expiry thread")?;
+    world
+        .listen_to_other_mounts()
+        .context("cannot start the thread that hears other mounts")?;
     Ok(world)
 }
 
@@ -374,6 +384,10 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .arg("-f")
         .arg("--state")
         .arg(&opts.state_dir);
+    if let Some(url) = &opts.state_url {
+        // By environment, not argument: a password in the URL stays out of `ps`.
+        cmd.env("WIP_STATE_URL", url);
+    }
     if let Some(m) = &opts.manifest {
         cmd.arg("--manifest")
             .arg(std::fs::canonicalize(m).unwrap_or_else(|_| m.clone()));

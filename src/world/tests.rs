@@ -155,6 +155,7 @@ pub(super) fn mem_world(
             host: host.clone(),
         }],
         state,
+        None,
         "/mnt/w".into(),
         String::new(),
     )
