@@ -204,6 +204,7 @@ fn eight_agents_on_each_of_two_mounts_lose_and_repeat_nothing_and_both_see_it_al
     let db = TestDb::create("agents");
     let shared = tempfile::tempdir().unwrap();
     let (a, b) = two_mounts(&db, &shared);
+    assert!(b.read("README.md").contains("Other mounts share this world's state"));
     // B holds the issue in its kernel caches before anyone changes it.
     let before = comment_count(&b.read("tracker/issues/42/description"));
     b.ok("ls tracker/issues/42/comments > /dev/null");
