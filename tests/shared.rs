@@ -9,6 +9,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,7 +88,34 @@ fn two_mounts(db: &TestDb, shared: &tempfile::TempDir) -> (Mount, Mount) {
     (a, b)
 }
 
-fn feed(m: &Mount) -> Vec<serde_json::Value> {
+/// A mount the tests drive: a `Mount` of tests/common, or a daemon in its own network
+/// namespace.
+trait Side {
+    fn dir(&self) -> &Path;
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    fn ok(&self, script: &str) -> String {
+        let out = common::sh_in(self.dir(), script, Duration::from_secs(120));
+        assert!(
+            out.status.success(),
+            "script failed: {script}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Side for Mount {
+    fn dir(&self) -> &Path {
+        &self.mount
+    }
+}
+
+fn feed(m: &dyn Side) -> Vec<serde_json::Value> {
     m.read(".wip/events")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -125,8 +153,8 @@ struct Tail {
 }
 
 impl Tail {
-    fn start(m: &Mount) -> Tail {
-        let feed = m.mount.join(".wip/events");
+    fn start(m: &dyn Side) -> Tail {
+        let feed = m.dir().join(".wip/events");
         let mut child = Command::new("tail")
             .args(["-n", "0", "-f"])
             .arg(&feed)
@@ -204,17 +232,25 @@ fn eight_agents_on_each_of_two_mounts_lose_and_repeat_nothing_and_both_see_it_al
     let db = TestDb::create("agents");
     let shared = tempfile::tempdir().unwrap();
     let (a, b) = two_mounts(&db, &shared);
-    assert!(b.read("README.md").contains("Other mounts share this world's state"));
+    agents_on_both(&db, &a, &b);
+}
+
+/// 8 agents on each mount comment on one issue; every call shows once everywhere, and B's
+/// kernel caches and `tail -f` follow A.
+fn agents_on_both(db: &TestDb, a: &dyn Side, b: &dyn Side) {
+    assert!(b
+        .read("README.md")
+        .contains("Other mounts share this world's state"));
     // B holds the issue in its kernel caches before anyone changes it.
     let before = comment_count(&b.read("tracker/issues/42/description"));
     b.ok("ls tracker/issues/42/comments > /dev/null");
-    let tail = Tail::start(&b);
+    let tail = Tail::start(b);
 
     let mut scripts = Vec::new();
-    for (name, m) in [("A", &a), ("B", &b)] {
+    for (name, m) in [("A", a), ("B", b)] {
         for n in 0..AGENTS {
             scripts.push((
-                m.mount.clone(),
+                m.dir().to_path_buf(),
                 format!(
                     "for i in $(seq 1 {CALLS}); do \
                        echo \"note from mount {name} agent {n} call $i\" > tracker/issues/42/ops/comment/call || exit 1; \
@@ -289,7 +325,7 @@ fn eight_agents_on_each_of_two_mounts_lose_and_repeat_nothing_and_both_see_it_al
     );
 
     // Both feeds: every call exactly once, the same runs as the journal.
-    for m in [&a, &b] {
+    for m in [a, b] {
         let calls = calls_in(&feed(m), "comment");
         assert!(calls.values().all(|&n| n == 1), "{calls:?}");
         assert_eq!(calls.keys().copied().collect::<BTreeSet<_>>(), runs);
@@ -456,4 +492,223 @@ fn a_mount_on_an_unreachable_database_refuses_to_start_with_words() {
     );
     assert!(!err.contains("secret"), "{err}");
     assert!(!common::is_mounted(mnt.path()));
+}
+
+/// A network namespace joined to this one by a veth pair (10.231.N.1 here, .2 there),
+/// deleted when dropped.
+struct NetNs {
+    name: String,
+    host_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl NetNs {
+    fn create() -> NetNs {
+        let pid = std::process::id();
+        let name = format!("wipns{pid}");
+        let (here, there) = (format!("wiph{pid}"), format!("wipn{pid}"));
+        let net = format!("10.231.{}", pid % 250);
+        let host_ip = format!("{net}.1");
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = NetNs {
+            name: name.clone(),
+            host_ip: host_ip.clone(),
+        };
+        ip(&["link", "add", &here, "type", "veth", "peer", "name", &there]);
+        ip(&["link", "set", &there, "netns", &name]);
+        ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &here]);
+        ip(&["link", "set", &here, "up"]);
+        let inner = format!("{net}.2/30");
+        for args in [
+            ["addr", "add", inner.as_str(), "dev", there.as_str()].as_slice(),
+            &["link", "set", there.as_str(), "up"],
+            &["link", "set", "lo", "up"],
+        ] {
+            let mut cmd = vec!["-n", name.as_str()];
+            cmd.extend_from_slice(args);
+            ip(&cmd);
+        }
+        ns
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        // The veth pair goes with the namespace.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// PostgreSQL over TCP on `addr`: each connection is relayed to the server's unix socket
+/// (the server keeps its own configuration; its peer authentication sees this process).
+/// Returns the port and a count of the connections relayed.
+fn relay_to_postgres(addr: &str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::os::unix::net::UnixStream;
+    let listener = std::net::TcpListener::bind((addr, 0)).expect("listen on the veth address");
+    let port = listener.local_addr().unwrap().port();
+    let relayed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&relayed);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(tcp) = conn else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Ok(unix) = UnixStream::connect(format!("{SOCKET}/.s.PGSQL.5432")) else {
+                continue;
+            };
+            let (mut t_in, mut t_out) = (tcp.try_clone().unwrap(), tcp);
+            let (mut u_in, mut u_out) = (unix.try_clone().unwrap(), unix);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut t_in, &mut u_out);
+                let _ = u_out.shutdown(std::net::Shutdown::Both);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut u_in, &mut t_out);
+                let _ = t_out.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (port, relayed)
+}
+
+/// A daemon started inside a network namespace (its mount is visible here: only the
+/// network is its own), unmounted and gone when dropped.
+struct NsMount {
+    mount: std::path::PathBuf,
+    _dirs: Vec<tempfile::TempDir>,
+    child: Option<std::process::Child>,
+    stop_watchdog: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl NsMount {
+    fn start(ns: &NetNs, manifest: &str, state_url: &str) -> NsMount {
+        let mnt = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join("manifest.toml"), manifest).unwrap();
+        let mut cmd = Command::new("nsenter");
+        common::scrub_env(&mut cmd);
+        let child = cmd
+            .arg(format!("--net=/var/run/netns/{}", ns.name))
+            .arg("--")
+            .arg(common::WIP)
+            .arg("mount")
+            .arg(mnt.path())
+            .arg("-f")
+            .arg("--state")
+            .arg(state.path())
+            .arg("--manifest")
+            .arg(state.path().join("manifest.toml"))
+            .env("WIP_STATE_URL", state_url)
+            .env("WIP_LOG", "warn,fuser::session=error")
+            .current_dir(root.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("nsenter (util-linux)");
+        let mut m = NsMount {
+            mount: mnt.path().to_path_buf(),
+            _dirs: vec![mnt, state, root],
+            child: Some(child),
+            stop_watchdog: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !common::is_mounted(&m.mount) {
+            if let Some(c) = m.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!("wip in the namespace exited before mounting: {status}");
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "wip in the namespace did not mount within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // As tests/common does: a test that overruns gets the mount lazily unmounted.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let dir = m.mount.clone();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(Duration::from_secs(240))
+            {
+                common::lazy_umount(&dir);
+            }
+        });
+        m.stop_watchdog = Some(tx);
+        m
+    }
+}
+
+impl Side for NsMount {
+    fn dir(&self) -> &Path {
+        &self.mount
+    }
+}
+
+impl Drop for NsMount {
+    fn drop(&mut self) {
+        if common::is_mounted(&self.mount) {
+            let ok = common::wip_command()
+                .arg("umount")
+                .arg(&self.mount)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                common::lazy_umount(&self.mount);
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !matches!(c.try_wait(), Ok(Some(_))) {
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some(tx) = self.stop_watchdog.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[test]
+fn a_mount_in_its_own_network_namespace_shares_the_world_over_tcp() {
+    let db = TestDb::create("netns");
+    let shared = tempfile::tempdir().unwrap();
+    let ns = NetNs::create();
+    let (port, relayed) = relay_to_postgres(&ns.host_ip);
+    let tracker = shared.path().join("tracker.db");
+    let a = Mount::start(Some(&manifest(&tracker, Some(&db.url))));
+    // B dials the host's end of the veth pair from inside its namespace.
+    let tcp_url = format!("postgresql://root@{}:{port}/{}", ns.host_ip, db.name);
+    let b = NsMount::start(&ns, &manifest(&tracker, None), &tcp_url);
+    assert!(
+        relayed.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "B reached PostgreSQL over TCP"
+    );
+    agents_on_both(&db, &a, &b);
 }
