@@ -259,6 +259,16 @@ impl TestDb {
         }
     }
 
+    /// Cut every connection to this database, as a server restart would.
+    pub fn cut_connections(&self) {
+        Self::admin()
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                &[&self.name],
+            )
+            .expect("terminate the test database's connections");
+    }
+
     fn admin() -> Client {
         let url = format!("postgresql:///postgres?host={}", Self::SOCKET);
         Client::connect(&url, NoTls).unwrap_or_else(|e| {

@@ -681,20 +681,7 @@ mod tests {
         let db = TestDb::create();
         let (j, _) = open(&db, "a");
         j.count().unwrap();
-        // Cut every connection to the test database, as a server restart would.
-        let mut admin = postgres::Client::connect(
-            "postgresql:///postgres?host=/var/run/postgresql",
-            postgres::NoTls,
-        )
-        .unwrap();
-        let name = db.url.trim_start_matches("postgresql:///");
-        let name = &name[..name.find('?').unwrap()];
-        admin
-            .execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
-                &[&name],
-            )
-            .unwrap();
+        db.cut_connections();
         let mut failed = None;
         // The pool holds one or more connections, each cut: every use of a cut one fails
         // with words; then the pool connects again.
