@@ -79,10 +79,15 @@ fn manifest(tracker_db: &std::path::Path, url: Option<&str>) -> String {
 
 /// Two mounts of one world: A names the database in its manifest, B in its environment.
 fn two_mounts(db: &TestDb, shared: &tempfile::TempDir) -> (Mount, Mount) {
+    two_mounts_with(db, shared, "")
+}
+
+/// The same, with more manifest text (policy rules) on both.
+fn two_mounts_with(db: &TestDb, shared: &tempfile::TempDir, more: &str) -> (Mount, Mount) {
     let tracker = shared.path().join("tracker.db");
-    let a = Mount::start(Some(&manifest(&tracker, Some(&db.url))));
+    let a = Mount::start(Some(&(manifest(&tracker, Some(&db.url)) + more)));
     let b = Mount::start_with_env(
-        Some(&manifest(&tracker, None)),
+        Some(&(manifest(&tracker, None) + more)),
         &[("WIP_STATE_URL", db.url.as_str())],
     );
     (a, b)
@@ -711,4 +716,39 @@ fn a_mount_in_its_own_network_namespace_shares_the_world_over_tcp() {
         "B reached PostgreSQL over TCP"
     );
     agents_on_both(&db, &a, &b);
+}
+
+#[test]
+fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
+    let db = TestDb::create("approve");
+    let shared = tempfile::tempdir().unwrap();
+    let policy = "\n[[policy]]\nmatch = \"tracker/issues/*/ops/assign\"\naction = \"approve\"\nself_approve = true\n";
+    let (a, b) = two_mounts_with(&db, &shared, policy);
+    let out = a.sh("echo '{\"user\":\"sam\"}' > tracker/issues/42/ops/assign/call");
+    assert!(!out.status.success(), "held, not run");
+    let id: i64 = db
+        .client()
+        .query_one(
+            "SELECT id FROM calls WHERE op = 'assign' AND status = 'pending'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    wait_until("B lists A's pending run", Duration::from_secs(20), || {
+        b.read(".wip/pending").contains(&format!("/runs/{id}"))
+    });
+    let decided = b.ok(&format!("$WIP approve {id} --state {}", b.state.display()));
+    assert!(decided.contains(&format!("approved run {id}")), "{decided}");
+    // The call ran (on B, asked to decide) and A sees it: the run, the issue.
+    wait_until(
+        "A sees the approved run finished",
+        Duration::from_secs(20),
+        || a.read(&format!("tracker/issues/42/ops/assign/runs/{id}/status")) == "ok\n",
+    );
+    wait_until(
+        "A's cached issue shows the assignee",
+        Duration::from_secs(20),
+        || a.read("tracker/issues/42/description").contains("sam"),
+    );
+    assert!(!a.read(".wip/pending").contains(&format!("/runs/{id}")));
 }
