@@ -816,3 +816,20 @@ fn date_helpers_roundtrip() {
     assert_eq!(db::iso(0), "1970-01-01T00:00:00Z");
     assert_eq!(db::iso(1_790_000_000), "2026-09-21T14:13:20Z");
 }
+
+#[test]
+fn a_postgresql_url_as_the_tracker_database_is_refused_with_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ctx(dir.path(), "alex", Role::Maintainer);
+    let settings = TrackerSettings {
+        database: Some("postgresql://wip:pw@db/wip".into()),
+        ..Default::default()
+    };
+    let err = TrackerHost::open("tracker", settings, &ctx)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("keeps its data in an SQLite file"), "{err}");
+    assert!(err.contains("<redacted>") && !err.contains(":pw@"), "{err}");
+    assert!(!dir.path().join("postgresql:").exists());
+}
