@@ -564,3 +564,18 @@ pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
         error,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn config_text_hides_tokens_and_url_passwords() {
+        let text = "[state]\nurl = \"postgresql://wip:s3cret@db/wip\"\n\
+                    [[host]]\ntoken = \"abc\"\nbase_uri = \"http://127.0.0.1:8080\"\n";
+        let shown = redact(text);
+        assert!(!shown.contains("s3cret") && !shown.contains("abc"), "{shown}");
+        assert!(shown.contains("url = \"postgresql://wip:<redacted>@db/wip\""), "{shown}");
+        assert!(shown.contains("base_uri = \"http://127.0.0.1:8080\""), "{shown}");
+    }
+}
