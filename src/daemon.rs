@@ -574,8 +574,17 @@ mod tests {
         let text = "[state]\nurl = \"postgresql://wip:s3cret@db/wip\"\n\
                     [[host]]\ntoken = \"abc\"\nbase_uri = \"http://127.0.0.1:8080\"\n";
         let shown = redact(text);
-        assert!(!shown.contains("s3cret") && !shown.contains("abc"), "{shown}");
-        assert!(shown.contains("url = \"postgresql://wip:<redacted>@db/wip\""), "{shown}");
-        assert!(shown.contains("base_uri = \"http://127.0.0.1:8080\""), "{shown}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("abc"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("url = \"postgresql://wip:<redacted>@db/wip\""),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("base_uri = \"http://127.0.0.1:8080\""),
+            "{shown}"
+        );
     }
 }
