@@ -1028,3 +1028,36 @@ fn issues_and_pulls_share_the_trackers_vocabulary() {
         }
     }
 }
+
+#[test]
+fn titled_names_list_issues_with_their_titles() {
+    let (replay, m) =
+        start_with(&|port| format!("[world]\ntitled = true\n{}", manifest(port, TOKEN_ENV)));
+    let dir = format!("paged/{ORG}/paginate-issues/issues");
+    let listed = m.ok(&format!("ls {dir} | grep -vx 'description\\|ops\\|ref'"));
+    assert_eq!(listed.lines().count(), 13, "{listed}");
+    for name in listed.lines() {
+        let (n, title) = name
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("untitled: {name:?}"));
+        assert!(n.parse::<u64>().is_ok() && !title.is_empty(), "{name:?}");
+    }
+    let seven = listed
+        .lines()
+        .find(|l| l.starts_with("7 "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    let before = replay.requests();
+    assert_eq!(
+        m.read(&format!("{dir}/{seven}/ref")),
+        format!("github://{ORG}/paginate-issues/issues/7\n")
+    );
+    assert_eq!(
+        m.read(&format!("{dir}/{seven}/description")),
+        m.read(&format!("{dir}/7/description"))
+    );
+    assert_eq!(
+        replay.requests(),
+        before,
+        "a listed issue's titled name needs no request"
+    );
+}

@@ -1260,3 +1260,44 @@ fn fetch_prompt_carries_the_policy_of_the_blocked_fetch_tool() {
         .starts_with("allowed\n"));
     assert_eq!(web.requests(), ["/by-prompt", "/robots.txt", "/by-tool"]);
 }
+
+#[test]
+fn wip_mount_returns_with_the_servers_tools_there_and_resources_titled() {
+    // `wip mount … && ls mcp/x/ops`: the mount waits for the server to answer.
+    let m = common::Background::mount(
+        &format!(
+            "[world]\ntitled = true\nstartup_wait_ms = 60000\n{}",
+            everything_host("/mcp/everything", "")
+        ),
+        &[],
+    );
+    assert!(m.out.status.success(), "{:?}", m.out);
+    let dir = m.dir.path().join("mcp/everything");
+    let ops: Vec<String> = std::fs::read_dir(dir.join("ops"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(ops.iter().any(|o| o == "echo"), "no tools yet: {ops:?}");
+    assert!(
+        m.status().contains("mcp/everything/  mcp      ready"),
+        "{}",
+        m.status()
+    );
+    // Resources list with their titles; the bare URI name is the same entry.
+    let names: Vec<String> = std::fs::read_dir(dir.join("resources"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("demo:"))
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    let bare = "demo:%2F%2Fresource%2Fstatic%2Fdocument%2Ffeatures.md";
+    let titled = names
+        .iter()
+        .find(|n| n.starts_with(&format!("{bare} ")))
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let read = |name: &str, file: &str| {
+        std::fs::read_to_string(dir.join("resources").join(name).join(file)).unwrap()
+    };
+    assert_eq!(read(titled, "ref"), read(bare, "ref"));
+    assert_eq!(read(titled, "description"), read(bare, "description"));
+}

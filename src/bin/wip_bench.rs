@@ -59,6 +59,8 @@ fn host_call(args: &[String]) -> Result<()> {
         mount_point: PathBuf::from("/nonexistent-bench-mount"),
         manifest,
         state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
+        titled: false,
+        wait: false,
         state_url,
     })?;
     let NodeId::Entry(e) = world.resolve_path(entry)? else {

@@ -144,7 +144,7 @@ impl WorldFs {
         self.handles.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn node(&self, ino: INodeNo) -> Result<NodeId, Errno> {
+    fn node(&self, ino: INodeNo) -> Result<Arc<NodeId>, Errno> {
         self.inodes().node(ino.0).ok_or(Errno::ENOENT)
     }
 
@@ -373,7 +373,7 @@ impl Filesystem for WorldFs {
             let node = self.node(ino)?;
             let caching = self.world.caching(&node).map_err(|e| errno(&e))?;
             let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
-            if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&node, writing) {
+            if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&*node, writing) {
                 // One writer per inode: a second one walks the path again (ESTALE) and
                 // gets an inode of its own, instead of waiting for the kernel's lock.
                 if !self.inodes().open_writer(ino.0, req.pid()) {
@@ -395,13 +395,13 @@ impl Filesystem for WorldFs {
                 return Err(Errno::EACCES);
             }
             // Only `result` differs per session; reading /proc costs on every open.
-            let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
+            let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
                 Self::session_of(req)
             } else {
                 0
             };
             let fh = self.new_fh(Handle::File {
-                node,
+                node: (*node).clone(),
                 session,
                 snapshot: None,
                 live: matches!(caching, Caching::Direct(_)),
@@ -537,10 +537,10 @@ impl Filesystem for WorldFs {
             ("..".into(), ROOT_INO, FileType::Directory),
         ];
         for (name, node) in entries.iter().cloned() {
-            let kind = match self.world.attr(&node, 0).map(|a| a.kind) {
-                Ok(NodeKind::Dir) => FileType::Directory,
-                Ok(NodeKind::Symlink) => FileType::Symlink,
-                _ => FileType::RegularFile,
+            let kind = match self.world.kind(&node) {
+                NodeKind::Dir => FileType::Directory,
+                NodeKind::Symlink => FileType::Symlink,
+                NodeKind::File => FileType::RegularFile,
             };
             // d_ino is informative only; a known inode or a stable stand-in (never 0).
             let d_ino = self.inodes().known(&node).unwrap_or(u64::MAX);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::Readiness;
 use super::journal::{self, Run};
 use super::node::*;
 use super::root_ops::event_line;
@@ -28,6 +29,22 @@ fn one_line(s: &str) -> String {
         }
     }
     out
+}
+
+/// `12.3 KiB`: a size for people.
+fn human_bytes(n: i64) -> String {
+    let mut v = n as f64;
+    for unit in ["bytes", "KiB", "MiB", "GiB"] {
+        if v < 1024.0 || unit == "GiB" {
+            return if unit == "bytes" {
+                format!("{n} bytes")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    format!("{n} bytes")
 }
 
 /// What one open of a file reads: its content rendered once and served by offset, so a
@@ -97,6 +114,23 @@ impl World {
         }
     }
 
+    /// A node's file type, known from the node alone (a listing needs no attributes).
+    pub fn kind(&self, node: &NodeId) -> NodeKind {
+        match node {
+            NodeId::Root
+            | NodeId::Branch(_)
+            | NodeId::Wip
+            | NodeId::Discovered(_)
+            | NodeId::Entry(_)
+            | NodeId::Ops(_)
+            | NodeId::Op(..)
+            | NodeId::Runs(..)
+            | NodeId::Run(..) => NodeKind::Dir,
+            NodeId::DiscoveredLink(..) => NodeKind::Symlink,
+            _ => NodeKind::File,
+        }
+    }
+
     pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
         let dir = |caching| NodeAttr {
             kind: NodeKind::Dir,
@@ -160,7 +194,7 @@ impl World {
     ) -> WorldResult<Option<std::time::SystemTime>> {
         match caching {
             Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
-            _ => Ok(self.host(e)?.host.entry(&e.path)?.and_then(|i| i.modified)),
+            _ => Ok(self.entry_info(e)?.and_then(|i| i.modified)),
         }
     }
 
@@ -179,7 +213,12 @@ impl World {
             // Guards and results change with calls, which invalidate them.
             NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
             NodeId::WipFile(
-                WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events | WipFile::Pending,
+                WipFile::Log
+                | WipFile::Stats
+                | WipFile::Status
+                | WipFile::Known
+                | WipFile::Events
+                | WipFile::Pending,
             ) => Caching::Direct(STABLE_TTL),
             // It quotes every host's root description, which may change on its own (a
             // server starting, an index refreshing).
@@ -222,9 +261,7 @@ impl World {
             }
             NodeId::Info(Target::Entry(e), f) => {
                 let info = self
-                    .host(e)?
-                    .host
-                    .entry(&e.path)?
+                    .entry_info(e)?
                     .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
                     InfoFile::Description => line(&info.description),
@@ -268,6 +305,7 @@ impl World {
             NodeId::WipFile(WipFile::Pending) => self.pending_text()?,
             NodeId::WipFile(WipFile::Control) => self.control_text(),
             NodeId::WipFile(WipFile::Known) => self.known_text()?,
+            NodeId::WipFile(WipFile::Status) => self.status_text()?,
             NodeId::WipFile(WipFile::Events) => {
                 let mut out = String::new();
                 for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
@@ -336,6 +374,53 @@ impl World {
             self.identity.role.as_str()
         ));
         text
+    }
+
+    /// Hosts still starting in the background: (world path, words).
+    pub fn starting_hosts(&self) -> Vec<(String, String)> {
+        self.hosts
+            .iter()
+            .filter_map(|m| match m.host.readiness() {
+                Readiness::Starting(w) => Some((m.path.join("/"), w)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `.wip/status`: the first line ends with `ready` once no host is starting.
+    fn status_text(&self) -> WorldResult<String> {
+        let starting = !self.starting_hosts().is_empty();
+        let mut out = format!(
+            "world {} at {} · daemon pid {} · up {} s · {}\nhosts:\n",
+            self.settings.name,
+            self.mount_point.display(),
+            std::process::id(),
+            self.started.elapsed().as_secs(),
+            if starting { "starting" } else { "ready" }
+        );
+        let width = self
+            .hosts
+            .iter()
+            .map(|m| m.path.join("/").len() + 1)
+            .max()
+            .unwrap_or(0);
+        for m in &self.hosts {
+            out.push_str(&format!(
+                "  {:width$}  {:8} {}\n",
+                format!("{}/", m.path.join("/")),
+                m.kind,
+                m.host.readiness().words()
+            ));
+        }
+        let bytes = self.journal.bytes()?;
+        out.push_str(&format!(
+            "calls in flight: {}\njournal: {} ({} runs)\ntitled names: {}\n",
+            self.journal.running()?,
+            human_bytes(bytes),
+            self.journal.count()?,
+            if self.settings.titled { "on" } else { "off" }
+        ));
+        Ok(out)
     }
 
     fn known_text(&self) -> WorldResult<String> {

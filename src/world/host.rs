@@ -20,6 +20,9 @@ pub struct EntryInfo {
     /// the mount's back (a directory on disk): the kernel compares it to drop stale
     /// listings. `None` for hosts that only change through calls.
     pub modified: Option<std::time::SystemTime>,
+    /// A short human title (an issue's title, a row's name column), for titled names
+    /// (`42 Crash when config is missing`). `None`: listed by its bare name only.
+    pub title: Option<String>,
 }
 
 impl EntryInfo {
@@ -30,7 +33,15 @@ impl EntryInfo {
             reference: reference.into(),
             indexable: true,
             modified: None,
+            title: None,
         }
+    }
+
+    /// The entry's short title (see `title`); an empty one is no title.
+    pub fn titled(mut self, title: impl Into<String>) -> Self {
+        let title = title.into();
+        self.title = (!title.trim().is_empty()).then_some(title);
+        self
     }
 
     pub fn modified(mut self, at: Option<std::time::SystemTime>) -> Self {
@@ -285,6 +296,13 @@ pub trait Host: Send + Sync {
     /// included (e.g. a target path inside the root).
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard>;
 
+    /// The guards of several ops of one entry at once (`args` none), in `ops`' order, for
+    /// hosts that read an entry's state once for all of them (a walk reads every guard of
+    /// an entry in a row). `None`: not offered; the runtime asks `guard` op by op.
+    fn guards(&self, _path: &[String], _ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
+        None
+    }
+
     /// Run `op` with validated `args`. The host re-checks its guard atomically with the
     /// change where the backend allows and returns `HostError::Blocked` if it fails.
     fn call(
@@ -313,16 +331,52 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// Whether `call` checks the op's guard itself, atomically with what it changes, and
+    /// answers `Blocked` with the guard when it fails. The runtime then does not ask for the
+    /// guard before the call (one evaluation per call instead of two); the guard file and
+    /// the refusal at open are unchanged.
+    fn checks_guard_in_call(&self) -> bool {
+        false
+    }
+
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
     fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {
         None
     }
 
+    /// Where the host is in its life: hosts that start in the background (a server
+    /// process, a connection) say `Starting` until they can answer; `wip mount` waits for
+    /// them (up to `startup_wait_ms`) and `wip status` shows it.
+    fn readiness(&self) -> Readiness {
+        Readiness::Ready
+    }
+
     /// How long the kernel may cache what this host shows without being told of a change.
     /// Hosts whose backend changes behind our back (a directory on disk) keep this short.
     fn cache_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_secs(3600)
+    }
+}
+
+/// Whether a host can answer now (see `Host::readiness`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Still starting in the background, in a few words.
+    Starting(String),
+    /// Started once but is down now (restarting with backoff), in a few words.
+    Down(String),
+}
+
+impl Readiness {
+    /// `ready`, `starting: …` or `down: …`, on one line.
+    pub fn words(&self) -> String {
+        match self {
+            Readiness::Ready => "ready".to_string(),
+            Readiness::Starting(w) => format!("starting: {w}"),
+            Readiness::Down(w) => format!("down: {w}"),
+        }
     }
 }
 

@@ -100,6 +100,7 @@ impl SqliteJournal {
                errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
                discovered TEXT NOT NULL DEFAULT '[]');
              CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
+             CREATE INDEX IF NOT EXISTS calls_running ON calls(id) WHERE status = 'running';
              CREATE TABLE IF NOT EXISTS events(
                cursor INTEGER PRIMARY KEY AUTOINCREMENT,
                at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
@@ -286,6 +287,24 @@ impl SqliteJournal {
         Ok(self
             .conn()?
             .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))?)
+    }
+
+    /// How many calls are running now (begun, not finished).
+    pub fn running(&self) -> WorldResult<i64> {
+        Ok(self.conn()?.query_row(
+            "SELECT count(*) FROM calls WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// The database's size in bytes (pages in use, without the write-ahead log).
+    pub fn bytes(&self) -> WorldResult<i64> {
+        Ok(self.conn()?.query_row(
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+            [],
+            |r| r.get(0),
+        )?)
     }
 }
 

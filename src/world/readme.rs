@@ -37,7 +37,7 @@ Every object is a directory: `cat description` says what it is, `cat ref` is its
 `ls ops/` lists what you can do with it. Children are objects it contains
 (`ls tracker/issues/`). Large collections list a first page; their `description` says how
 many exist, and any one is reachable by name (`cd tracker/issues/42`).
-
+{titled}
 ## Check, then act
 - `cat ops/NAME/description` and `cat ops/NAME/schema`: what the op does, its arguments.
 - `cat ops/NAME/guard`: `allowed` or `blocked`, then one line per condition. A `✗` line names
@@ -79,11 +79,19 @@ result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME
 `.wip/known`: the known world. `.wip/events`: every change as JSON lines (`tail -f` it;
 `ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
 effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
-`.wip/pending`: runs waiting for a person's approval.
+`.wip/pending`: runs waiting for a person's approval. `.wip/status`: the hosts (ready,
+starting, down), calls in flight, the journal's size (`{wip} status DIR` prints it).
 This world is mounted at {mount}.
 {shared}"#,
         description = world.description(),
         wip = wip_command(),
+        titled = if world.settings().titled {
+            "Titled names are on, for people: collections list `42 Crash when config is missing`;\n\
+             the bare `42` is the same object, and every path a result prints is the bare one.\n\
+             In a shell loop, quote names (`for d in *; do cat \"$d/description\"; done`).\n"
+        } else {
+            ""
+        },
     )
 }
 

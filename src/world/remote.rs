@@ -137,10 +137,7 @@ impl World {
             "discovered" => {
                 if let Some(entry) = entry {
                     if let Some((_, parent)) = entry.path.split_last() {
-                        nodes.push(NodeId::Entry(EntryRef {
-                            host: entry.host,
-                            path: parent.to_vec(),
-                        }));
+                        nodes.push(NodeId::Entry(EntryRef::new(entry.host, parent)));
                     }
                     nodes.push(NodeId::Entry(entry));
                 }

@@ -25,6 +25,10 @@ pub(super) struct MemHost {
     inside: Mutex<usize>,
     met: Condvar,
     pub(super) calls: AtomicUsize,
+    /// Whether it says its `call` checks the guard (`close` does), and how often it was
+    /// asked for a guard.
+    pub(super) checks_in_call: AtomicBool,
+    pub(super) guard_asks: AtomicUsize,
 }
 
 impl Host for MemHost {
@@ -61,6 +65,7 @@ impl Host for MemHost {
     }
 
     fn guard(&self, _path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        self.guard_asks.fetch_add(1, Ordering::SeqCst);
         let open = !self.closed.load(Ordering::SeqCst);
         Ok(Guard::new(match op {
             "close" => vec![Condition::check(
@@ -70,6 +75,10 @@ impl Host for MemHost {
             )],
             _ => Vec::new(),
         }))
+    }
+
+    fn checks_guard_in_call(&self) -> bool {
+        self.checks_in_call.load(Ordering::SeqCst)
     }
 
     fn call(
@@ -169,10 +178,7 @@ fn world() -> Fixture {
 }
 
 pub(super) fn root() -> Target {
-    Target::Entry(EntryRef {
-        host: 0,
-        path: Vec::new(),
-    })
+    Target::Entry(EntryRef::new(0, Vec::new()))
 }
 
 pub(super) fn caller(session: u32) -> Caller {
@@ -532,6 +538,247 @@ fn bounded_hosts_answer_on_the_callers_thread() {
         .open_call(&Target::Root, "locate", &caller(1))
         .unwrap();
     assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
+}
+
+#[test]
+fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
+    // readdir takes the type from `kind` alone and the kernel trusts attr sizes: a walk of
+    // the whole tree (runs included, after a call) must find both true everywhere.
+    let f = world();
+    let doc = open(&f, "note", 1);
+    write(&doc, b"text=hello\n").unwrap();
+    flush(&doc, true).unwrap();
+    let mut todo = vec![super::node::NodeId::Root];
+    let mut seen = 0;
+    while let Some(node) = todo.pop() {
+        seen += 1;
+        let attr = f.world.attr(&node, 1).unwrap();
+        assert_eq!(f.world.kind(&node), attr.kind, "{node:?}");
+        match attr.kind {
+            super::node::NodeKind::Dir => {
+                for (_, child) in f.world.list(&node).unwrap() {
+                    todo.push(child);
+                }
+            }
+            super::node::NodeKind::File if !attr.writable => {
+                let bytes = f.world.read(&node, 1).unwrap();
+                assert_eq!(attr.size, bytes.len() as u64, "{node:?}");
+            }
+            _ => {}
+        }
+    }
+    assert!(seen > 40, "walked {seen} nodes");
+}
+
+#[test]
+fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
+    let asks = |f: &Fixture| f.host.guard_asks.load(Ordering::SeqCst);
+    let run_guard = |f: &Fixture, run: i64| {
+        let node = super::node::NodeId::RunFile(run, super::node::RunFile::Guard);
+        String::from_utf8(f.world.read(&node, 1).unwrap()).unwrap()
+    };
+    // A host that does not: asked once before the call, and the run keeps its answer.
+    let f = world();
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(asks(&f), 1);
+    assert_eq!(run_guard(&f, r.run), "allowed\n✓ open: open\n");
+
+    // One that does: not asked; the host's own refusal is the errno and the words.
+    let f = world();
+    f.host.checks_in_call.store(true, Ordering::SeqCst);
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(
+        asks(&f),
+        0,
+        "the runtime asked for the guard before the call"
+    );
+    assert!(run_guard(&f, r.run).contains("checked by the host as the call ran"));
+    let again = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert_eq!(again.outcome.map_err(|e| e.errno()), Err(libc::EPERM));
+    assert!(again.text.contains("already closed"), "{}", again.text);
+    // Opening `call` still reads the guard, so bash hears the refusal at open.
+    let before = asks(&f);
+    let refused = f.world.open_call(&root(), "close", &caller(1));
+    assert_eq!(refused.err().map(|e| e.errno()), Some(libc::EPERM));
+    assert_eq!(asks(&f), before + 1);
+}
+
+/// A collection `items/` whose members have titles (one has none, one is named like a
+/// reserved name), and a root op `find` that discovers `items/1`.
+struct Shelf;
+
+impl Shelf {
+    const ITEMS: [(&'static str, &'static str); 4] = [
+        ("1", "Crash when config is missing"),
+        (
+            "2",
+            "A title/with a slash that goes on for much longer than sixty bytes do",
+        ),
+        ("3", ""),
+        ("ops", "Named like a reserved name"),
+    ];
+}
+
+impl Host for Shelf {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(match path {
+            [] => Some(EntryInfo::new("a shelf", "shelf://")),
+            [items] if items == "items" => Some(EntryInfo::new("items", "shelf://items")),
+            [items, n] if items == "items" => {
+                Shelf::ITEMS.iter().find(|(k, _)| k == n).map(|(k, t)| {
+                    EntryInfo::new(format!("item {k}"), format!("shelf://{k}")).titled(*t)
+                })
+            }
+            _ => None,
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        Ok(match path {
+            [] => vec![Child {
+                name: "items".into(),
+                info: EntryInfo::new("items", "shelf://items"),
+            }],
+            [items] if items == "items" => Shelf::ITEMS
+                .iter()
+                .map(|(k, _)| Child {
+                    name: k.to_string(),
+                    info: self.entry(&path_of(&["items", k])).unwrap().unwrap(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        Ok(if path.is_empty() {
+            vec![OpSpec {
+                name: "find".into(),
+                description: "find: for tests".into(),
+                schema: object_schema(json!({}), &[]),
+            }]
+        } else {
+            Vec::new()
+        })
+    }
+
+    fn guard(&self, _path: &[String], _op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        Ok(Guard::default())
+    }
+
+    fn call(&self, _: &[String], _: &str, _: &Value, _: &Caller) -> HostResult<CallOutcome> {
+        Ok(CallOutcome::text("found").discovered(path_of(&["items", "1"])))
+    }
+}
+
+fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        WorldSettings {
+            titled,
+            ..WorldSettings::default()
+        },
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["shelf".into()],
+            kind: "shelf".into(),
+            host: Arc::new(Shelf),
+        }],
+        state.path(),
+        None,
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    (Arc::new(world), state)
+}
+
+fn listed(world: &World, path: &str) -> Vec<String> {
+    let dir = world.resolve_path(path).unwrap();
+    let skip = ["description", "ref", "ops"];
+    world
+        .list(&dir)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !skip.contains(&n.as_str()))
+        .collect()
+}
+
+#[test]
+fn titled_names_list_titles_and_the_bare_name_is_the_same_node() {
+    let (plain, _s1) = shelf(false);
+    assert_eq!(listed(&plain, "/shelf/items"), vec!["1", "2", "3", "ops~"]);
+    assert!(
+        plain
+            .resolve_path("/shelf/items/1 Crash when config is missing")
+            .is_err(),
+        "without titled names a titled name is no name"
+    );
+
+    let (w, _s2) = shelf(true);
+    let names = listed(&w, "/shelf/items");
+    assert_eq!(names[0], "1 Crash when config is missing");
+    assert!(names[1].starts_with("2 A title∕with a slash"), "{names:?}");
+    assert!(names[1].len() <= super::titles::MAX_BYTES && names[1].ends_with('…'));
+    assert_eq!(names[2], "3", "no title: the bare name");
+    assert_eq!(names[3], "ops~ Named like a reserved name");
+    for (name, bare) in names.iter().zip(["1", "2", "3", "ops~"]) {
+        let by_title = w.resolve_path(&format!("/shelf/items/{name}")).unwrap();
+        let by_bare = w.resolve_path(&format!("/shelf/items/{bare}")).unwrap();
+        assert_eq!(by_title, by_bare, "{name} and {bare} are one node");
+        let ref_file = w
+            .lookup(&by_title, "ref")
+            .and_then(|n| w.read(&n, 0))
+            .unwrap();
+        let key = if bare == "ops~" { "ops" } else { bare };
+        assert_eq!(
+            String::from_utf8(ref_file).unwrap(),
+            format!("shelf://{key}\n")
+        );
+    }
+    // A title that is not the entry's, or cut elsewhere, names nothing.
+    for wrong in [
+        "1 Crash",
+        "1 Crash when config is missing ",
+        "9 Crash",
+        "1 Other",
+    ] {
+        assert!(
+            w.resolve_path(&format!("/shelf/items/{wrong}")).is_err(),
+            "{wrong:?} resolved"
+        );
+    }
+}
+
+#[test]
+fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
+    let (w, _s) = shelf(true);
+    w.resolve_path("/shelf/items/1 Crash when config is missing")
+        .unwrap();
+    let target = Target::Entry(EntryRef::new(0, Vec::new()));
+    let report = w.call(&target, "find", b"\n", &caller(1));
+    assert!(report.outcome.is_ok(), "{}", report.text);
+    assert_eq!(&*report.text, "found\n/mnt/w/shelf/items/1\titem 1\n");
+    let link = w
+        .resolve_path(&format!("/shelf/ops/find/runs/{}/discovered/1", report.run))
+        .unwrap();
+    assert_eq!(
+        w.readlink(&link).unwrap(),
+        "../../../../../../shelf/items/1"
+    );
+    let known = String::from_utf8(
+        w.read(
+            &super::node::NodeId::WipFile(super::node::WipFile::Known),
+            0,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(known.contains("/shelf/items/1\t"), "{known}");
+    assert!(!known.contains("Crash when"), "{known}");
 }
 
 #[test]

@@ -340,6 +340,15 @@ impl Inner {
         )
     }
 
+    /// A conversation's entry; its title (for titled names) is its first question.
+    fn conversation_info(&self, c: &Conversation) -> EntryInfo {
+        EntryInfo::new(
+            self.conversation_description(c),
+            self.reference(&conversation_path(c.id)),
+        )
+        .titled(one_line(&c.question, 60))
+    }
+
     fn root_description(&self) -> HostResult<String> {
         let (total, working) = self.store.counts()?;
         let what = match &self.description {
@@ -403,10 +412,7 @@ impl Inner {
                 info
             }
             Node::Conversation(id) => match self.store.conversation(id)? {
-                Some(c) => EntryInfo::new(
-                    self.conversation_description(&c),
-                    self.reference(&conversation_path(id)),
-                ),
+                Some(c) => self.conversation_info(&c),
                 None => return Ok(None),
             },
             Node::Messages(id) => match self.store.conversation(id)? {
@@ -467,10 +473,7 @@ impl Inner {
                 rows.iter()
                     .map(|c| Child {
                         name: c.id.to_string(),
-                        info: EntryInfo::new(
-                            self.conversation_description(c),
-                            self.reference(&conversation_path(c.id)),
-                        ),
+                        info: self.conversation_info(c),
                     })
                     .collect()
             }

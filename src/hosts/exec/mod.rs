@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec, Readiness,
 };
 use cache::CrashLog;
 use client::{Client, Failed, Failure, Health};
@@ -451,9 +452,25 @@ impl Host for ExecHost {
         false
     }
 
+    // The protocol requires a host's `call` to check its guard and answer blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     fn cache_ttl(&self) -> Duration {
         self.ttl
             .or_else(|| self.client.ttl_hint())
             .unwrap_or(Duration::from_millis(DEFAULT_TTL_MS))
+    }
+
+    fn readiness(&self) -> Readiness {
+        match self.client.health() {
+            Health::Up => Readiness::Ready,
+            Health::NeverTried => Readiness::Starting("connecting".to_string()),
+            Health::Down(why, next) => Readiness::Down(format!(
+                "{why}; next attempt in {:.1} s",
+                next.as_secs_f64()
+            )),
+        }
     }
 }

@@ -216,6 +216,9 @@ pub struct WireEntry {
     /// Which of the kinds declared in `initialize` this entry is (its ops are that kind's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// A short human title: with titled names on, the parent lists `NAME TITLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 fn yes() -> bool {
@@ -237,6 +240,7 @@ impl WireEntry {
             reference: self.reference.clone(),
             indexable: self.indexable,
             modified,
+            title: self.title.clone().filter(|t| !t.trim().is_empty()),
         }
     }
 
@@ -250,6 +254,7 @@ impl WireEntry {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs_f64()),
             kind: None,
+            title: info.title.clone(),
         }
     }
 }

@@ -204,6 +204,7 @@ impl FilesHost {
                     reference: file_ref(real),
                     indexable: !cycle,
                     modified: std::fs::metadata(real).and_then(|m| m.modified()).ok(),
+                    title: None,
                 }
             }
             Node::File { real, link } => {

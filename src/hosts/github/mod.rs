@@ -634,6 +634,9 @@ impl Host for GithubHost {
             return Ok(None);
         }
         let mut info = EntryInfo::new(self.describe(&node)?, self.reference(&node));
+        if let Some(title) = self.title_of(&node)? {
+            info = info.titled(title);
+        }
         if let Node::Hit(id, k) = &node {
             if let Some(h) = self
                 .search_run(*id)

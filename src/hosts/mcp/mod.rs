@@ -31,6 +31,7 @@ use serde_json::{Map, Value};
 use crate::hosts::HostContext;
 use crate::world::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Readiness,
 };
 
 use crate::hosts::text::one_line;
@@ -313,7 +314,8 @@ impl McpHost {
                 d.push_str(&format!(" · {}", one_line(desc, 200)));
             }
             d.push_str(" · read it with ops/read_body");
-            return Some(EntryInfo::new(d, uri));
+            let title = r.title.as_deref().unwrap_or(&r.name).to_string();
+            return Some(EntryInfo::new(d, uri).titled(title));
         }
         let template = c
             .templates
@@ -816,9 +818,23 @@ impl Host for McpHost {
         false
     }
 
+    // `call` runs `check_guard` first and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     /// The server's lists change on their own; the runtime is told of each change, but the
     /// set of ops of an entry is not among what it invalidates: keep the kernel's copies short.
     fn cache_ttl(&self) -> Duration {
         Duration::from_secs(1)
+    }
+
+    fn readiness(&self) -> Readiness {
+        let phase = self.client.shared.lock().phase.clone();
+        match phase {
+            Phase::Ready => Readiness::Ready,
+            Phase::Starting { .. } => Readiness::Starting(phase_words(&phase)),
+            other => Readiness::Down(phase_words(&other)),
+        }
     }
 }

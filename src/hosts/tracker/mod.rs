@@ -306,10 +306,11 @@ impl TrackerHost {
     }
 
     /// Run `f` on one consistent snapshot (a deferred transaction, rolled back after).
+    /// Reads run outside a transaction: BEGIN and ROLLBACK would double the statements of
+    /// a lookup, and a read that spans two statements sees committed states only (WAL).
     fn read<T>(&self, f: impl FnOnce(&Connection) -> HostResult<T>) -> HostResult<T> {
-        let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
-        f(&tx)
+        let conn = self.lock();
+        f(&conn)
     }
 
     /// The node at `path`, which must exist.
@@ -387,6 +388,24 @@ impl Host for TrackerHost {
         })
     }
 
+    fn guards(&self, path: &[String], ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
+        Some(self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            let item = self.item_of(conn, &node)?;
+            ops.iter()
+                .map(|op| {
+                    ops::offered(&node, op)?;
+                    Ok(Guard::new(self.conditions_with(
+                        conn,
+                        item.as_ref(),
+                        op,
+                        None,
+                    )?))
+                })
+                .collect()
+        }))
+    }
+
     fn call(
         &self,
         path: &[String],
@@ -408,6 +427,11 @@ impl Host for TrackerHost {
 
     /// SQLite with a 10 s busy timeout: every call ends well within the call timeout.
     fn bounded_calls(&self) -> bool {
+        true
+    }
+
+    // `run` evaluates the conditions inside the call's transaction and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
         true
     }
 

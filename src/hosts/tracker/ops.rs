@@ -605,11 +605,27 @@ impl TrackerHost {
         op: &str,
         args: Option<&Value>,
     ) -> HostResult<Vec<Condition>> {
-        let item = match node {
+        let item = self.item_of(conn, node)?;
+        self.conditions_with(conn, item.as_ref(), op, args)
+    }
+
+    /// The issue or pull request a node is, if it is one (guards need its state).
+    pub(super) fn item_of(&self, conn: &Connection, node: &Node) -> HostResult<Option<Item>> {
+        Ok(match node {
             Node::Item(_, n) => Some(db::item_req(conn, *n)?),
             _ => None,
-        };
-        let item_ref = item.as_ref();
+        })
+    }
+
+    /// The guard conditions of `op` on a node whose item (if any) was already read, so
+    /// the guards of all of an entry's ops read it once.
+    pub(super) fn conditions_with(
+        &self,
+        conn: &Connection,
+        item_ref: Option<&Item>,
+        op: &str,
+        args: Option<&Value>,
+    ) -> HostResult<Vec<Condition>> {
         let need = || {
             item_ref
                 .ok_or_else(|| HostError::NotFound(format!("{op} needs an issue or pull request")))

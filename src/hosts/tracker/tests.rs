@@ -818,6 +818,57 @@ fn date_helpers_roundtrip() {
 }
 
 #[test]
+fn guards_of_all_ops_at_once_are_each_ops_guard() {
+    // Every seeded pull request's guards (ready, flaky, red, waiting, own, merged,
+    // conflicting) and some issues, open and closed: the batch must say what each guard
+    // says alone.
+    let (_d, h) = demo();
+    let pulls = h.children(&p("pulls")).unwrap();
+    let mut paths: Vec<String> = pulls.iter().map(|c| format!("pulls/{}", c.name)).collect();
+    assert_eq!(paths.len(), 7);
+    // Issue 1 is closed in the seed, 42 open.
+    paths.extend(["issues/42", "issues/1", "", "issues", "labels"].map(String::from));
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    for path in paths {
+        let specs = h.ops(&p(&path)).unwrap();
+        let names: Vec<&str> = specs.iter().map(|o| o.name.as_str()).collect();
+        let all = h.guards(&p(&path), &names).expect("batched").unwrap();
+        assert_eq!(all.len(), names.len(), "{path}");
+        for (name, g) in names.iter().zip(&all) {
+            assert_eq!(g, &guard(&h, &path, name), "{path} {name}");
+        }
+    }
+}
+
+#[test]
+fn what_a_listing_says_of_each_child_is_what_its_entry_says() {
+    // The runtime reuses a listing's infos for the children's `description` and `ref`,
+    // whose sizes the kernel trusts: they must be the same texts.
+    let (_d, h) = demo();
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    let mut todo = vec![String::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        for child in h.children(&p(&path)).unwrap() {
+            let at = if path.is_empty() {
+                child.name.clone()
+            } else {
+                format!("{path}/{}", child.name)
+            };
+            let entry = h.entry(&p(&at)).unwrap().expect("listed, so it exists");
+            assert_eq!(child.info, entry, "{at}");
+            seen += 1;
+            // Every collection, and a few items' subtrees (checks, reviews, comments).
+            let depth = at.matches('/').count();
+            if depth == 0 || at == "issues/42" || at == "pulls/50" || depth >= 2 {
+                todo.push(at);
+            }
+        }
+    }
+    assert!(seen > 60, "compared {seen} entries");
+}
+
+#[test]
 fn a_postgresql_url_as_the_tracker_database_is_refused_with_words() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ctx(dir.path(), "alex", Role::Maintainer);

@@ -319,6 +319,26 @@ impl PgJournal {
         })
     }
 
+    /// Calls running now, on any mount.
+    pub fn running(&self) -> WorldResult<i64> {
+        self.with("cannot count running calls", |c| {
+            c.query_one("SELECT count(*) FROM calls WHERE status = $1", &[&RUNNING])?
+                .try_get(0)
+        })
+    }
+
+    /// The size of the journal's tables in bytes (with their indexes).
+    pub fn bytes(&self) -> WorldResult<i64> {
+        self.with("cannot measure the journal", |c| {
+            c.query_one(
+                "SELECT (pg_total_relation_size('calls') + pg_total_relation_size('events')
+                         + pg_total_relation_size('approvals'))::bigint",
+                &[],
+            )?
+            .try_get(0)
+        })
+    }
+
     // ---- pending runs ----------------------------------------------------------------
 
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {

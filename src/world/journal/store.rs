@@ -128,6 +128,16 @@ impl Journal {
         on_store!(self, j => j.count())
     }
 
+    /// How many calls are running now (begun, not finished).
+    pub fn running(&self) -> WorldResult<i64> {
+        on_store!(self, j => j.running())
+    }
+
+    /// The journal's size in bytes.
+    pub fn bytes(&self) -> WorldResult<i64> {
+        on_store!(self, j => j.bytes())
+    }
+
     /// Hold run `run` for a person's approval, with its `pending` event.
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
         on_store!(self, j => j.hold(run, new, event))
