@@ -43,6 +43,8 @@ pub struct MountOptions {
     pub titled: bool,
     /// Wait up to `startup_wait_ms` for hosts starting in the background (not `--no-wait`).
     pub wait: bool,
+    /// Let other users reach the mount (`-o allow_other`).
+    pub allow_other: bool,
     /// Shared state on PostgreSQL (overrides the manifest's `[state] url`).
     pub state_url: Option<String>,
 }
@@ -55,6 +57,7 @@ pub struct MountFlags {
     pub foreground: bool,
     pub titled: bool,
     pub no_wait: bool,
+    pub allow_other: bool,
 }
 
 /// Generic mount options mount(8), fstab and systemd pass along that mean nothing to a
@@ -110,7 +113,10 @@ pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<
             "titled" if value.is_none() => flags.titled = true,
             "no_wait" | "nowait" if value.is_none() => flags.no_wait = true,
             "foreground" if value.is_none() => flags.foreground = true,
-            "titled" | "no_wait" | "nowait" | "foreground" => {
+            // Other users may reach the mount (a normal user needs `user_allow_other` in
+            // /etc/fuse.conf).
+            "allow_other" if value.is_none() => flags.allow_other = true,
+            "titled" | "no_wait" | "nowait" | "foreground" | "allow_other" => {
                 bail!("mount option {key} takes no value (write {key}, not {opt})")
             }
             k if value.is_none() && IGNORED_OPTIONS.contains(&k) => {}
@@ -119,7 +125,7 @@ pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<
                 "mount option ro: a wip mount changes only through its ops, and its files are read-only already; leave ro out"
             ),
             other => bail!(
-                "unknown mount option {other:?} (wip takes manifest=FILE, state=DIR, titled, no_wait, foreground, and ignores the generic rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*)"
+                "unknown mount option {other:?} (wip takes manifest=FILE, state=DIR, titled, no_wait, foreground, allow_other, and ignores the generic rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*)"
             ),
         }
     }
@@ -409,17 +415,21 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
-        anyhow!(
-            "cannot mount {}: {e}{}",
-            opts.mount_point.display(),
-            if is_root() {
+    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS, opts.allow_other)
+        .map_err(|e| {
+            let hint = if is_root() {
                 ""
-            } else {
+            } else if crate::fuse::fusermount::helper().is_none() {
                 " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
-            }
-        )
-    })?;
+            } else if e.to_string().contains("/dev/fuse") {
+                " (/dev/fuse is not open to you: Debian makes it mode 0666; elsewhere ask to join the group that owns it)"
+            } else if opts.allow_other {
+                " (allow_other needs the line user_allow_other in /etc/fuse.conf)"
+            } else {
+                ""
+            };
+            anyhow!("cannot mount {}: {e}{hint}", opts.mount_point.display())
+        })?;
     tracing::info!(mount_point = %opts.mount_point.display(), "mounted");
     let mut unmounter = session.unmount_callable();
     let mount_point = opts.mount_point.clone();
@@ -433,6 +443,13 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
             if let Err(e) = unmounter.unmount() {
                 tracing::warn!("unmount: {e}; trying a lazy unmount");
                 let _ = lazy_unmount(&mount_point);
+            }
+            // A mount fusermount3 made is not the session's to undo: unmount it as
+            // `wip umount` does.
+            if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {
+                if let Err(e) = umount(&mount_point) {
+                    tracing::warn!("unmount: {e}");
+                }
             }
         })?;
     session
@@ -482,6 +499,9 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
     if let Some(url) = &opts.state_url {
         // By environment, not argument: a password in the URL stays out of `ps`.
         cmd.env("WIP_STATE_URL", url);
+    }
+    if opts.allow_other {
+        cmd.arg("-o").arg("allow_other");
     }
     if let Some(m) = &opts.manifest {
         cmd.arg("--manifest")

@@ -54,7 +54,9 @@ enum Cmd {
         #[arg(long)]
         no_wait: bool,
         /// Mount options as fstab and mount(8) give them, comma-separated:
-        /// `manifest=FILE`, `state=DIR`, `titled`, `no_wait`, `foreground`; the usual
+        /// `manifest=FILE`, `state=DIR`, `titled`, `no_wait`, `foreground`, `allow_other`
+        /// (other users may enter; a normal user needs `user_allow_other` in
+        /// /etc/fuse.conf); the usual
         /// generic options (rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*, …)
         /// are accepted and ignored.
         #[arg(short = 'o', value_name = "OPTIONS")]
@@ -154,6 +156,7 @@ fn main() -> ExitCode {
                 foreground,
                 titled,
                 no_wait,
+                allow_other: false,
             };
             match daemon::apply_mount_options(given, &options) {
                 Err(e) => Err(e),
@@ -166,6 +169,7 @@ fn main() -> ExitCode {
                         state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
                         titled: flags.titled,
                         wait: !flags.no_wait,
+                        allow_other: flags.allow_other,
                         state_url,
                     };
                     if foreground {

@@ -609,3 +609,34 @@ fn titled_names_show_each_process_command() {
         m.read(&format!("processes/{pid}/ref"))
     );
 }
+
+#[test]
+fn a_process_body_is_its_status_and_reading_it_is_no_call() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    // Just forked, it may not have exec'd sleep yet.
+    wait_for("the sleeper to be sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("sleep 300")
+    });
+    let body = m.read(&format!("processes/{pid}/body"));
+    assert!(body.starts_with("Name:\tsleep\n"), "{body}");
+    assert!(body.contains(&format!("\nPid:\t{pid}\n")), "{body}");
+    assert_eq!(
+        m.ok(&format!("stat -c %s processes/{pid}/body")).trim(),
+        body.len().to_string(),
+        "the size is true"
+    );
+    let hits = m.ok(&format!("grep -l '^Name:.sleep$' processes/{pid}/body"));
+    assert_eq!(hits.trim(), format!("processes/{pid}/body"));
+    assert!(
+        !m.sh("test -e processes/body").status.success(),
+        "the root has none"
+    );
+    m.ok(&format!("! test -w processes/{pid}/body"));
+    assert_eq!(m.journal_count(), 0);
+}

@@ -333,6 +333,17 @@ fn issues_are_paged_and_any_number_resolves_by_path() {
     m.call(&format!("{dir}/7/ops/read_body"), "\n").unwrap();
     let body = m.result(&format!("{dir}/7/ops/read_body"));
     assert!(body.starts_with("Issue #7 · open"), "{body}");
+    // The issue's own text is its body file, from the page already fetched.
+    let calls = m.journal_count();
+    // (GitHub's body of #7 is empty, as its read_body ends.)
+    let text = m.read(&format!("{dir}/7/body"));
+    assert!(
+        body.trim_end().ends_with(text.trim_end()),
+        "{text}\n---\n{body}"
+    );
+    m.ok(&format!("test -f {dir}/7/body"));
+    m.ok(&format!("! test -w {dir}/7/body"));
+    assert_eq!(m.journal_count(), calls, "reading a body is no call");
 }
 
 #[test]

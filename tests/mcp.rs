@@ -772,22 +772,36 @@ fn reads_never_act_on_an_mcp_world() {
     let walked = m.ok("find . | wc -l");
     assert!(walked.trim().parse::<usize>().unwrap() > 40, "{walked}");
     let after = requests(dir.path());
-    // The walk asked the server nothing: listings, guards and schemas come from the catalog.
-    assert_eq!(after[before.len()..].to_vec(), Vec::<String>::new());
+    // The walk asked the server nothing but resources' contents (their `body` files, read
+    // like any file): listings, guards and schemas come from the catalog.
+    let asked: Vec<String> = after[before.len()..]
+        .iter()
+        .filter(|r| !r.starts_with("resources/read "))
+        .cloned()
+        .collect();
+    assert_eq!(asked, Vec::<String>::new());
+    assert!(
+        after[before.len()..].contains(&"resources/read scripted://items/7".to_string()),
+        "the body was read: {after:?}"
+    );
     for r in &after {
         assert!(
-            !r.starts_with("tools/call")
-                && !r.starts_with("prompts/get")
-                && !r.starts_with("resources/read"),
+            !r.starts_with("tools/call") && !r.starts_with("prompts/get"),
             "a read acted: {r} in {after:?}"
         );
     }
     assert_eq!(m.journal_count(), 0, "{}", m.read(".wip/log"));
+    assert_eq!(
+        m.read(&format!("{item}/body")),
+        "the text of scripted://items/7",
+        "the body is the resource's contents"
+    );
     // The same paths do act when written.
+    let before_calls = requests(dir.path()).len();
     m.call(&format!("{item}/ops/read_body"), "\n").unwrap();
     m.call("s/prompts/greet/ops/get", "ada\n").unwrap();
     assert_eq!(m.result("s/prompts/greet/ops/get"), "user: hello ada\n");
-    let acted: Vec<String> = requests(dir.path())[after.len()..].to_vec();
+    let acted: Vec<String> = requests(dir.path())[before_calls..].to_vec();
     assert_eq!(
         acted,
         ["resources/read scripted://items/7", "prompts/get greet"]

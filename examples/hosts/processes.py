@@ -388,7 +388,7 @@ class Session:
             self.runtime_uid = rt["uid"]
         return {"protocol": PROTOCOL, "version": VERSION, "name": "processes",
                 "description": f"the processes of {HOSTNAME}",
-                "capabilities": {"changes": True, "cache_ttl_ms": 1000,
+                "capabilities": {"changes": True, "cache_ttl_ms": 1000, "body": True,
                                  "kinds": {KIND[k]: op_list(k) for k in OPS}}}
 
     def entry(self, params):
@@ -433,6 +433,23 @@ class Session:
         if next_cursor:
             page["next_cursor"] = next_cursor
         return page
+
+    def body(self, params):
+        """A process's body: its /proc/PID/status as the kernel writes it."""
+        kind, p = self.node(params.get("path", []))
+        if kind is None:
+            raise HostError(NOT_FOUND, "no such process")
+        if kind != ("pid",):
+            return None
+        if p["state"] in ("X", "?"):
+            return {"text": p["description"] + "\n"}
+        try:
+            text = PROC.read(p["pid"], "status").decode("utf-8", "replace")
+        except OSError as e:
+            text = f"status not readable ({e.strerror})\n"
+        except Stuck:
+            text = "status not readable (the process does not answer)\n"
+        return {"text": text, "modified": float(int(time.time()))}
 
     def ops(self, params):
         # Asked only by a runtime that does not use the kinds declared in initialize.
@@ -605,7 +622,7 @@ class Session:
 
     # -- dispatch --
 
-    METHODS = ("initialize", "entry", "children", "ops", "guard", "call")
+    METHODS = ("initialize", "entry", "children", "ops", "guard", "call", "body")
 
     def handle(self, line):
         try:

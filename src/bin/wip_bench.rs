@@ -61,6 +61,7 @@ fn host_call(args: &[String]) -> Result<()> {
         state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
         titled: false,
         wait: false,
+        allow_other: false,
         state_url,
     })?;
     let NodeId::Entry(e) = world.resolve_path(entry)? else {

@@ -213,6 +213,18 @@ impl SqliteJournal {
     }
 
     /// The cursor of the newest event (0 if none).
+    /// When the newest event after `cursor` happened (`None`: there is none).
+    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT at FROM events WHERE cursor > ?1 ORDER BY cursor DESC LIMIT 1",
+                params![cursor],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     pub fn last_event(&self) -> WorldResult<i64> {
         Ok(self
             .conn()?

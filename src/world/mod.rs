@@ -1,15 +1,16 @@
 //! The world model: hosts mounted at paths, the virtual files every entry carries
-//! (`description`, `ref`, `ops/NAME/{description,schema,guard,call,result,runs/}`), call
-//! semantics (validation, guards, journal, per-session results) and the root's own ops.
+//! (`description`, `ref`, `body`, `ops/NAME/{description,schema,guard,call,result,runs/}`),
+//! call semantics (validation, guards, journal, per-session results) and the root's own ops.
 //!
 //! It knows no FUSE: the adapter in `fuse/` asks it for nodes, attributes and bytes, and
 //! hands it what is written into `call` (see `call`). The parts: `tree` (lookup and
-//! listing), `content` (attributes and bytes of files), `call` (one descriptor's
-//! document), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
+//! listing), `content` (attributes, times and bytes of files), `call` (one descriptor's
+//! document), `body` (a body written through one descriptor), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
 //! (the manifest's rules) and `approvals` (pending runs and a person's decisions).
 
 mod approvals;
 pub mod args;
+mod body;
 pub mod cache;
 pub mod call;
 pub mod caller;
@@ -41,6 +42,7 @@ use serde_json::Value;
 
 use crate::manifest::{Identity, WorldSettings};
 pub use approvals::{Decided, Person, Verb};
+pub use body::BodyDoc;
 use cache::TtlCache;
 pub use call::{CallDoc, CallReport};
 pub use content::Snapshot;

@@ -83,6 +83,9 @@ pub enum NodeId {
     /// The `description` of such a folder: which hosts it holds.
     BranchDescription(Vec<String>),
     Entry(EntryRef),
+    /// An entry's content (`Host::body`), read lazily; writable where the host can
+    /// replace it.
+    Body(EntryRef),
     Readme,
     Info(Target, InfoFile),
     Wip,
@@ -174,9 +177,9 @@ impl Caching {
 pub struct NodeAttr {
     pub kind: NodeKind,
     pub size: u64,
-    /// Writing is possible (`call` files).
+    /// Writing is possible now (`call` files, bodies the host lets you replace).
     pub writable: bool,
     pub caching: Caching,
-    /// Last change, where the host knows it (otherwise the mount's start).
+    /// Last change (`mtime` and `ctime`), where it is known (otherwise the mount's start).
     pub modified: Option<std::time::SystemTime>,
 }

@@ -38,6 +38,19 @@ Every object is a directory: `cat description` says what it is, `cat ref` is its
 (`ls tracker/issues/`). Large collections list a first page; their `description` says how
 many exist, and any one is reachable by name (`cd tracker/issues/42`).
 {titled}
+
+
+## Read content: `body`
+An object with content has a file `body`: a file's exact bytes, an issue's markdown, a
+comment's text, a row as JSON, a resource, a message. Read it like any file, with any tool:
+`cat tracker/issues/42/body`, `grep -r WORD files/`, `grep -l crash tracker/issues/*/body`,
+`less`, `tail -c`, `cmp`, `cp`. Reading runs nothing and records nothing.
+A `body` you may change is writable (`-rw-`): `cat > body`, `printf … >> body`, an editor's
+save. What the file holds when you close it replaces the content as ONE call of the op the
+host names (the files host's `write`, the tracker's `edit_body`), with its guard, its run in
+`ops/NAME/runs/` and its errno at the close. `sed -i` cannot work here (it needs a temporary
+file beside it); write the new content instead. `test -w` tells the truth; so do `mtime`s.
+
 ## Check, then act
 - `cat ops/NAME/description` and `cat ops/NAME/schema`: what the op does, its arguments.
 - `cat ops/NAME/guard`: `allowed` or `blocked`, then one line per condition. A `✗` line names

@@ -676,6 +676,7 @@ impl World {
         let e = EntryRef::new(h, p);
         let target = Target::Entry(e.clone());
         changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+        changed.push(NodeId::Body(e.clone()));
         // The set of ops may change with the entry's state (a server's new tools).
         changed.push(NodeId::Ops(target.clone()));
         // The entry's guards depend on its state: their sizes may have changed.

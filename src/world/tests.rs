@@ -17,10 +17,12 @@ use crate::manifest::{Identity, WorldSettings};
 /// A host with one root entry and a few ops:
 /// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`
 /// calls are inside the host at once (so it proves calls run side by side); `sleep(ms)`;
-/// `drop`, which the host's own policy denies by default.
+/// `drop`, which the host's own policy denies by default; `set_body(text)` replaces the
+/// root's `body`, which is writable through it while the entry is open.
 #[derive(Default)]
 pub(super) struct MemHost {
     notes: Mutex<Vec<String>>,
+    pub(super) body: Mutex<String>,
     pub(super) closed: AtomicBool,
     inside: Mutex<usize>,
     met: Condvar,
@@ -54,7 +56,20 @@ impl Host for MemHost {
             op("meet", json!({"n": {"type": "integer"}}), &["n"]),
             op("sleep", json!({"ms": {"type": "integer"}}), &["ms"]),
             op("drop", json!({}), &[]),
+            op("set_body", json!({"text": {"type": "string"}}), &["text"]),
         ])
+    }
+
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        if !path.is_empty() {
+            return Ok(None);
+        }
+        let body = Body::bytes(self.body.lock().unwrap().clone());
+        Ok(Some(if self.closed.load(Ordering::SeqCst) {
+            body
+        } else {
+            body.written_by("set_body", "text")
+        }))
     }
 
     fn policy_default(&self, _path: &[String], op: &str) -> Option<super::policy::HostDefault> {
@@ -68,7 +83,7 @@ impl Host for MemHost {
         self.guard_asks.fetch_add(1, Ordering::SeqCst);
         let open = !self.closed.load(Ordering::SeqCst);
         Ok(Guard::new(match op {
-            "close" => vec![Condition::check(
+            "close" | "set_body" => vec![Condition::check(
                 "open",
                 open,
                 if open { "open" } else { "already closed" },
@@ -126,6 +141,12 @@ impl Host for MemHost {
                 Ok(CallOutcome::text("slept"))
             }
             "drop" => Ok(CallOutcome::text("dropped")),
+            "set_body" => {
+                let text = args["text"].as_str().unwrap_or_default().to_string();
+                let n = text.len();
+                *self.body.lock().unwrap() = text;
+                Ok(CallOutcome::text(format!("body set ({n} bytes)")).changed(Vec::new()))
+            }
             _ => Err(HostError::NotFound(op.into())),
         }
     }
@@ -779,6 +800,168 @@ fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
     .unwrap();
     assert!(known.contains("/shelf/items/1\t"), "{known}");
     assert!(!known.contains("Crash when"), "{known}");
+}
+
+// ---- bodies -----------------------------------------------------------------------
+
+fn entry() -> EntryRef {
+    EntryRef::new(0, Vec::new())
+}
+
+fn body_flush(doc: &super::BodyDoc, last: bool) -> Result<(), i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.flush(|| last, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
+#[test]
+fn reading_a_body_is_not_a_call() {
+    use super::node::NodeId;
+    let f = world();
+    *f.host.body.lock().unwrap() = "some text\n".into();
+    let node = f.world.lookup(&NodeId::Entry(entry()), "body").unwrap();
+    assert_eq!(node, NodeId::Body(entry()));
+    let listed: Vec<String> = f
+        .world
+        .list(&NodeId::Entry(entry()))
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(listed, ["description", "ref", "body", "ops"]);
+    let attr = f.world.attr(&node, 0).unwrap();
+    assert_eq!(attr.size, 10);
+    assert!(attr.writable);
+    let snap = f.world.snapshot(&node, 0).unwrap();
+    assert_eq!(f.world.read_at(&node, &snap, 5, 100).unwrap(), b"text\n");
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(f.world.journal().count().unwrap(), 0);
+    assert_eq!(
+        f.world.journal().last_event().unwrap(),
+        0,
+        "no change feed event"
+    );
+}
+
+#[test]
+fn writing_a_body_is_one_journaled_call_of_its_write_op() {
+    let f = world();
+    *f.host.body.lock().unwrap() = "old\n".into();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(3), true, false)
+        .unwrap();
+    assert_eq!(doc.write(0, b"new "), Ok(4));
+    assert_eq!(doc.write(4, b"text\n"), Ok(5));
+    assert_eq!(doc.size(), 9);
+    // A copy of the descriptor closing runs nothing.
+    assert_eq!(body_flush(&doc, false), Ok(()));
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(body_flush(&doc, true), Ok(()));
+    doc.release();
+    assert_eq!(*f.host.body.lock().unwrap(), "new text\n");
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+    let run = f.world.journal().recent(1).unwrap().remove(0);
+    assert_eq!((run.op.as_str(), run.status.as_str()), ("set_body", "ok"));
+    assert_eq!(run.args, r#"{"text":"new text\n"}"#);
+    assert!(run.guard.starts_with("allowed"), "{}", run.guard);
+    assert_eq!(result(&f, "set_body", 3), "body set (9 bytes)\n");
+}
+
+#[test]
+fn a_body_opened_without_truncating_starts_from_its_content() {
+    let f = world();
+    *f.host.body.lock().unwrap() = "one\n".into();
+    // `>>` appends at the end of what is there.
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), false, true)
+        .unwrap();
+    assert_eq!(doc.read(0, 100), b"one\n");
+    // Whatever offset the kernel thinks the end is at.
+    doc.write(1, b"two\n").unwrap();
+    assert_eq!(body_flush(&doc, true), Ok(()));
+    assert_eq!(*f.host.body.lock().unwrap(), "one\ntwo\n");
+    // Opened and closed without a change, it runs nothing.
+    let untouched = f
+        .world
+        .open_body(&entry(), &caller(1), false, false)
+        .unwrap();
+    assert_eq!(body_flush(&untouched, true), Ok(()));
+    untouched.release();
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+    // An O_TRUNC open and close empties it: that is a change.
+    let emptied = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
+    assert_eq!(body_flush(&emptied, true), Ok(()));
+    assert_eq!(*f.host.body.lock().unwrap(), "");
+}
+
+#[test]
+fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
+    use super::node::NodeId;
+    let f = world();
+    f.host.closed.store(true, Ordering::SeqCst);
+    assert!(!f.world.attr(&NodeId::Body(entry()), 0).unwrap().writable);
+    let err = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .err()
+        .unwrap();
+    assert_eq!(err.errno(), libc::EACCES);
+    assert!(err.message.contains("read-only"), "{}", err.message);
+}
+
+#[test]
+fn a_body_that_is_not_text_is_refused_with_words_and_journaled() {
+    let f = world();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
+    doc.write(0, &[0xff, 0xfe, b'x']).unwrap();
+    assert_eq!(body_flush(&doc, true), Err(libc::EINVAL));
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    let r = result(&f, "set_body", 1);
+    assert!(r.contains("not UTF-8"), "{r}");
+}
+
+#[test]
+fn nodes_show_when_what_they_show_last_changed() {
+    use super::node::{NodeId, OpFile, WipFile};
+    let f = world();
+    let result_node = NodeId::OpFile(root(), "note".into(), OpFile::Result);
+    assert_eq!(f.world.attr(&result_node, 1).unwrap().modified, None);
+    let before = std::time::SystemTime::now() - Duration::from_secs(1);
+    let report = f.world.call(&root(), "note", b"x", &caller(1));
+    assert!(report.outcome.is_ok());
+    let at = |n: &NodeId| f.world.attr(n, 1).unwrap().modified.unwrap();
+    assert!(at(&result_node) >= before);
+    assert!(at(&NodeId::Runs(root(), "note".into())) >= before);
+    assert!(at(&NodeId::Run(root(), "note".into(), report.run)) >= before);
+    assert!(at(&NodeId::WipFile(WipFile::Log)) >= before);
+    assert!(at(&NodeId::WipFile(WipFile::Events)) >= before);
+}
+
+#[test]
+fn xattrs_are_the_description_and_the_ref() {
+    use super::node::{NodeId, OpFile};
+    let f = world();
+    let x = f.world.xattrs(&NodeId::Entry(entry())).unwrap();
+    assert_eq!(
+        x,
+        vec![
+            ("user.xdg.comment", "a host in memory".to_string()),
+            ("user.wip.ref", "mem://root".to_string())
+        ]
+    );
+    let op = f
+        .world
+        .xattrs(&NodeId::OpFile(root(), "note".into(), OpFile::Call))
+        .unwrap();
+    assert_eq!(op[0], ("user.xdg.comment", "note: for tests".to_string()));
 }
 
 #[test]

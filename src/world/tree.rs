@@ -35,6 +35,11 @@ impl World {
             NodeId::Entry(e) => {
                 if name == "ops" {
                     Some(NodeId::Ops(Target::Entry(e.clone())))
+                } else if name == "body" {
+                    self.host(e)?
+                        .host
+                        .body(&e.path)?
+                        .map(|_| NodeId::Body(e.clone()))
                 } else if let Some(f) = by_name(&InfoFile::ALL, name) {
                     Some(NodeId::Info(Target::Entry(e.clone()), f))
                 } else {
@@ -179,8 +184,14 @@ impl World {
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
-                out.push(("ops".into(), NodeId::Ops(target)));
                 let m = self.host(e)?;
+                // A body the host cannot give now leaves the listing (and `ls`) whole.
+                match m.host.body(&e.path) {
+                    Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
+                    Ok(None) => {}
+                    Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
+                }
+                out.push(("ops".into(), NodeId::Ops(target)));
                 let children: Vec<_> = m
                     .host
                     .children(&e.path)?

@@ -25,9 +25,10 @@ use serde_json::{json, Value};
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult,
-    OpSpec,
+    Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
+    HostResult, OpSpec,
 };
+use crate::world::time::parse_iso;
 
 use crate::hosts::text::{one_line, plural};
 use store::{Conversation, State, Store};
@@ -1014,6 +1015,27 @@ impl Host for AgentHost {
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
         let node = self.inner.existing(path)?;
         self.inner.list(node)
+    }
+
+    /// A message's text; a conversation's transcript (as its `read_body` shows it).
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        Ok(match node {
+            Node::Conversation(id) => match self.inner.store.conversation(id)? {
+                Some(c) => Some(
+                    Body::bytes(self.inner.transcript_text(id)?).modified(parse_iso(&c.updated)),
+                ),
+                None => None,
+            },
+            Node::Message(id, n) => self
+                .inner
+                .store
+                .message(id, n)?
+                .map(|m| Body::bytes(m.content).modified(parse_iso(&m.created))),
+            _ => None,
+        })
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {

@@ -36,7 +36,8 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec,
 };
 
 /// How long a lock on the database may be waited for.
@@ -575,6 +576,19 @@ impl Host for DbHost {
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
         let node = self.existing(path)?;
         self.list(&node)
+    }
+
+    /// A row (of a table, a view or a stored query) as one JSON object.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        if !matches!(node, Node::Row(..) | Node::ViewRow(..) | Node::QueryRow(..))
+            || !self.exists(&node)?
+        {
+            return Ok(None);
+        }
+        Ok(self.row_json(&node)?.map(Body::bytes))
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {

@@ -979,3 +979,22 @@ fn rows_carry_the_title_column_the_manifest_names() {
         "{e}"
     );
 }
+
+#[test]
+fn a_row_body_is_one_json_object() {
+    let f = Fixture::new();
+    let h = f.host(false);
+    let body = h
+        .body(&p("tables/Track/rows/3"))
+        .unwrap()
+        .expect("a row has a body");
+    let v: Value = serde_json::from_slice(&body.bytes.unwrap()).unwrap();
+    assert_eq!(
+        v,
+        json!({"TrackId": 3, "Name": "Balls to the Wall", "AlbumId": 2, "Composer": null,
+               "Milliseconds": 342562})
+    );
+    assert_eq!(body.write, None);
+    assert!(h.body(&p("tables/Track")).unwrap().is_none());
+    assert!(h.body(&p("tables/Track/rows/99")).unwrap().is_none());
+}

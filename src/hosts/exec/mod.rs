@@ -22,14 +22,14 @@ use serde_json::{json, Value};
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec, Readiness,
 };
 use cache::CrashLog;
 use client::{Client, Failed, Failure, Health};
 use protocol::{
-    ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireCaller,
-    WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
+    ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireBody,
+    WireCaller, WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
 };
 use transport::Endpoint;
 
@@ -428,6 +428,21 @@ impl Host for ExecHost {
         let v = self.read("documents", json!({ "cursor": cursor, "limit": limit }))?;
         let page: DocumentsPage = self.decode("documents", v)?;
         Ok(page.into_documents())
+    }
+
+    /// The entry's `modified`, from the entry the host gave (kept for the cache lifetime).
+    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(self.wire_entry(path)?.and_then(|e| e.info().modified))
+    }
+
+    /// Asked only of hosts that declare the `body` capability.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        if !self.client.hello().is_some_and(|h| h.capabilities.body) {
+            return Ok(None);
+        }
+        let v = self.read("body", json!({ "path": path }))?;
+        let b: Option<WireBody> = self.decode("body", v)?;
+        Ok(b.map(WireBody::into_body))
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

@@ -241,6 +241,17 @@ impl PgJournal {
         })
     }
 
+    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+        self.with("cannot read the change feed", |c| {
+            c.query_opt(
+                "SELECT at FROM events WHERE cursor > $1 ORDER BY cursor DESC LIMIT 1",
+                &[&cursor],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()
+        })
+    }
+
     pub fn last_event(&self) -> WorldResult<i64> {
         self.with("cannot read the change feed", |c| {
             c.query_one("SELECT coalesce(max(cursor), 0) FROM events", &[])?

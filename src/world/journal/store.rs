@@ -95,6 +95,11 @@ impl Journal {
         on_store!(self, j => j.events_after(cursor, limit))
     }
 
+    /// When the newest event after `cursor` happened (`None`: there is none).
+    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+        on_store!(self, j => j.last_event_at(cursor))
+    }
+
     /// The cursor of the newest event (0 if none).
     pub fn last_event(&self) -> WorldResult<i64> {
         on_store!(self, j => j.last_event())
