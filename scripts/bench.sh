@@ -17,8 +17,10 @@ cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
 # Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
 # while calls are in flight, large results, the log), db, search, feed (tail -f of the
-# change feed), agent, exec, mcp, github, titled (titled names vs bare ones).
-SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled}
+# change feed), agent, exec, mcp, github, titled (titled names vs bare ones), shared
+# (state on PostgreSQL against SQLite; needs PostgreSQL running with a role for root, as
+# .ci/run sets it up).
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled,shared}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -36,11 +38,13 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
   [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
+  [ -n "${tail_pid:-}" ] && kill "$tail_pid" 2>/dev/null || true
+  [ -n "${pgdb:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" 2>/dev/null || true
   rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -511,4 +515,47 @@ done
 echo "ls of tracker/issues, cold: titled ${list_cold_titled} s, bare ${list_cold_bare} s ($(ratio "$list_cold_titled" "$list_cold_bare")x)"
 echo "find -maxdepth 2 (every issue looked up, its files stat'ed), cold: titled ${walk_cold_titled} s, bare ${walk_cold_bare} s ($(ratio "$walk_cold_titled" "$walk_cold_bare")x)"
 echo "the same walk warm (best of 3): titled ${walk_warm_titled} s, bare ${walk_warm_bare} s ($(ratio "$walk_warm_titled" "$walk_warm_bare")x)"
+fi
+
+if on shared; then
+SHARED_CALLS=${SHARED_CALLS:-1000}
+echo "# shared state: call overhead with the journal on PostgreSQL against SQLite (get_metadata, $SHARED_CALLS calls)"
+pgdb=wip_bench_$$
+psql -h /var/run/postgresql -d postgres -qc "CREATE DATABASE $pgdb"
+pgurl="postgresql:///$pgdb?host=/var/run/postgresql"
+cat > "$work/shared.toml" <<TOML
+[[host]]
+kind = "tracker"
+path = "tracker"
+database = "$work/shared-tracker.db"
+TOML
+"$bin/wip-bench" host-call --state "$work/sqstate" --manifest "$work/shared.toml" /tracker/issues/1 get_metadata '{}' "$SHARED_CALLS" | tee "$work/sq.txt"
+"$bin/wip-bench" host-call --state "$work/pgstate" --manifest "$work/shared.toml" --state-url "$pgurl" /tracker/issues/1 get_metadata '{}' "$SHARED_CALLS" | tee "$work/pg.txt"
+host_sq=$(p50 "in-process host.call" "$work/sq.txt"); host_pg=$(p50 "in-process host.call" "$work/pg.txt")
+world_sq=$(p50 "in-process world.call" "$work/sq.txt"); world_pg=$(p50 "in-process world.call" "$work/pg.txt")
+echo "runtime overhead p50 (world.call - host.call): SQLite $(echo "$world_sq - $host_sq" | bc) us, PostgreSQL $(echo "$world_pg - $host_pg" | bc) us; world.call PostgreSQL/SQLite $(ratio "$world_pg" "$world_sq")"
+mkdir -p "$work/sqm" "$work/pgm" "$work/pgm2"
+"$bin/wip" mount "$work/sqm" --state "$work/sqstate" --manifest "$work/shared.toml" > /dev/null
+WIP_STATE_URL=$pgurl "$bin/wip" mount "$work/pgm" --state "$work/pgstate" --manifest "$work/shared.toml" > /dev/null
+"$bin/wip-bench" mount-call "$work/sqm/tracker/issues/1/ops/get_metadata/call" $'\n' "$SHARED_CALLS" | tee "$work/sqmount.txt"
+"$bin/wip-bench" mount-call "$work/pgm/tracker/issues/1/ops/get_metadata/call" $'\n' "$SHARED_CALLS" | tee "$work/pgmount.txt"
+m_sq=$(p50 "through the mount" "$work/sqmount.txt"); m_pg=$(p50 "through the mount" "$work/pgmount.txt")
+echo "call through the mount p50: SQLite $m_sq us, PostgreSQL $m_pg us; PostgreSQL/SQLite $(ratio "$m_pg" "$m_sq")"
+"$bin/wip" umount "$work/sqm"
+echo "# shared state: a call on mount A seen by tail -f of .wip/events on mount B (tail polls a FUSE file once a second)"
+WIP_STATE_URL=$pgurl "$bin/wip" mount "$work/pgm2" --state "$work/pgstate2" --manifest "$work/shared.toml" > /dev/null
+tail -n 0 -f "$work/pgm2/.wip/events" > "$work/tail.txt" & tail_pid=$!
+sleep 1.5
+lat=()
+for i in $(seq 1 10); do
+  t0=$(now)
+  echo 'seen by B' > "$work/pgm/tracker/issues/1/ops/comment/call"
+  until [ "$(grep -c '"op":"comment"' "$work/tail.txt")" -ge "$i" ]; do sleep 0.005; done
+  t1=$(now)
+  lat+=("$(echo "scale=3; ($t1 - $t0) / 1000000000" | bc)")
+done
+kill "$tail_pid"; tail_pid=""
+echo "A's call in B's tail -f: median $(printf '%s\n' "${lat[@]}" | sort -n | sed -n 5p) s, worst $(printf '%s\n' "${lat[@]}" | sort -n | tail -1) s over 10 calls"
+"$bin/wip" umount "$work/pgm2"
+"$bin/wip" umount "$work/pgm"
 fi

@@ -45,6 +45,8 @@ pub struct MountOptions {
     pub wait: bool,
     /// Let other users reach the mount (`-o allow_other`).
     pub allow_other: bool,
+    /// Shared state on PostgreSQL (overrides the manifest's `[state] url`).
+    pub state_url: Option<String>,
 }
 
 /// What `wip mount` was told by flags, before `-o` options are applied.
@@ -165,6 +167,9 @@ pub fn redact(text: &str) -> String {
                 .any(|s| key.contains(s))
             {
                 format!("{} = \"<redacted>\"", k.trim_end())
+            } else if line.contains("://") {
+                // A URL's password (`postgresql://user:pw@host/db`).
+                crate::world::shared::redact_url(line)
             } else {
                 line.to_string()
             }
@@ -301,11 +306,13 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
         });
     }
     let policy = manifest.policy()?;
+    let state_url = opts.state_url.clone().or(manifest.state.url.clone());
     let mut world = World::new(
         manifest.world.clone(),
         manifest.identity.clone(),
         mounted,
         &opts.state_dir,
+        state_url.as_deref(),
         opts.mount_point.clone(),
         config_text,
     )?;
@@ -326,6 +333,9 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
     world
         .start_approvals()
         .context("cannot start the approvals' expiry thread")?;
+    world
+        .listen_to_other_mounts()
+        .context("cannot start the thread that hears other mounts")?;
     Ok(world)
 }
 
@@ -486,6 +496,10 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .arg("-f")
         .arg("--state")
         .arg(&opts.state_dir);
+    if let Some(url) = &opts.state_url {
+        // By environment, not argument: a password in the URL stays out of `ps`.
+        cmd.env("WIP_STATE_URL", url);
+    }
     if opts.allow_other {
         cmd.arg("-o").arg("allow_other");
     }
@@ -722,6 +736,25 @@ pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_text_hides_tokens_and_url_passwords() {
+        let text = "[state]\nurl = \"postgresql://wip:s3cret@db/wip\"\n\
+                    [[host]]\ntoken = \"abc\"\nbase_uri = \"http://127.0.0.1:8080\"\n";
+        let shown = redact(text);
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("abc"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("url = \"postgresql://wip:<redacted>@db/wip\""),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("base_uri = \"http://127.0.0.1:8080\""),
+            "{shown}"
+        );
+    }
 
     fn apply(options: &[&str]) -> Result<MountFlags> {
         let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();

@@ -37,6 +37,11 @@ enum Cmd {
         /// State directory (journal and host databases) [default: $XDG_STATE_HOME/wip]
         #[arg(long, env = "WIP_STATE")]
         state: Option<PathBuf>,
+        /// Shared state on PostgreSQL (`postgresql://…`): the journal, known world and
+        /// pending approvals of every mount naming the same database [default: the
+        /// manifest's `[state] url`, else SQLite in the state directory]
+        #[arg(long, env = "WIP_STATE_URL", hide_env_values = true)]
+        state_url: Option<String>,
         /// Stay in the foreground and log to stderr (stop with Ctrl-C or `wip umount DIR`).
         #[arg(long, short = 'f')]
         foreground: bool,
@@ -139,6 +144,7 @@ fn main() -> ExitCode {
             dir,
             manifest,
             state,
+            state_url,
             foreground,
             titled,
             no_wait,
@@ -164,6 +170,7 @@ fn main() -> ExitCode {
                         titled: flags.titled,
                         wait: !flags.no_wait,
                         allow_other: flags.allow_other,
+                        state_url,
                     };
                     if foreground {
                         daemon::serve_foreground(opts)

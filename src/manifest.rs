@@ -35,6 +35,19 @@ pub struct Manifest {
     /// `[[policy]]` rules, in order: the first that matches a call decides.
     #[serde(default, rename = "policy")]
     pub policy: Vec<PolicySpec>,
+    /// `[state]`: where the journal, known world and approvals live.
+    #[serde(default)]
+    pub state: StateSettings,
+}
+
+/// The `[state]` table.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateSettings {
+    /// `postgresql://…`: state shared by every mount that names the same database;
+    /// without it, SQLite in the state directory (one mount).
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// One `[[policy]]` table as written; `Manifest::policy()` checks it and resolves users.

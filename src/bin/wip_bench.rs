@@ -1,7 +1,7 @@
 //! Call-latency measurements for `scripts/bench.sh`: the same op called in-process (host
 //! alone, and through the world runtime with validation and journal) and through a mount.
 //!
-//!   wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N
+//!   wip-bench host-call --state DIR [--manifest FILE] [--state-url URL] ENTRY OP ARGS N
 //!   wip-bench mount-call CALL_FILE ARGS N
 //!   wip-bench read FILE N            (open, read whole, close: read latency of any file)
 //!   wip-bench sql DB_FILE SQL N      (the same SQL through rusqlite, read-only, in-process)
@@ -38,17 +38,21 @@ fn report(label: &str, samples: Vec<f64>) {
 fn host_call(args: &[String]) -> Result<()> {
     let mut state = None;
     let mut manifest = None;
+    let mut state_url = None;
     let mut rest = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--state" => state = it.next().map(PathBuf::from),
             "--manifest" => manifest = it.next().map(PathBuf::from),
+            "--state-url" => state_url = it.next().cloned(),
             _ => rest.push(a.clone()),
         }
     }
     let [entry, op, op_args, n] = rest.as_slice() else {
-        bail!("usage: wip-bench host-call --state DIR [--manifest FILE] ENTRY OP ARGS N");
+        bail!(
+            "usage: wip-bench host-call --state DIR [--manifest FILE] [--state-url URL] ENTRY OP ARGS N"
+        );
     };
     let n: usize = n.parse()?;
     let world = build_world(&MountOptions {
@@ -58,6 +62,7 @@ fn host_call(args: &[String]) -> Result<()> {
         titled: false,
         wait: false,
         allow_other: false,
+        state_url,
     })?;
     let NodeId::Entry(e) = world.resolve_path(entry)? else {
         bail!("{entry} is not a host entry");

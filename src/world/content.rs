@@ -520,9 +520,20 @@ impl World {
     }
 
     pub(super) fn run(&self, id: i64) -> WorldResult<Run> {
-        self.journal
+        let mut run = self
+            .journal
             .get(id)?
-            .ok_or_else(|| WorldError::not_found(format!("no run {id}")))
+            .ok_or_else(|| WorldError::not_found(format!("no run {id}")))?;
+        // The journal missed this outcome: show what the caller was told.
+        if let Some(text) = self
+            .unrecorded
+            .lock()
+            .ok()
+            .and_then(|u| u.get(&id).cloned())
+        {
+            run.result = text;
+        }
+        Ok(run)
     }
 
     pub fn description(&self) -> String {

@@ -11,7 +11,10 @@ use super::error::{WorldError, WorldResult};
 use super::host::Caller;
 
 mod pending;
+mod pg;
+mod store;
 pub use pending::{Approval, Decider, Expired, NewApproval, RunChange, DENIED, EXPIRED, PENDING};
+pub use store::Journal;
 
 /// Status of a call cut off by a crash; set on the next mount.
 pub const INTERRUPTED: &str = "interrupted";
@@ -72,15 +75,16 @@ impl Event {
     }
 }
 
-pub struct Journal {
+/// The journal in one SQLite file of the state directory (the embedded default).
+pub(crate) struct SqliteJournal {
     conn: Mutex<Connection>,
 }
 
 const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered";
 
-impl Journal {
+impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
-    pub fn open(path: &Path) -> WorldResult<(Journal, usize)> {
+    pub fn open(path: &Path) -> WorldResult<(SqliteJournal, usize)> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // WAL survives a killed daemon; synchronous=NORMAL trades only OS-crash durability
@@ -110,7 +114,7 @@ impl Journal {
         )?;
         pending::create(&conn)?;
         Ok((
-            Journal {
+            SqliteJournal {
                 conn: Mutex::new(conn),
             },
             interrupted,

@@ -1,14 +1,17 @@
 //! The known world: every entry looked up by path or discovered by a call, with its ref,
 //! kept in the state database across remounts. Lookups are hot (a `find` makes thousands),
 //! so they are queued and written in batches by one thread; readers flush the queue first.
+//! It lives beside the journal: SQLite in the state directory, or the shared PostgreSQL
+//! database, where every mount's discoveries meet.
 
 use std::path::Path;
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection};
 
 use super::error::{WorldError, WorldResult};
+use super::shared::SharedDb;
 
 /// One known entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,9 +30,23 @@ enum Msg {
 
 pub struct Known {
     tx: Mutex<mpsc::Sender<Msg>>,
-    reader: Mutex<Connection>,
+    reader: Reader,
     _writer: JoinHandle<()>,
 }
+
+enum Reader {
+    Sqlite(Mutex<Connection>),
+    Postgres(Arc<SharedDb>),
+}
+
+const PG_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS known(
+  path TEXT PRIMARY KEY, ref TEXT NOT NULL, description TEXT NOT NULL,
+  indexable BOOLEAN NOT NULL, seen TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS known_by_ref ON known(ref);
+";
+/// Serialises concurrent creation of the table by mounts starting together.
+const PG_SCHEMA_LOCK: i64 = 0x7769_705f_6b6e_6f77;
 
 /// How many queued records one transaction writes at most.
 const BATCH: usize = 2048;
@@ -59,7 +76,34 @@ impl Known {
             })?;
         Ok(Known {
             tx: Mutex::new(tx),
-            reader: Mutex::new(reader),
+            reader: Reader::Sqlite(Mutex::new(reader)),
+            _writer: writer,
+        })
+    }
+
+    /// The known world in the shared PostgreSQL database.
+    pub fn open_shared(db: Arc<SharedDb>) -> WorldResult<Known> {
+        {
+            let mut c = db.client()?;
+            let created = (|| -> Result<(), postgres::Error> {
+                let mut tx = c.transaction()?;
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PG_SCHEMA_LOCK])?;
+                tx.batch_execute(PG_SCHEMA)?;
+                tx.commit()
+            })();
+            created.map_err(|e| db.error("cannot open the known world", &e))?;
+        }
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let writer_db = Arc::clone(&db);
+        let writer = std::thread::Builder::new()
+            .name("known-world".into())
+            .spawn(move || pg_write_loop(&writer_db, rx))
+            .map_err(|e| {
+                WorldError::backend(format!("cannot start the known-world writer: {e}"))
+            })?;
+        Ok(Known {
+            tx: Mutex::new(tx),
+            reader: Reader::Postgres(db),
             _writer: writer,
         })
     }
@@ -86,13 +130,30 @@ impl Known {
 
     fn reader(&self) -> WorldResult<std::sync::MutexGuard<'_, Connection>> {
         self.flush();
-        self.reader
-            .lock()
-            .map_err(|_| WorldError::backend("known world lock poisoned"))
+        match &self.reader {
+            Reader::Sqlite(c) => c
+                .lock()
+                .map_err(|_| WorldError::backend("known world lock poisoned")),
+            Reader::Postgres(_) => Err(WorldError::backend("known world: not on SQLite")),
+        }
+    }
+
+    /// The shared database, if the known world is there (after a flush of the queue).
+    fn shared(&self) -> Option<&SharedDb> {
+        match &self.reader {
+            Reader::Postgres(db) => {
+                self.flush();
+                Some(db)
+            }
+            Reader::Sqlite(_) => None,
+        }
     }
 
     /// Indexable known entries whose path or description holds every word (any case).
     pub fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+        if let Some(db) = self.shared() {
+            return pg_locate(db, words, limit);
+        }
         let conn = self.reader()?;
         let mut sql =
             String::from("SELECT path, ref, description, indexable FROM known WHERE indexable = 1");
@@ -117,6 +178,20 @@ impl Known {
 
     /// Every known path of the object with this ref.
     pub fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+        if let Some(db) = self.shared() {
+            let mut c = db.client()?;
+            let rows = c
+                .query(
+                    "SELECT path FROM known WHERE ref = $1 ORDER BY path",
+                    &[&reference],
+                )
+                .map_err(|e| db.error("cannot read the known world", &e))?;
+            return rows
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(|e| db.error("cannot read the known world", &e));
+        }
         let conn = self.reader()?;
         let mut st = conn.prepare_cached("SELECT path FROM known WHERE ref = ?1 ORDER BY path")?;
         let rows = st.query_map([reference], |r| r.get(0))?;
@@ -125,6 +200,20 @@ impl Known {
 
     /// The most recently seen entries, newest first, and how many are known in all.
     pub fn recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+        if let Some(db) = self.shared() {
+            let mut c = db.client()?;
+            let read = (|| -> Result<_, postgres::Error> {
+                let total: i64 = c.query_one("SELECT count(*) FROM known", &[])?.try_get(0)?;
+                let rows = c.query(
+                    "SELECT path, ref, description, indexable FROM known
+                     ORDER BY seen DESC, path LIMIT $1",
+                    &[&(limit as i64)],
+                )?;
+                let entries = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
+                Ok((entries, total))
+            })();
+            return read.map_err(|e| db.error("cannot read the known world", &e));
+        }
         let conn = self.reader()?;
         let total: i64 = conn.query_row("SELECT count(*) FROM known", [], |r| r.get(0))?;
         let mut st = conn.prepare_cached(
@@ -144,15 +233,116 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnownEntry> {
     })
 }
 
-fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
+fn pg_row(r: &postgres::Row) -> Result<KnownEntry, postgres::Error> {
+    Ok(KnownEntry {
+        path: r.try_get(0)?,
+        reference: r.try_get(1)?,
+        description: r.try_get(2)?,
+        indexable: r.try_get(3)?,
+    })
+}
+
+fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    let mut sql =
+        String::from("SELECT path, ref, description, indexable FROM known WHERE indexable");
+    let mut args: Vec<String> = Vec::new();
+    for w in words {
+        args.push(format!(
+            "%{}%",
+            w.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        ));
+        let i = args.len();
+        sql.push_str(&format!(
+            " AND (path ILIKE ${i} ESCAPE '\\' OR description ILIKE ${i} ESCAPE '\\')"
+        ));
+    }
+    sql.push_str(&format!(" ORDER BY length(path), path LIMIT {limit}"));
+    let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+        .iter()
+        .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+        .collect();
+    let mut c = db.client()?;
+    let rows = c
+        .query(&sql, &params)
+        .map_err(|e| db.error("cannot search the known world", &e))?;
+    rows.iter()
+        .map(pg_row)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| db.error("cannot search the known world", &e))
+}
+
+/// Take what is queued (up to `BATCH`), after the first message.
+fn next_batch(first: Msg, rx: &mpsc::Receiver<Msg>) -> Vec<Msg> {
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(m) => batch.push(m),
+            Err(_) => break,
+        }
+    }
+    batch
+}
+
+fn pg_write_loop(db: &SharedDb, rx: mpsc::Receiver<Msg>) {
     while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
+        let mut waiting = Vec::new();
+        let mut entries = Vec::new();
+        for m in next_batch(first, &rx) {
+            match m {
+                Msg::Record(e) => entries.push(e),
+                Msg::Flush(done) => waiting.push(done),
             }
         }
+        // One row once per batch, in path order: two mounts writing overlapping batches
+        // then lock rows in the same order and cannot deadlock.
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.dedup_by(|later, earlier| {
+            if later.path == earlier.path {
+                std::mem::swap(later, earlier);
+                true
+            } else {
+                false
+            }
+        });
+        if !entries.is_empty() {
+            match db.client() {
+                Ok(mut c) => {
+                    let written = (|| -> Result<(), postgres::Error> {
+                        let mut tx = c.transaction()?;
+                        let st = tx.prepare(
+                            r#"INSERT INTO known(path, ref, description, indexable, seen)
+                               VALUES ($1, $2, $3, $4,
+                                 to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                               ON CONFLICT(path) DO UPDATE SET ref = excluded.ref,
+                                 description = excluded.description, indexable = excluded.indexable,
+                                 seen = excluded.seen"#,
+                        )?;
+                        for e in &entries {
+                            tx.execute(
+                                &st,
+                                &[&e.path, &e.reference, &e.description, &e.indexable],
+                            )?;
+                        }
+                        tx.commit()
+                    })();
+                    if let Err(e) = written {
+                        tracing::warn!("{}", db.error("known world", &e));
+                    }
+                }
+                Err(e) => tracing::warn!("known world: {e}"),
+            }
+        }
+        for done in waiting {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
+    while let Ok(first) = rx.recv() {
+        let batch = next_batch(first, &rx);
         let mut waiting = Vec::new();
         let written = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
@@ -232,5 +422,47 @@ mod tests {
             ]
         );
         assert_eq!(k.recent(10).unwrap().1, 3);
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+    use crate::world::shared::TestDb;
+
+    #[test]
+    fn two_mounts_share_one_known_world() {
+        let db = TestDb::create();
+        let a = Known::open_shared(Arc::new(SharedDb::connect(&db.url).unwrap())).unwrap();
+        let b = Known::open_shared(Arc::new(SharedDb::connect(&db.url).unwrap())).unwrap();
+        a.record(KnownEntry {
+            path: "/t/issues/42".into(),
+            reference: "t://42".into(),
+            description: "Issue #42 · Crash when config is missing".into(),
+            indexable: true,
+        });
+        b.record(KnownEntry {
+            path: "/s/hits/1".into(),
+            reference: "t://42".into(),
+            description: "0.9 · crash".into(),
+            indexable: false,
+        });
+        b.record(KnownEntry {
+            path: "/t/issues/7".into(),
+            reference: "t://7".into(),
+            description: "Colours 100%".into(),
+            indexable: true,
+        });
+        a.flush();
+        let found = b.locate(&["CRASH".into(), "config".into()], 10).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, "/t/issues/42");
+        assert_eq!(a.locate(&["100%".into()], 10).unwrap().len(), 1);
+        assert_eq!(a.locate(&["_".into()], 10).unwrap().len(), 0);
+        assert_eq!(
+            a.paths_of("t://42").unwrap(),
+            vec!["/s/hits/1".to_string(), "/t/issues/42".to_string()]
+        );
+        assert_eq!(a.recent(10).unwrap().1, 3);
     }
 }

@@ -24,8 +24,10 @@ pub mod node;
 pub mod policy;
 mod pool;
 mod readme;
+mod remote;
 mod root_ops;
 mod run;
+pub mod shared;
 pub mod time;
 pub mod titles;
 mod tree;
@@ -120,14 +122,21 @@ pub struct World {
     pub interrupted_at_start: usize,
     /// The policy and what pending runs need (see `approvals`).
     approvals: approvals::Approvals,
+    /// The shared state database and this mount's origin in it, when state is shared.
+    shared: Option<remote::Shared>,
+    /// Results of calls whose outcome the journal could not record (shown instead).
+    unrecorded: Mutex<HashMap<i64, String>>,
 }
 
 impl World {
+    /// A world whose state (journal, known world, approvals) is SQLite in `state_dir`, or
+    /// on the PostgreSQL database `state_url` names, shared with every mount that uses it.
     pub fn new(
         settings: WorldSettings,
         identity: Identity,
         hosts: Vec<Mounted>,
         state_dir: &Path,
+        state_url: Option<&str>,
         mount_point: PathBuf,
         config_text: String,
     ) -> WorldResult<World> {
@@ -137,8 +146,25 @@ impl World {
                 state_dir.display()
             ))
         })?;
-        let (journal, interrupted) = Journal::open(&state_dir.join("journal.db"))?;
-        let known = Known::open(&state_dir.join("journal.db"))?;
+        let (journal, interrupted, known, shared) = match state_url {
+            None => {
+                let (journal, interrupted) = Journal::open(&state_dir.join("journal.db"))?;
+                let known = Known::open(&state_dir.join("journal.db"))?;
+                (journal, interrupted, known, None)
+            }
+            Some(url) => {
+                let db = Arc::new(shared::SharedDb::connect(url)?);
+                let origin = remote::origin(state_dir);
+                let (journal, interrupted) = Journal::open_shared(Arc::clone(&db), &origin)?;
+                let known = Known::open_shared(Arc::clone(&db))?;
+                (
+                    journal,
+                    interrupted,
+                    known,
+                    Some(remote::Shared::new(db, origin)),
+                )
+            }
+        };
         let events_start = journal.last_event()?;
         let max_call_threads = settings.max_call_threads;
         Ok(World {
@@ -163,6 +189,8 @@ impl World {
             started: Instant::now(),
             interrupted_at_start: interrupted,
             approvals: approvals::Approvals::default(),
+            shared,
+            unrecorded: Mutex::new(HashMap::new()),
         })
     }
 

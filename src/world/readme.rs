@@ -20,6 +20,12 @@ pub(super) fn render(world: &World) -> String {
         ));
     }
     let mount = world.mount_point().display();
+    let shared = if world.shared_state().is_some() {
+        "\nOther mounts share this world's state: `runs/`, `.wip/log`, `.wip/events` and the \
+         known world include their calls, and what they change shows here too.\n"
+    } else {
+        ""
+    };
     format!(
         r#"# This world
 
@@ -89,7 +95,7 @@ effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
 `.wip/pending`: runs waiting for a person's approval. `.wip/status`: the hosts (ready,
 starting, down), calls in flight, the journal's size (`{wip} status DIR` prints it).
 This world is mounted at {mount}.
-"#,
+{shared}"#,
         description = world.description(),
         wip = wip_command(),
         titled = if world.settings().titled {

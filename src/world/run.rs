@@ -22,6 +22,8 @@ use super::{caller, World};
 
 /// How often the watch looks at callers still waiting (are they being killed?).
 const WATCH_TICK: Duration = Duration::from_millis(100);
+/// How many unrecorded results are kept in memory at most.
+const UNRECORDED_KEPT: usize = 1000;
 
 /// A successful call with every path tied to its host (root ops span hosts).
 #[derive(Default)]
@@ -575,17 +577,29 @@ impl World {
                 ..Default::default()
             },
         );
+        let mut text = text;
         if let Err(e) = self
             .journal
             .finish(id, status, errno, &text, &discovered, &events)
         {
             tracing::error!(run = id, "journal: {e}");
+            // The call did happen: say so, and that the record of it is missing.
+            text.push_str(&format!(
+                "warning: this outcome could not be recorded in the journal ({e}); runs/ \
+                 and other mounts may still show run {id} as running\n"
+            ));
+            if let Ok(mut u) = self.unrecorded.lock() {
+                if u.len() >= UNRECORDED_KEPT {
+                    u.clear();
+                }
+                u.insert(id, text.clone());
+            }
         }
         (result, text, changed)
     }
 
     /// What every call changes, whatever it did: its runs, its result, the log.
-    fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
+    pub(super) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
         [
             NodeId::Runs(target.clone(), op.to_string()),
             NodeId::OpFile(target.clone(), op.to_string(), OpFile::Result),
@@ -675,33 +689,38 @@ impl World {
                 path: self.entry_path(*h, p),
                 ..Default::default()
             });
-            let e = EntryRef::new(*h, p.clone());
-            let target = Target::Entry(e.clone());
-            changed.push(NodeId::Info(target.clone(), InfoFile::Description));
-            changed.push(NodeId::Body(e.clone()));
-            // The set of ops may change with the entry's state (a server's new tools).
-            changed.push(NodeId::Ops(target.clone()));
-            // The entry's guards depend on its state: their sizes may have changed.
-            if let Ok(ops) = self.ops(&target) {
-                for o in ops.iter() {
-                    changed.push(NodeId::OpFile(
-                        target.clone(),
-                        o.name.clone(),
-                        OpFile::Guard,
-                    ));
-                }
-            }
-            if p.is_empty() {
-                // The root README quotes every host's root description.
-                changed.push(NodeId::Readme);
-            } else {
-                // A child's description shows in its parent's listing (titles, counts),
-                // and a removed child leaves it: the parent changed too.
-                changed.push(NodeId::Entry(EntryRef::new(*h, &p[..p.len() - 1])));
-            }
-            changed.push(NodeId::Entry(e));
+            self.entry_changed_nodes(*h, p, &mut changed);
         }
         (changed, events)
+    }
+
+    /// The nodes whose kernel copies an entry's change makes stale.
+    pub(super) fn entry_changed_nodes(&self, h: usize, p: &[String], changed: &mut Vec<NodeId>) {
+        let e = EntryRef::new(h, p);
+        let target = Target::Entry(e.clone());
+        changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+        changed.push(NodeId::Body(e.clone()));
+        // The set of ops may change with the entry's state (a server's new tools).
+        changed.push(NodeId::Ops(target.clone()));
+        // The entry's guards depend on its state: their sizes may have changed.
+        if let Ok(ops) = self.ops(&target) {
+            for o in ops.iter() {
+                changed.push(NodeId::OpFile(
+                    target.clone(),
+                    o.name.clone(),
+                    OpFile::Guard,
+                ));
+            }
+        }
+        if p.is_empty() {
+            // The root README quotes every host's root description.
+            changed.push(NodeId::Readme);
+        } else {
+            // A child's description shows in its parent's listing (titles, counts),
+            // and a removed child leaves it: the parent changed too.
+            changed.push(NodeId::Entry(EntryRef::new(h, &p[..p.len() - 1])));
+        }
+        changed.push(NodeId::Entry(e));
     }
 
     /// Record a finished call, keep it as its session's result, and publish what changed.

@@ -185,6 +185,7 @@ pub(super) fn mem_world(
             host: host.clone(),
         }],
         state,
+        None,
         "/mnt/w".into(),
         String::new(),
     )
@@ -707,6 +708,7 @@ fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
             host: Arc::new(Shelf),
         }],
         state.path(),
+        None,
         "/mnt/w".into(),
         String::new(),
     )
@@ -960,4 +962,57 @@ fn xattrs_are_the_description_and_the_ref() {
         .xattrs(&NodeId::OpFile(root(), "note".into(), OpFile::Call))
         .unwrap();
     assert_eq!(op[0], ("user.xdg.comment", "note: for tests".to_string()));
+}
+
+#[test]
+fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
+    let db = super::shared::TestDb::create();
+    let host = Arc::new(MemHost::default());
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        WorldSettings::default(),
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["mem".into()],
+            kind: "mem".into(),
+            host: host.clone(),
+        }],
+        state.path(),
+        Some(&db.url),
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    let f = Fixture {
+        world: Arc::new(world),
+        host,
+        _state: state,
+    };
+    let doc = open(&f, "sleep", 1);
+    // The connection the call was journaled on is cut while the host works.
+    let cut = std::thread::scope(|s| {
+        let cutter = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            db.cut_connections();
+        });
+        let written = write(&doc, br#"{"ms": 800}"#);
+        cutter.join().unwrap();
+        written
+    });
+    assert!(cut.is_ok(), "the call itself ran: {cut:?}");
+    let told = read(&doc).unwrap();
+    assert!(told.starts_with("slept\n"), "{told}");
+    assert!(
+        told.contains("warning: this outcome could not be recorded in the journal"),
+        "{told}"
+    );
+    // `result` shows the same words, once the pool has connected again.
+    let mut shown = None;
+    for _ in 0..32 {
+        if let Ok(text) = f.world.result_for(&root(), "sleep", 1) {
+            shown = Some(text);
+            break;
+        }
+    }
+    assert_eq!(shown.as_deref(), Some(told.as_str()));
 }

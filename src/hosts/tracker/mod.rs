@@ -82,6 +82,11 @@ pub enum TrackerError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "tracker database {0}: the tracker keeps its data in an SQLite file; give it a path \
+         every mount can open (shared state itself goes in [state] url, see docs/deployment.md)"
+    )]
+    NotAFile(String),
     #[error("tracker database {path}: {source}")]
     Database {
         path: String,
@@ -245,6 +250,11 @@ impl TrackerHost {
             .clone()
             .unwrap_or_else(|| default_database(mount_path, &ctx.state_dir));
         let shown = file.display().to_string();
+        if crate::world::shared::is_postgres_url(&shown) {
+            return Err(TrackerError::NotAFile(crate::world::shared::redact_url(
+                &shown,
+            )));
+        }
         let wrap = |source: rusqlite::Error| TrackerError::Database {
             path: shown.clone(),
             source,

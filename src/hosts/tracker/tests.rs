@@ -940,3 +940,20 @@ fn a_body_you_may_not_edit_is_read_only() {
     let c = reader.body(&p("issues/42/comments/1")).unwrap().unwrap();
     assert_eq!(c.write, None);
 }
+
+#[test]
+fn a_postgresql_url_as_the_tracker_database_is_refused_with_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ctx(dir.path(), "alex", Role::Maintainer);
+    let settings = TrackerSettings {
+        database: Some("postgresql://wip:pw@db/wip".into()),
+        ..Default::default()
+    };
+    let err = TrackerHost::open("tracker", settings, &ctx)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("keeps its data in an SQLite file"), "{err}");
+    assert!(err.contains("<redacted>") && !err.contains(":pw@"), "{err}");
+    assert!(!dir.path().join("postgresql:").exists());
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{insert_events, Event, Journal, RUNNING};
+use super::{insert_events, Event, SqliteJournal, RUNNING};
 use crate::world::error::{WorldError, WorldResult};
 
 /// Status of a run that waits for a person's approval.
@@ -124,7 +124,7 @@ fn row_to_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
     })
 }
 
-impl Journal {
+impl SqliteJournal {
     /// Hold run `run` for a person's approval, with its `pending` event.
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
         let approvers = serde_json::to_string(new.approvers)
@@ -294,6 +294,7 @@ fn update_run(
 mod tests {
     use super::*;
     use crate::world::host::Caller;
+    use crate::world::journal::Journal;
 
     fn journal() -> (tempfile::TempDir, Journal) {
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,767 @@
+//! The journal on PostgreSQL, shared by every mount of one world: the same tables as the
+//! SQLite journal (calls, events, approvals), with each call's `origin` (the mount that
+//! made it) so a restarting mount marks only its own cut-off calls interrupted.
+//!
+//! Change-feed writes take one advisory lock until they commit, so cursors become visible
+//! in order (a reader that saw cursor N never later meets a smaller one), and notify
+//! `wip_events` with their origin in the same transaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::types::Type;
+use postgres::Transaction;
+
+use super::{
+    Approval, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED, PENDING,
+    RUNNING,
+};
+use crate::world::error::{WorldError, WorldResult};
+use crate::world::host::Caller;
+use crate::world::shared::{SharedDb, EVENTS_CHANNEL};
+
+/// The current time as the SQLite journal writes it (ISO 8601, UTC, milliseconds).
+const NOW: &str =
+    r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
+/// Advisory lock keys: schema creation, and change-feed writes (in cursor order).
+const SCHEMA_LOCK: i64 = 0x7769_705f_7363_6865;
+const EVENTS_LOCK: i64 = 0x7769_705f_6576_7473;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calls(
+  id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL,
+  started TEXT NOT NULL, finished TEXT,
+  pid BIGINT NOT NULL, uid BIGINT NOT NULL, session BIGINT NOT NULL,
+  command TEXT NOT NULL, path TEXT NOT NULL, op TEXT NOT NULL,
+  args TEXT NOT NULL, guard TEXT NOT NULL, status TEXT NOT NULL,
+  errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
+  discovered TEXT NOT NULL DEFAULT '[]');
+CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
+CREATE INDEX IF NOT EXISTS calls_running ON calls(origin, status);
+CREATE TABLE IF NOT EXISTS events(
+  cursor BIGSERIAL PRIMARY KEY,
+  at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
+  op TEXT, run BIGINT, status TEXT);
+CREATE TABLE IF NOT EXISTS approvals(
+  run BIGINT PRIMARY KEY,
+  rule BIGINT NOT NULL, rule_text TEXT NOT NULL,
+  approvers TEXT NOT NULL, self_approve BOOLEAN NOT NULL,
+  requested TEXT NOT NULL, expires TEXT,
+  state TEXT NOT NULL,
+  decided_at TEXT, decider_uid BIGINT, decider_pid BIGINT,
+  decider_session BIGINT, decider_command TEXT, reason TEXT);
+CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals(state, run);
+";
+
+/// A call's outcome and its events in one statement, so recording it costs one round trip
+/// (the hot path: every call ends here). `$ev` is a JSON array of events; `$key` the
+/// change-feed lock; `$origin` the notification's payload.
+fn finish_function() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION wip_finish(p_id bigint, p_status text, p_errno integer,
+           p_result text, p_discovered text, p_events text, p_origin text) RETURNS void
+         LANGUAGE plpgsql AS $fn$
+         BEGIN
+           UPDATE calls SET status = p_status, errno = p_errno, result = p_result,
+             discovered = p_discovered, finished = {NOW} WHERE id = p_id;
+           IF jsonb_array_length(p_events::jsonb) > 0 THEN
+             PERFORM pg_advisory_xact_lock({EVENTS_LOCK});
+             INSERT INTO events(at, kind, path, op, run, status)
+               SELECT {NOW}, e->>'kind', e->>'path', e->>'op', (e->>'run')::bigint, e->>'status'
+               FROM jsonb_array_elements(p_events::jsonb) WITH ORDINALITY AS t(e, i) ORDER BY i;
+             PERFORM pg_notify('{EVENTS_CHANNEL}', p_origin);
+           END IF;
+         END $fn$"
+    )
+}
+
+const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered";
+const APPROVAL_COLUMNS: &str =
+    "run, rule, rule_text, approvers, self_approve, requested, expires, state,
+    decided_at, decider_uid, decider_pid, decider_session, decider_command, reason";
+
+pub(crate) struct PgJournal {
+    db: Arc<SharedDb>,
+    /// Which mount this is (host name and state directory): its calls carry it.
+    origin: String,
+}
+
+type PgResult<T> = Result<T, postgres::Error>;
+
+impl PgJournal {
+    /// Create the tables if needed and mark this mount's calls that a crash cut off.
+    pub fn open(db: Arc<SharedDb>, origin: &str) -> WorldResult<(PgJournal, usize)> {
+        let j = PgJournal {
+            db,
+            origin: origin.to_string(),
+        };
+        let interrupted = j.with("cannot open the journal", |c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
+            tx.batch_execute(SCHEMA)?;
+            tx.batch_execute(&finish_function())?;
+            let n = tx.execute(
+                &format!(
+                    "UPDATE calls SET status = $1, errno = $2, finished = {NOW},
+                       result = 'error: interrupted: the daemon stopped before this call finished; check the object before calling again'
+                     WHERE status = $3 AND origin = $4"
+                ),
+                &[&INTERRUPTED, &libc::EIO, &RUNNING, &j.origin],
+            )?;
+            tx.execute(
+                "UPDATE approvals SET state = 'interrupted'
+                 WHERE state = $1 AND run NOT IN (SELECT id FROM calls WHERE status = $1)",
+                &[&PENDING],
+            )?;
+            tx.commit()?;
+            Ok(n as usize)
+        })?;
+        Ok((j, interrupted))
+    }
+
+    /// Run `f` on a pooled connection; a failure becomes EIO with words.
+    fn with<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut postgres::Client) -> PgResult<T>,
+    ) -> WorldResult<T> {
+        let mut c = self.db.client()?;
+        f(&mut c).map_err(|e| self.db.error(what, &e))
+    }
+
+    pub fn begin(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: &str,
+        args: &str,
+        guard: &str,
+    ) -> WorldResult<i64> {
+        self.with("cannot record the call", |c| {
+            // Typed: one round trip instead of prepare, execute and close.
+            let row = c.query_typed_one(
+                &format!(
+                    "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status)
+                     VALUES ($1, {NOW}, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"
+                ),
+                &[
+                    (&self.origin, Type::TEXT),
+                    (&i64::from(caller.pid), Type::INT8),
+                    (&i64::from(caller.uid), Type::INT8),
+                    (&i64::from(caller.session), Type::INT8),
+                    (&caller.command, Type::TEXT),
+                    (&path, Type::TEXT),
+                    (&op, Type::TEXT),
+                    (&args, Type::TEXT),
+                    (&guard, Type::TEXT),
+                    (&RUNNING, Type::TEXT),
+                ],
+            )?;
+            row.try_get(0)
+        })
+    }
+
+    pub fn finish(
+        &self,
+        id: i64,
+        status: &str,
+        errno: i32,
+        result: &str,
+        discovered: &[String],
+        events: &[Event],
+    ) -> WorldResult<()> {
+        let discovered = serde_json::to_string(discovered)
+            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+        let events = serde_json::to_string(events)
+            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+        self.with("cannot record the call's outcome", |c| {
+            c.query_typed(
+                "SELECT wip_finish($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    (&id, Type::INT8),
+                    (&status, Type::TEXT),
+                    (&errno, Type::INT4),
+                    (&result, Type::TEXT),
+                    (&discovered, Type::TEXT),
+                    (&events, Type::TEXT),
+                    (&self.origin, Type::TEXT),
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.with("cannot record changes", |c| {
+            let mut tx = c.transaction()?;
+            self.insert_events(&mut tx, events)?;
+            tx.commit()
+        })
+    }
+
+    /// Append events in cursor order and tell every mount, inside the caller's transaction.
+    fn insert_events(&self, tx: &mut Transaction<'_>, events: &[Event]) -> PgResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])?;
+        let insert = tx.prepare(&format!(
+            "INSERT INTO events(at, kind, path, op, run, status) VALUES ({NOW}, $1, $2, $3, $4, $5)"
+        ))?;
+        for e in events {
+            tx.execute(&insert, &[&e.kind, &e.path, &e.op, &e.run, &e.status])?;
+        }
+        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &self.origin])?;
+        Ok(())
+    }
+
+    pub fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+        self.with("cannot read the change feed", |c| {
+            let rows = c.query(
+                "SELECT cursor, at, kind, path, op, run, status FROM events
+                 WHERE cursor > $1 ORDER BY cursor LIMIT $2",
+                &[&cursor, &(limit.min(i64::MAX as usize) as i64)],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    Ok(Event {
+                        cursor: r.try_get(0)?,
+                        at: r.try_get(1)?,
+                        kind: r.try_get(2)?,
+                        path: r.try_get(3)?,
+                        op: r.try_get(4)?,
+                        run: r.try_get(5)?,
+                        status: r.try_get(6)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+        self.with("cannot read the change feed", |c| {
+            c.query_opt(
+                "SELECT at FROM events WHERE cursor > $1 ORDER BY cursor DESC LIMIT 1",
+                &[&cursor],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()
+        })
+    }
+
+    pub fn last_event(&self) -> WorldResult<i64> {
+        self.with("cannot read the change feed", |c| {
+            c.query_one("SELECT coalesce(max(cursor), 0) FROM events", &[])?
+                .try_get(0)
+        })
+    }
+
+    pub fn get(&self, id: i64) -> WorldResult<Option<Run>> {
+        self.with("cannot read the run", |c| {
+            c.query_opt(
+                &format!("SELECT {COLUMNS} FROM calls WHERE id = $1"),
+                &[&id],
+            )?
+            .map(|r| row_to_run(&r))
+            .transpose()
+        })
+    }
+
+    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
+        self.with("cannot list runs", |c| {
+            c.query(
+                "SELECT id FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
+                &[&path, &op, &(limit as i64)],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+        })
+    }
+
+    pub fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
+        Ok(self.runs_of(path, op, 1)?.first().copied())
+    }
+
+    pub fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
+        self.with("cannot list calls", |c| {
+            c.query(
+                &format!("SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT $1"),
+                &[&(limit as i64)],
+            )?
+            .iter()
+            .map(row_to_run)
+            .collect()
+        })
+    }
+
+    pub fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
+        let cut32 = i32::try_from(cut).unwrap_or(i32::MAX);
+        self.with("cannot list calls", |c| {
+            c.query(
+                "SELECT id, started, finished, pid, uid, session, command, path, op,
+                        substr(args, 1, $2), '', status, errno, substr(result, 1, $2), '[]',
+                        length(args), length(result)
+                 FROM calls ORDER BY id DESC LIMIT $1",
+                &[&(limit as i64), &cut32],
+            )?
+            .iter()
+            .map(|r| {
+                let mut run = row_to_run(r)?;
+                let (args_len, result_len): (i32, i32) = (r.try_get(15)?, r.try_get(16)?);
+                if args_len as usize > cut {
+                    run.args.push('…');
+                }
+                if result_len as usize > cut {
+                    run.result.push('…');
+                }
+                Ok(run)
+            })
+            .collect()
+        })
+    }
+
+    pub fn count(&self) -> WorldResult<i64> {
+        self.with("cannot count calls", |c| {
+            c.query_one("SELECT count(*) FROM calls", &[])?.try_get(0)
+        })
+    }
+
+    /// Calls running now, on any mount.
+    pub fn running(&self) -> WorldResult<i64> {
+        self.with("cannot count running calls", |c| {
+            c.query_one("SELECT count(*) FROM calls WHERE status = $1", &[&RUNNING])?
+                .try_get(0)
+        })
+    }
+
+    /// The size of the journal's tables in bytes (with their indexes).
+    pub fn bytes(&self) -> WorldResult<i64> {
+        self.with("cannot measure the journal", |c| {
+            c.query_one(
+                "SELECT (pg_total_relation_size('calls') + pg_total_relation_size('events')
+                         + pg_total_relation_size('approvals'))::bigint",
+                &[],
+            )?
+            .try_get(0)
+        })
+    }
+
+    // ---- pending runs ----------------------------------------------------------------
+
+    pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
+        let approvers = serde_json::to_string(new.approvers)
+            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+        let expires_ms = new.expires_after.map(|d| d.as_millis() as f64);
+        self.with("cannot hold the run for approval", |c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO approvals(run, rule, rule_text, approvers, self_approve, requested, expires, state)
+                     VALUES ($1, $2, $3, $4, $5, {NOW},
+                       CASE WHEN $6::float8 IS NULL THEN NULL
+                            ELSE to_char((clock_timestamp() + $6::float8 * interval '1 millisecond')
+                                 AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') END,
+                       $7)"
+                ),
+                &[
+                    &run,
+                    &(new.rule as i64),
+                    &new.rule_text,
+                    &approvers,
+                    &new.self_approve,
+                    &expires_ms,
+                    &PENDING,
+                ],
+            )?;
+            self.insert_events(&mut tx, std::slice::from_ref(event))?;
+            tx.commit()
+        })?;
+        self.approval(run)?
+            .ok_or_else(|| WorldError::backend("journal: the approval just written is gone"))
+    }
+
+    pub fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
+        self.with("cannot read the approval", |c| {
+            c.query_opt(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = $1"),
+                &[&run],
+            )?
+            .map(|r| row_to_approval(&r))
+            .transpose()
+        })
+    }
+
+    pub fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
+        self.with("cannot list pending runs", |c| {
+            c.query(
+                &format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = $1 ORDER BY run LIMIT $2"
+                ),
+                &[&PENDING, &(limit.min(i64::MAX as usize) as i64)],
+            )?
+            .iter()
+            .map(row_to_approval)
+            .collect()
+        })
+    }
+
+    pub fn decide(
+        &self,
+        run: i64,
+        state: &str,
+        who: &Decider,
+        reason: Option<&str>,
+        change: &RunChange<'_>,
+        events: &[Event],
+    ) -> WorldResult<bool> {
+        self.with("cannot record the decision", |c| {
+            let mut tx = c.transaction()?;
+            // The row lock makes a concurrent decision (or expiry) from another mount wait,
+            // then find the run no longer pending.
+            let n = tx.execute(
+                &format!(
+                    "UPDATE approvals SET state = $2, decided_at = {NOW},
+                       decider_uid = $3, decider_pid = $4, decider_session = $5,
+                       decider_command = $6, reason = $7
+                     WHERE run = $1 AND state = $8"
+                ),
+                &[
+                    &run,
+                    &state,
+                    &i64::from(who.uid),
+                    &i64::from(who.pid),
+                    &i64::from(who.session),
+                    &who.command,
+                    &reason,
+                    &PENDING,
+                ],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            update_run(&mut tx, run, change)?;
+            self.insert_events(&mut tx, events)?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
+    pub fn expire_due(&self, result_of: impl Fn(&Approval) -> String) -> WorldResult<Vec<Expired>> {
+        self.with("cannot expire pending runs", |c| {
+            let mut tx = c.transaction()?;
+            // SKIP LOCKED: a run another mount is expiring or deciding right now is theirs.
+            let rows = tx.query(
+                &format!(
+                    "SELECT {APPROVAL_COLUMNS}, calls.path, calls.op FROM approvals
+                     JOIN calls ON calls.id = approvals.run
+                     WHERE state = $1 AND expires IS NOT NULL AND expires <= {NOW}
+                     ORDER BY run FOR UPDATE OF approvals SKIP LOCKED"
+                ),
+                &[&PENDING],
+            )?;
+            let mut due = Vec::new();
+            for r in &rows {
+                due.push(Expired {
+                    approval: row_to_approval(r)?,
+                    path: r.try_get(14)?,
+                    op: r.try_get(15)?,
+                });
+            }
+            for x in &due {
+                let a = &x.approval;
+                tx.execute(
+                    "UPDATE approvals SET state = $2, decided_at = expires WHERE run = $1",
+                    &[&a.run, &EXPIRED],
+                )?;
+                let text = result_of(a);
+                update_run(
+                    &mut tx,
+                    a.run,
+                    &RunChange {
+                        status: EXPIRED,
+                        errno: libc::ETIMEDOUT,
+                        result: Some(&text),
+                        guard: None,
+                    },
+                )?;
+                let event = Event::of_run(EXPIRED, &x.path, &x.op, a.run, EXPIRED);
+                self.insert_events(&mut tx, &[event])?;
+            }
+            tx.commit()?;
+            Ok(due)
+        })
+    }
+
+    pub fn next_expiry(&self) -> WorldResult<Option<Duration>> {
+        let ms: Option<f64> = self.with("cannot read expiries", |c| {
+            c.query_one(
+                "SELECT (extract(epoch FROM (min(expires)::timestamptz - clock_timestamp())) * 1000.0)::float8
+                 FROM approvals WHERE state = $1 AND expires IS NOT NULL",
+                &[&PENDING],
+            )?
+            .try_get(0)
+        })?;
+        Ok(ms.map(|ms| Duration::from_millis(ms.max(0.0).ceil() as u64)))
+    }
+}
+
+fn update_run(tx: &mut Transaction<'_>, run: i64, change: &RunChange<'_>) -> PgResult<()> {
+    match change.result {
+        Some(result) => tx.execute(
+            &format!(
+                "UPDATE calls SET status = $2, errno = $3, result = $4, guard = coalesce($5, guard),
+                   finished = {NOW} WHERE id = $1"
+            ),
+            &[&run, &change.status, &change.errno, &result, &change.guard],
+        )?,
+        None => tx.execute(
+            "UPDATE calls SET status = $2, errno = $3, guard = coalesce($4, guard), finished = NULL
+             WHERE id = $1",
+            &[&run, &change.status, &change.errno, &change.guard],
+        )?,
+    };
+    Ok(())
+}
+
+fn u32_of(r: &postgres::Row, i: usize) -> PgResult<u32> {
+    Ok(r.try_get::<_, i64>(i)? as u32)
+}
+
+fn row_to_run(r: &postgres::Row) -> PgResult<Run> {
+    let discovered: String = r.try_get(14)?;
+    Ok(Run {
+        id: r.try_get(0)?,
+        started: r.try_get(1)?,
+        finished: r.try_get(2)?,
+        pid: u32_of(r, 3)?,
+        uid: u32_of(r, 4)?,
+        session: u32_of(r, 5)?,
+        command: r.try_get(6)?,
+        path: r.try_get(7)?,
+        op: r.try_get(8)?,
+        args: r.try_get(9)?,
+        guard: r.try_get(10)?,
+        status: r.try_get(11)?,
+        errno: r.try_get(12)?,
+        result: r.try_get(13)?,
+        discovered: serde_json::from_str(&discovered).unwrap_or_default(),
+    })
+}
+
+fn row_to_approval(r: &postgres::Row) -> PgResult<Approval> {
+    let approvers: String = r.try_get(3)?;
+    let uid: Option<i64> = r.try_get(9)?;
+    Ok(Approval {
+        run: r.try_get(0)?,
+        rule: r.try_get::<_, i64>(1)? as usize,
+        rule_text: r.try_get(2)?,
+        approvers: serde_json::from_str(&approvers).unwrap_or_default(),
+        self_approve: r.try_get(4)?,
+        requested: r.try_get(5)?,
+        expires: r.try_get(6)?,
+        state: r.try_get(7)?,
+        decided_at: r.try_get(8)?,
+        decider: match uid {
+            Some(uid) => Some(Decider {
+                uid: uid as u32,
+                pid: r.try_get::<_, Option<i64>>(10)?.unwrap_or(0) as u32,
+                session: r.try_get::<_, Option<i64>>(11)?.unwrap_or(0) as u32,
+                command: r.try_get::<_, Option<String>>(12)?.unwrap_or_default(),
+            }),
+            None => None,
+        },
+        reason: r.try_get(13)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::journal::Journal;
+    use crate::world::shared::TestDb;
+
+    fn open(db: &TestDb, origin: &str) -> (Journal, usize) {
+        let shared = Arc::new(SharedDb::connect(&db.url).unwrap());
+        Journal::open_shared(shared, origin).unwrap()
+    }
+
+    fn caller() -> Caller {
+        Caller {
+            pid: 1,
+            uid: 0,
+            session: 1,
+            command: "bash".into(),
+        }
+    }
+
+    #[test]
+    fn a_restart_interrupts_only_its_own_running_calls() {
+        let db = TestDb::create();
+        let (a, _) = open(&db, "host-a:/state");
+        let (b, _) = open(&db, "host-b:/state");
+        let mine = a.begin(&caller(), "/t", "close", "{}", "allowed").unwrap();
+        let theirs = b.begin(&caller(), "/t", "close", "{}", "allowed").unwrap();
+        let ev = Event::of_run("call", "/t", "close", theirs, "ok");
+        b.finish(theirs, "ok", 0, "closed", &["/t/x".into()], &[ev])
+            .unwrap();
+        let running = b
+            .begin(&caller(), "/t", "comment", "hi", "allowed")
+            .unwrap();
+        drop(a);
+        let (a, n) = open(&db, "host-a:/state");
+        assert_eq!(n, 1);
+        assert_eq!(a.get(mine).unwrap().unwrap().status, INTERRUPTED);
+        assert_eq!(a.get(running).unwrap().unwrap().status, RUNNING);
+        let done = a.get(theirs).unwrap().unwrap();
+        assert_eq!(
+            (done.status.as_str(), done.result.as_str()),
+            ("ok", "closed")
+        );
+        assert_eq!(done.discovered, vec!["/t/x".to_string()]);
+        assert_eq!(a.runs_of("/t", "close", 10).unwrap(), vec![theirs, mine]);
+        assert_eq!(a.count().unwrap(), 3);
+        let brief = a.recent_brief(10, 2).unwrap();
+        assert_eq!(brief[2].args, "{}");
+        assert_eq!(brief[1].result, "cl…");
+        let events = b.events_after(0, 10).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(a.last_event().unwrap(), events[0].cursor);
+    }
+
+    #[test]
+    fn concurrent_writers_make_one_gapless_ordered_feed() {
+        let db = TestDb::create();
+        let journals: Vec<Arc<Journal>> = (0..4)
+            .map(|i| Arc::new(open(&db, &format!("m{i}")).0))
+            .collect();
+        let threads: Vec<_> = journals
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                let j = Arc::clone(j);
+                std::thread::spawn(move || {
+                    for k in 0..25 {
+                        let id = j
+                            .begin(&caller(), "/t", "comment", &format!("{i}/{k}"), "")
+                            .unwrap();
+                        let ev = Event::of_run("call", "/t", "comment", id, "ok");
+                        j.finish(id, "ok", 0, "", &[], &[ev]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // A reader following the feed while it is written never sees a cursor out of order.
+        let reader = Arc::clone(&journals[0]);
+        let follow = std::thread::spawn(move || {
+            let mut cursor = 0;
+            let mut seen = Vec::new();
+            while seen.len() < 100 {
+                for e in reader.events_after(cursor, 1000).unwrap() {
+                    assert!(e.cursor > cursor);
+                    cursor = e.cursor;
+                    seen.push(e.run.unwrap());
+                }
+            }
+            seen
+        });
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut seen = follow.join().unwrap();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 100, "every call once in the feed");
+    }
+
+    #[test]
+    fn one_decision_wins_across_mounts_and_expiry_is_taken_once() {
+        let db = TestDb::create();
+        let (a, _) = open(&db, "a");
+        let (b, _) = open(&db, "b");
+        let hold = |j: &Journal, expires: Option<Duration>| {
+            let id = j.begin(&caller(), "/t", "merge", "{}", "blocked").unwrap();
+            j.finish(id, PENDING, libc::EINPROGRESS, "waits", &[], &[])
+                .unwrap();
+            let new = NewApproval {
+                rule: 1,
+                rule_text: "match \"t/ops/merge\"",
+                approvers: &[0],
+                self_approve: false,
+                expires_after: expires,
+            };
+            j.hold(
+                id,
+                &new,
+                &Event::of_run(PENDING, "/t", "merge", id, PENDING),
+            )
+            .unwrap();
+            id
+        };
+        let id = hold(&a, None);
+        assert_eq!(b.pending_approvals(10).unwrap()[0].run, id);
+        let who = Decider {
+            uid: 0,
+            pid: 9,
+            session: 9,
+            command: "wip approve".into(),
+        };
+        let change = RunChange {
+            status: RUNNING,
+            errno: 0,
+            result: None,
+            guard: Some("allowed"),
+        };
+        assert!(b.decide(id, "approved", &who, None, &change, &[]).unwrap());
+        assert!(!a
+            .decide(id, "denied", &who, Some("late"), &change, &[])
+            .unwrap());
+        assert_eq!(a.approval(id).unwrap().unwrap().decider, Some(who));
+        assert_eq!(a.get(id).unwrap().unwrap().status, RUNNING);
+
+        let due = hold(&a, Some(Duration::from_millis(1)));
+        let later = hold(&b, Some(Duration::from_secs(3600)));
+        std::thread::sleep(Duration::from_millis(20));
+        let mut expired = a.expire_due(|_| "expired".into()).unwrap();
+        expired.extend(b.expire_due(|_| "expired".into()).unwrap());
+        assert_eq!(
+            expired.iter().map(|x| x.approval.run).collect::<Vec<_>>(),
+            vec![due]
+        );
+        assert_eq!(b.get(due).unwrap().unwrap().status, EXPIRED);
+        assert_eq!(a.get(later).unwrap().unwrap().status, PENDING);
+        let next = a.next_expiry().unwrap().unwrap();
+        assert!(next > Duration::from_secs(3000) && next <= Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_lost_connection_is_eio_with_words_and_the_next_call_reconnects() {
+        let db = TestDb::create();
+        let (j, _) = open(&db, "a");
+        j.count().unwrap();
+        db.cut_connections();
+        let mut failed = None;
+        // The pool holds one or more connections, each cut: every use of a cut one fails
+        // with words; then the pool connects again.
+        for _ in 0..32 {
+            match j.count() {
+                Err(e) => failed = Some(e),
+                Ok(n) => {
+                    assert_eq!(n, 0);
+                    break;
+                }
+            }
+        }
+        let e = failed.expect("a cut connection fails once");
+        assert_eq!(e.errno(), libc::EIO);
+        let words = e.to_string();
+        assert!(
+            words.contains("shared state database") && words.contains("reconnects"),
+            "{words}"
+        );
+        assert_eq!(j.count().unwrap(), 0);
+    }
+}

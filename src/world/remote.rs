@@ -1,0 +1,161 @@
+//! Other mounts of the same world: when state is shared on PostgreSQL, every change-feed
+//! write notifies the others, and each mount reads what followed its last cursor and drops
+//! the kernel's copies of what those events touched (so `cat` on one machine sees a call
+//! made on another, and `tail -f .wip/events` shows it).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::journal::Event;
+use super::node::*;
+use super::shared::{Heard, SharedDb, EVENTS_CHANNEL};
+use super::World;
+
+/// How many events one catch-up step reads.
+const CATCH_UP_BATCH: usize = 1000;
+
+pub(super) struct Shared {
+    db: Arc<SharedDb>,
+    /// This mount in the shared journal: its host name and state directory.
+    origin: String,
+    /// The change feed's cursor up to which this mount has applied others' changes.
+    applied: Mutex<Option<i64>>,
+}
+
+impl Shared {
+    pub(super) fn new(db: Arc<SharedDb>, origin: String) -> Shared {
+        Shared {
+            db,
+            origin,
+            applied: Mutex::new(None),
+        }
+    }
+}
+
+/// Who this mount is in a shared journal: one state directory serves one daemon at a
+/// time, so the host name and the state directory name one mount across restarts.
+pub(super) fn origin(state_dir: &Path) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string());
+    let dir = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    format!("{host}:{}", dir.display())
+}
+
+impl World {
+    /// Where shared state lives, if it is shared (the URL without its password).
+    pub fn shared_state(&self) -> Option<&str> {
+        self.shared.as_ref().map(|s| s.db.shown())
+    }
+
+    /// Hear other mounts' changes and apply them, until the world is gone. Does nothing
+    /// when state is not shared.
+    pub fn listen_to_other_mounts(
+        self: &Arc<Self>,
+    ) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+        let Some(shared) = &self.shared else {
+            return Ok(None);
+        };
+        if let Ok(mut applied) = shared.applied.lock() {
+            *applied = Some(self.events_start);
+        }
+        let me = shared.origin.clone();
+        let world = Arc::downgrade(self);
+        shared
+            .db
+            .listen(EVENTS_CHANNEL, move |heard| {
+                let Some(w) = world.upgrade() else {
+                    return false;
+                };
+                match heard {
+                    Heard::From(origin) if origin == me => {}
+                    Heard::Quiet => {}
+                    Heard::From(_) | Heard::Connected => w.apply_other_mounts_changes(),
+                }
+                true
+            })
+            .map(Some)
+    }
+
+    /// Read the feed past what was applied and drop the kernel's copies of what it names.
+    /// This mount's own events among them are applied twice, which is harmless.
+    fn apply_other_mounts_changes(&self) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let Ok(mut applied) = shared.applied.lock() else {
+            return;
+        };
+        let mut cursor = applied.unwrap_or(self.events_start);
+        loop {
+            let events = match self.journal.events_after(cursor, CATCH_UP_BATCH) {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::warn!("cannot read other mounts' changes: {e}");
+                    break;
+                }
+            };
+            let Some(last) = events.last() else {
+                break;
+            };
+            cursor = last.cursor;
+            let mut nodes = Vec::new();
+            for e in &events {
+                self.nodes_of_event(e, &mut nodes);
+            }
+            nodes.extend(
+                [
+                    WipFile::Log,
+                    WipFile::Stats,
+                    WipFile::Known,
+                    WipFile::Events,
+                    WipFile::Pending,
+                ]
+                .map(NodeId::WipFile),
+            );
+            let mut seen = HashSet::new();
+            nodes.retain(|n| seen.insert(n.clone()));
+            self.forget_guards();
+            self.publish(&nodes);
+            if events.len() < CATCH_UP_BATCH {
+                break;
+            }
+        }
+        *applied = Some(cursor);
+    }
+
+    /// The nodes an event from the feed makes stale.
+    fn nodes_of_event(&self, e: &Event, nodes: &mut Vec<NodeId>) {
+        let entry = self.entry_ref_at(&e.path);
+        match e.kind.as_str() {
+            "changed" | "removed" => {
+                if let Some(entry) = entry {
+                    self.entry_changed_nodes(entry.host, &entry.path, nodes);
+                }
+            }
+            "discovered" => {
+                if let Some(entry) = entry {
+                    if let Some((_, parent)) = entry.path.split_last() {
+                        nodes.push(NodeId::Entry(EntryRef::new(entry.host, parent)));
+                    }
+                    nodes.push(NodeId::Entry(entry));
+                }
+            }
+            // A call or a decision on a run: its op's runs and result, and the run itself.
+            _ => {
+                let target = if e.path == "/" {
+                    Some(Target::Root)
+                } else {
+                    entry.map(Target::Entry)
+                };
+                if let (Some(target), Some(op)) = (target, &e.op) {
+                    nodes.extend(Self::changed_by_any_call(&target, op));
+                }
+                if let Some(run) = e.run {
+                    nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(run, *f)));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,754 @@
+//! Many mounts, one world: two daemons whose state (journal, change feed, known world,
+//! approvals) is one PostgreSQL database and whose tracker is one database file, driven by
+//! agents on both at once, as a team on several machines would.
+//!
+//! PostgreSQL must be running (`.ci/run` installs and starts Debian's, with a role for
+//! root); each test makes a database of its own and drops it.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{wait_until, Mount};
+
+const SOCKET: &str = "/var/run/postgresql";
+
+/// A database for one test, dropped afterwards.
+struct TestDb {
+    name: String,
+    url: String,
+}
+
+fn admin() -> postgres::Client {
+    postgres::Client::connect(
+        &format!("postgresql:///postgres?host={SOCKET}"),
+        postgres::NoTls,
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "PostgreSQL is not reachable at {SOCKET}: {e}. Start it as root with \
+                 `apt-get install -y postgresql && pg_ctlcluster 15 main start && \
+                 su postgres -c 'createuser -s root'` (.ci/run does this)"
+        )
+    })
+}
+
+impl TestDb {
+    fn create(tag: &str) -> TestDb {
+        let name = format!("wip_it_{tag}_{}", std::process::id());
+        let mut a = admin();
+        a.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        a.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        TestDb {
+            url: format!("postgresql:///{name}?host={SOCKET}"),
+            name,
+        }
+    }
+
+    fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let _ = admin().batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+    }
+}
+
+/// A tracker on `tracker_db` (one file both mounts open), state on `url` when given in
+/// the manifest (the other mount gets it from WIP_STATE_URL).
+fn manifest(tracker_db: &std::path::Path, url: Option<&str>) -> String {
+    let state = url
+        .map(|u| format!("[state]\nurl = \"{u}\"\n\n"))
+        .unwrap_or_default();
+    format!(
+        "{state}[identity]\nuser = \"alex\"\nrole = \"maintainer\"\n\n\
+         [[host]]\nkind = \"tracker\"\npath = \"tracker\"\nseed = \"demo\"\ndatabase = \"{}\"\n",
+        tracker_db.display()
+    )
+}
+
+/// Two mounts of one world: A names the database in its manifest, B in its environment.
+fn two_mounts(db: &TestDb, shared: &tempfile::TempDir) -> (Mount, Mount) {
+    two_mounts_with(db, shared, "")
+}
+
+/// The same, with more manifest text (policy rules) on both.
+fn two_mounts_with(db: &TestDb, shared: &tempfile::TempDir, more: &str) -> (Mount, Mount) {
+    let tracker = shared.path().join("tracker.db");
+    let a = Mount::start(Some(&(manifest(&tracker, Some(&db.url)) + more)));
+    let b = Mount::start_with_env(
+        Some(&(manifest(&tracker, None) + more)),
+        &[("WIP_STATE_URL", db.url.as_str())],
+    );
+    (a, b)
+}
+
+/// A mount the tests drive: a `Mount` of tests/common, or a daemon in its own network
+/// namespace.
+trait Side {
+    fn dir(&self) -> &Path;
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    fn ok(&self, script: &str) -> String {
+        let out = common::sh_in(self.dir(), script, Duration::from_secs(120));
+        assert!(
+            out.status.success(),
+            "script failed: {script}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Side for Mount {
+    fn dir(&self) -> &Path {
+        &self.mount
+    }
+}
+
+fn feed(m: &dyn Side) -> Vec<serde_json::Value> {
+    m.read(".wip/events")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// How often each run appears as a `call` event of `op` in a feed.
+fn calls_in(feed: &[serde_json::Value], op: &str) -> BTreeMap<i64, usize> {
+    let mut n = BTreeMap::new();
+    for e in feed {
+        if e["kind"] == "call" && e["op"] == op {
+            *n.entry(e["run"].as_i64().unwrap()).or_default() += 1;
+        }
+    }
+    n
+}
+
+fn comment_count(description: &str) -> usize {
+    // "Issue #42 · open · Crash when config is missing · 3 comments"
+    description
+        .split(" · ")
+        .find_map(|part| {
+            part.trim()
+                .strip_suffix(" comments")
+                .or_else(|| part.trim().strip_suffix(" comment"))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `tail -f` of a mount's change feed, its lines arriving on a channel.
+struct Tail {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Tail {
+    fn start(m: &dyn Side) -> Tail {
+        let feed = m.dir().join(".wip/events");
+        let mut child = Command::new("tail")
+            .args(["-n", "0", "-f"])
+            .arg(&feed)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id();
+        wait_until("tail opened the feed", Duration::from_secs(30), || {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(Result::ok)
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == feed))
+            })
+        });
+        Tail { child, lines }
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `script` in `bash -c` in each mount's directory, all at once; their outputs.
+fn agents(scripts: Vec<(std::path::PathBuf, String)>) -> Vec<std::process::Output> {
+    let children: Vec<_> = scripts
+        .into_iter()
+        .map(|(dir, script)| {
+            let mut cmd = Command::new("bash");
+            common::scrub_env(&mut cmd);
+            cmd.arg("-c")
+                .arg(script)
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    children
+        .into_iter()
+        .map(|mut c| {
+            while c.try_wait().unwrap().is_none() {
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    panic!("an agent overran 180 s");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            c.wait_with_output().unwrap()
+        })
+        .collect()
+}
+
+const AGENTS: usize = 8;
+const CALLS: usize = 5;
+
+#[test]
+fn eight_agents_on_each_of_two_mounts_lose_and_repeat_nothing_and_both_see_it_all() {
+    let db = TestDb::create("agents");
+    let shared = tempfile::tempdir().unwrap();
+    let (a, b) = two_mounts(&db, &shared);
+    agents_on_both(&db, &a, &b);
+}
+
+/// 8 agents on each mount comment on one issue; every call shows once everywhere, and B's
+/// kernel caches and `tail -f` follow A.
+fn agents_on_both(db: &TestDb, a: &dyn Side, b: &dyn Side) {
+    assert!(b
+        .read("README.md")
+        .contains("Other mounts share this world's state"));
+    // B holds the issue in its kernel caches before anyone changes it.
+    let before = comment_count(&b.read("tracker/issues/42/description"));
+    b.ok("ls tracker/issues/42/comments > /dev/null");
+    let tail = Tail::start(b);
+
+    let mut scripts = Vec::new();
+    for (name, m) in [("A", a), ("B", b)] {
+        for n in 0..AGENTS {
+            scripts.push((
+                m.dir().to_path_buf(),
+                format!(
+                    "for i in $(seq 1 {CALLS}); do \
+                       echo \"note from mount {name} agent {n} call $i\" > tracker/issues/42/ops/comment/call || exit 1; \
+                     done"
+                ),
+            ));
+        }
+    }
+    for out in agents(scripts) {
+        assert!(
+            out.status.success(),
+            "an agent failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let total = 2 * AGENTS * CALLS;
+    let expected: BTreeSet<String> = ["A", "B"]
+        .iter()
+        .flat_map(|name| {
+            (0..AGENTS).flat_map(move |n| {
+                (1..=CALLS).map(move |i| format!("note from mount {name} agent {n} call {i}"))
+            })
+        })
+        .collect();
+
+    // The journal: every call once, each finished ok.
+    let mut pg = db.client();
+    let rows = pg
+        .query(
+            "SELECT id, args, status, origin FROM calls WHERE op = 'comment' ORDER BY id",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), total, "one journal row per call");
+    let mut args_seen = BTreeSet::new();
+    let mut origins = BTreeSet::new();
+    let mut runs = BTreeSet::new();
+    for r in &rows {
+        let args: String = r.get(1);
+        let status: String = r.get(2);
+        assert_eq!(status, "ok", "{args}");
+        assert!(
+            args_seen.insert(args.trim_end().to_string()),
+            "twice: {args}"
+        );
+        origins.insert(r.get::<_, String>(3));
+        runs.insert(r.get::<_, i64>(0));
+    }
+    assert_eq!(origins.len(), 2, "each mount recorded its own calls");
+    assert_eq!(
+        args_seen
+            .iter()
+            .map(|s| comment_text(s))
+            .collect::<BTreeSet<_>>(),
+        expected
+    );
+
+    // The tracker: every comment once, read through B (whose listing was cached).
+    let bodies = b.ok("cat tracker/issues/42/comments/*/description");
+    for text in &expected {
+        assert_eq!(bodies.matches(text.as_str()).count(), 1, "{text}");
+    }
+    // B's cached description follows the calls made through A too.
+    wait_until(
+        "B's description counts every comment",
+        Duration::from_secs(20),
+        || comment_count(&b.read("tracker/issues/42/description")) == before + total,
+    );
+    assert_eq!(
+        comment_count(&a.read("tracker/issues/42/description")),
+        before + total
+    );
+
+    // Both feeds: every call exactly once, the same runs as the journal.
+    for m in [a, b] {
+        let calls = calls_in(&feed(m), "comment");
+        assert!(calls.values().all(|&n| n == 1), "{calls:?}");
+        assert_eq!(calls.keys().copied().collect::<BTreeSet<_>>(), runs);
+    }
+    // tail -f on B saw A's calls as they happened.
+    let a_runs: BTreeSet<i64> = rows
+        .iter()
+        .filter(|r| r.get::<_, String>(1).contains("mount A"))
+        .map(|r| r.get(0))
+        .collect();
+    let mut heard = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !a_runs.is_subset(&heard) && Instant::now() < deadline {
+        if let Ok(line) = tail.lines.recv_timeout(Duration::from_millis(100)) {
+            let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if e["kind"] == "call" {
+                heard.insert(e["run"].as_i64().unwrap());
+            }
+        }
+    }
+    assert!(
+        a_runs.is_subset(&heard),
+        "tail -f on B missed A's runs {:?}",
+        a_runs.difference(&heard).collect::<Vec<_>>()
+    );
+    // Then only A changes the issue: B's kernel caches (the description, the feed's size)
+    // hear of it from A alone.
+    let count = comment_count(&b.read("tracker/issues/42/description"));
+    let feed_len = b.read(".wip/events").len();
+    a.ok("echo 'after the crowd' > tracker/issues/42/ops/comment/call");
+    wait_until(
+        "B's cached description shows A's call",
+        Duration::from_secs(20),
+        || comment_count(&b.read("tracker/issues/42/description")) == count + 1,
+    );
+    assert!(b.read(".wip/events").len() > feed_len);
+    let last: i64 = pg
+        .query_one("SELECT max(id) FROM calls WHERE op = 'comment'", &[])
+        .unwrap()
+        .get(0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !heard.contains(&last) && Instant::now() < deadline {
+        if let Ok(line) = tail.lines.recv_timeout(Duration::from_millis(100)) {
+            let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if e["kind"] == "call" {
+                heard.insert(e["run"].as_i64().unwrap());
+            }
+        }
+    }
+    assert!(
+        heard.contains(&last),
+        "tail -f on B never showed A's run {last}"
+    );
+    // The runs are one set: B lists a run A made, with A's result.
+    let a_run = a_runs.iter().next().unwrap();
+    let status = b.read(&format!(
+        "tracker/issues/42/ops/comment/runs/{a_run}/status"
+    ));
+    assert!(status.starts_with("ok"), "{status}");
+}
+
+/// The comment text an agent wrote, from the journal's args (JSON or the plain text).
+fn comment_text(args: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(args) {
+        Ok(v) => v["body"].as_str().unwrap_or(args).trim_end().to_string(),
+        Err(_) => args.trim_end().to_string(),
+    }
+}
+
+#[test]
+fn two_merges_of_one_pull_request_from_two_mounts_one_wins_one_hears_eperm() {
+    let db = TestDb::create("merge");
+    let shared = tempfile::tempdir().unwrap();
+    let (a, b) = two_mounts(&db, &shared);
+    let go = shared.path().join("go");
+    let script = format!(
+        "while [ ! -e {go} ]; do sleep 0.005; done; \
+         echo '{{\"method\":\"merge\"}}' > tracker/pulls/51/ops/merge/call",
+        go = go.display()
+    );
+    // Both guards read "allowed" before the race.
+    for m in [&a, &b] {
+        assert!(m
+            .read("tracker/pulls/51/ops/merge/guard")
+            .starts_with("allowed"));
+    }
+    let racers = std::thread::spawn({
+        let scripts = vec![
+            (a.mount.clone(), script.clone()),
+            (b.mount.clone(), script.clone()),
+        ];
+        move || agents(scripts)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(&go, "").unwrap();
+    let outs = racers.join().unwrap();
+    let won: Vec<bool> = outs.iter().map(|o| o.status.success()).collect();
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "exactly one merge succeeds: {:?}",
+        outs.iter()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .collect::<Vec<_>>()
+    );
+    let (winner, loser, lost) = if won[0] {
+        (&a, &b, &outs[1])
+    } else {
+        (&b, &a, &outs[0])
+    };
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert!(err.contains("Operation not permitted"), "{err}");
+    assert!(winner
+        .result("tracker/pulls/51/ops/merge")
+        .contains("merged PR #51"));
+    // The loser's words name the state it found (refused at open or at the write).
+    let guard = loser.read("tracker/pulls/51/ops/merge/guard");
+    assert!(
+        guard.starts_with("blocked") && guard.contains("was merged"),
+        "{guard}"
+    );
+    // One merge in the journal, the refusal beside it when it got that far.
+    let mut pg = db.client();
+    let ok: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM calls WHERE op = 'merge' AND status = 'ok'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ok, 1);
+    for m in [&a, &b] {
+        wait_until(
+            "both mounts show the pull request merged",
+            Duration::from_secs(20),
+            || m.read("tracker/pulls/51/description").contains("merged"),
+        );
+    }
+}
+
+#[test]
+fn a_mount_on_an_unreachable_database_refuses_to_start_with_words() {
+    let state = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    // A port nothing listens on, on this machine.
+    let out = common::wip_command()
+        .arg("mount")
+        .arg(mnt.path())
+        .arg("-f")
+        .arg("--state")
+        .arg(state.path())
+        .arg("--state-url")
+        .arg("postgresql://wip:secret@127.0.0.1:1/wip?connect_timeout=2")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "cannot reach the shared state database postgresql://wip:<redacted>@127.0.0.1:1/wip"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "{err}");
+    assert!(!common::is_mounted(mnt.path()));
+}
+
+/// A network namespace joined to this one by a veth pair (10.231.N.1 here, .2 there),
+/// deleted when dropped.
+struct NetNs {
+    name: String,
+    host_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl NetNs {
+    fn create() -> NetNs {
+        let pid = std::process::id();
+        let name = format!("wipns{pid}");
+        let (here, there) = (format!("wiph{pid}"), format!("wipn{pid}"));
+        let net = format!("10.231.{}", pid % 250);
+        let host_ip = format!("{net}.1");
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = NetNs {
+            name: name.clone(),
+            host_ip: host_ip.clone(),
+        };
+        ip(&["link", "add", &here, "type", "veth", "peer", "name", &there]);
+        ip(&["link", "set", &there, "netns", &name]);
+        ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &here]);
+        ip(&["link", "set", &here, "up"]);
+        let inner = format!("{net}.2/30");
+        for args in [
+            ["addr", "add", inner.as_str(), "dev", there.as_str()].as_slice(),
+            &["link", "set", there.as_str(), "up"],
+            &["link", "set", "lo", "up"],
+        ] {
+            let mut cmd = vec!["-n", name.as_str()];
+            cmd.extend_from_slice(args);
+            ip(&cmd);
+        }
+        ns
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        // The veth pair goes with the namespace.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// PostgreSQL over TCP on `addr`: each connection is relayed to the server's unix socket
+/// (the server keeps its own configuration; its peer authentication sees this process).
+/// Returns the port and a count of the connections relayed.
+fn relay_to_postgres(addr: &str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::os::unix::net::UnixStream;
+    let listener = std::net::TcpListener::bind((addr, 0)).expect("listen on the veth address");
+    let port = listener.local_addr().unwrap().port();
+    let relayed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&relayed);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(tcp) = conn else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Ok(unix) = UnixStream::connect(format!("{SOCKET}/.s.PGSQL.5432")) else {
+                continue;
+            };
+            let (mut t_in, mut t_out) = (tcp.try_clone().unwrap(), tcp);
+            let (mut u_in, mut u_out) = (unix.try_clone().unwrap(), unix);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut t_in, &mut u_out);
+                let _ = u_out.shutdown(std::net::Shutdown::Both);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut u_in, &mut t_out);
+                let _ = t_out.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (port, relayed)
+}
+
+/// A daemon started inside a network namespace (its mount is visible here: only the
+/// network is its own), unmounted and gone when dropped.
+struct NsMount {
+    mount: std::path::PathBuf,
+    _dirs: Vec<tempfile::TempDir>,
+    child: Option<std::process::Child>,
+    stop_watchdog: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl NsMount {
+    fn start(ns: &NetNs, manifest: &str, state_url: &str) -> NsMount {
+        let mnt = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join("manifest.toml"), manifest).unwrap();
+        let mut cmd = Command::new("nsenter");
+        common::scrub_env(&mut cmd);
+        let child = cmd
+            .arg(format!("--net=/var/run/netns/{}", ns.name))
+            .arg("--")
+            .arg(common::WIP)
+            .arg("mount")
+            .arg(mnt.path())
+            .arg("-f")
+            .arg("--state")
+            .arg(state.path())
+            .arg("--manifest")
+            .arg(state.path().join("manifest.toml"))
+            .env("WIP_STATE_URL", state_url)
+            .env("WIP_LOG", "warn,fuser::session=error")
+            .current_dir(root.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("nsenter (util-linux)");
+        let mut m = NsMount {
+            mount: mnt.path().to_path_buf(),
+            _dirs: vec![mnt, state, root],
+            child: Some(child),
+            stop_watchdog: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !common::is_mounted(&m.mount) {
+            if let Some(c) = m.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!("wip in the namespace exited before mounting: {status}");
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "wip in the namespace did not mount within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // As tests/common does: a test that overruns gets the mount lazily unmounted.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let dir = m.mount.clone();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(Duration::from_secs(240))
+            {
+                common::lazy_umount(&dir);
+            }
+        });
+        m.stop_watchdog = Some(tx);
+        m
+    }
+}
+
+impl Side for NsMount {
+    fn dir(&self) -> &Path {
+        &self.mount
+    }
+}
+
+impl Drop for NsMount {
+    fn drop(&mut self) {
+        if common::is_mounted(&self.mount) {
+            let ok = common::wip_command()
+                .arg("umount")
+                .arg(&self.mount)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                common::lazy_umount(&self.mount);
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !matches!(c.try_wait(), Ok(Some(_))) {
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some(tx) = self.stop_watchdog.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[test]
+fn a_mount_in_its_own_network_namespace_shares_the_world_over_tcp() {
+    let db = TestDb::create("netns");
+    let shared = tempfile::tempdir().unwrap();
+    let ns = NetNs::create();
+    let (port, relayed) = relay_to_postgres(&ns.host_ip);
+    let tracker = shared.path().join("tracker.db");
+    let a = Mount::start(Some(&manifest(&tracker, Some(&db.url))));
+    // B dials the host's end of the veth pair from inside its namespace.
+    let tcp_url = format!("postgresql://root@{}:{port}/{}", ns.host_ip, db.name);
+    let b = NsMount::start(&ns, &manifest(&tracker, None), &tcp_url);
+    assert!(
+        relayed.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "B reached PostgreSQL over TCP"
+    );
+    agents_on_both(&db, &a, &b);
+}
+
+#[test]
+fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
+    let db = TestDb::create("approve");
+    let shared = tempfile::tempdir().unwrap();
+    let policy = "\n[[policy]]\nmatch = \"tracker/issues/*/ops/assign\"\naction = \"approve\"\nself_approve = true\n";
+    let (a, b) = two_mounts_with(&db, &shared, policy);
+    let out = a.sh("echo '{\"user\":\"sam\"}' > tracker/issues/42/ops/assign/call");
+    assert!(!out.status.success(), "held, not run");
+    let id: i64 = db
+        .client()
+        .query_one(
+            "SELECT id FROM calls WHERE op = 'assign' AND status = 'pending'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    wait_until("B lists A's pending run", Duration::from_secs(20), || {
+        b.read(".wip/pending").contains(&format!("/runs/{id}"))
+    });
+    let decided = b.ok(&format!("$WIP approve {id} --state {}", b.state.display()));
+    assert!(decided.contains(&format!("approved run {id}")), "{decided}");
+    // The call ran (on B, asked to decide) and A sees it: the run, the issue.
+    wait_until(
+        "A sees the approved run finished",
+        Duration::from_secs(20),
+        || a.read(&format!("tracker/issues/42/ops/assign/runs/{id}/status")) == "ok\n",
+    );
+    wait_until(
+        "A's cached issue shows the assignee",
+        Duration::from_secs(20),
+        || a.read("tracker/issues/42/description").contains("sam"),
+    );
+    assert!(!a.read(".wip/pending").contains(&format!("/runs/{id}")));
+}
