@@ -89,14 +89,20 @@ impl Beneath {
 
     /// Open `physical` (below the root) with `flags`, following no symlink on the way. With
     /// `O_PATH | O_NOFOLLOW` a symlink at the end is opened itself.
-    pub(super) fn open_at(&self, physical: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+    pub(super) fn open_at(
+        &self,
+        physical: &Path,
+        flags: OFlags,
+        mode: Mode,
+    ) -> io::Result<OwnedFd> {
         let rel = self.rel(physical)?;
         let flags = flags | OFlags::CLOEXEC;
         if rel.as_os_str().is_empty() {
             return rustix::fs::openat(&self.fd, ".", flags, mode).map_err(errno);
         }
         if self.has_openat2.load(Ordering::Relaxed) {
-            let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+            let how =
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
             match rustix::fs::openat2(&self.fd, rel, flags, mode, how) {
                 Ok(fd) => return Ok(fd),
                 Err(rustix::io::Errno::NOSYS) => self.has_openat2.store(false, Ordering::Relaxed),
@@ -183,7 +189,10 @@ impl Beneath {
 
     /// Open the regular file at `physical` for reading. Anything else (a FIFO, whose open
     /// would block; a device, whose open may act) is never opened: `Ok(Err(meta))`.
-    pub(super) fn open_regular(&self, physical: &Path) -> io::Result<Result<(File, Metadata), Metadata>> {
+    pub(super) fn open_regular(
+        &self,
+        physical: &Path,
+    ) -> io::Result<Result<(File, Metadata), Metadata>> {
         let path_fd = self.open_at(physical, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty())?;
         let meta = meta_of(&path_fd)?;
         if !meta.is_file() {

@@ -175,7 +175,11 @@ impl Walk<'_> {
 /// The document of one regular file, or None if it is not indexable text.
 fn file_document(host: &FilesHost, path: &Path, segs: &[String]) -> Option<Document> {
     // Read below the root, links not followed, special files never opened.
-    let (bytes, capped, meta) = host.beneath.read_capped(path, MAX_DOCUMENT_BYTES).ok()?.ok()?;
+    let (bytes, capped, meta) = host
+        .beneath
+        .read_capped(path, MAX_DOCUMENT_BYTES)
+        .ok()?
+        .ok()?;
     if capped || bytes.contains(&0) {
         return None;
     }

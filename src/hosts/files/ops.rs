@@ -144,7 +144,6 @@ pub(super) struct Plan {
     target: Option<Target>,
 }
 
-
 fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
     match map.get(key) {
         None => Ok(None),
@@ -178,7 +177,6 @@ fn bool_arg(map: &Map<String, Value>, key: &str) -> HostResult<bool> {
         ))),
     }
 }
-
 
 fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
     if let Some(p) = path {
@@ -252,7 +250,10 @@ impl FilesHost {
             }
             Err(meta) => {
                 self.refuse_special(t, &meta, op)?;
-                Err(HostError::Backend(format!("{}: not a regular file", t.display)))
+                Err(HostError::Backend(format!(
+                    "{}: not a regular file",
+                    t.display
+                )))
             }
         }
     }
@@ -802,7 +803,7 @@ impl FilesHost {
 
     /// Replace `path` atomically (see `Beneath::write_atomic`), with a temporary name no
     /// other write of this process uses.
-    fn atomic_write(
+    pub(super) fn atomic_write(
         &self,
         path: &Path,
         bytes: &[u8],

@@ -279,7 +279,10 @@ impl FilesHost {
             }));
         }
         let shown = self.display_physical(&at);
-        let target = self.beneath.read_link(&at).map_err(|e| self.io_error(&shown, e))?;
+        let target = self
+            .beneath
+            .read_link(&at)
+            .map_err(|e| self.io_error(&shown, e))?;
         let walked = self
             .walk(dir, Path::new(name))
             .map_err(|e| self.io_error(&shown, e))?;
