@@ -50,29 +50,7 @@ fn load_manifest(path: Option<&Path>) -> Result<(Manifest, String)> {
         }
         None => (Manifest::default_world(), DEFAULT_MANIFEST.to_string()),
     };
-    Ok((manifest, redact(&text)))
-}
-
-/// Blank out values of keys that look secret (`token`, `secret`, `password`, `key`).
-pub fn redact(text: &str) -> String {
-    text.lines()
-        .map(|line| {
-            let Some((k, _)) = line.split_once('=') else {
-                return line.to_string();
-            };
-            let key = k.trim().to_ascii_lowercase();
-            if ["token", "secret", "password", "api_key", "apikey"]
-                .iter()
-                .any(|s| key.contains(s))
-            {
-                format!("{} = \"<redacted>\"", k.trim_end())
-            } else {
-                line.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    Ok((manifest, crate::secrets::redact_manifest(&text)))
 }
 
 /// Exclusive use of a state directory (an advisory `flock` on `daemon.lock`, which names

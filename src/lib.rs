@@ -5,7 +5,9 @@
 
 pub mod control;
 pub mod daemon;
+pub mod fuzz;
 pub mod fuse;
 pub mod hosts;
 pub mod manifest;
+pub mod secrets;
 pub mod world;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod slow_fs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{mpsc, OnceLock};

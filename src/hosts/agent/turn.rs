@@ -354,6 +354,7 @@ fn execute(
     let mut cmd = Command::new(&program.program);
     cmd.args(&program.args)
         .current_dir(&program.dir)
+        .env_clear()
         .envs(&program.env)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())

@@ -103,6 +103,7 @@ pub fn open(endpoint: &Endpoint, timeout: Duration) -> io::Result<Link> {
             };
             let mut child = Command::new(&program)
                 .args(args)
+                .env_clear()
                 .envs(env)
                 .current_dir(cwd)
                 .stdin(Stdio::piped())

@@ -539,7 +539,9 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         return "no command".to_string();
     };
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).envs(&settings.env);
+    cmd.args(args)
+        .env_clear()
+        .envs(crate::hosts::child_env(&settings.env, &settings.pass_env));
     if let Some(dir) = &settings.cwd {
         cmd.current_dir(dir);
     }
