@@ -62,7 +62,11 @@ fn names_target(input: &[u8]) {
     let name = String::from_utf8_lossy(input);
     let escaped = names::escape(&name);
     assert!(!names::is_reserved(&escaped), "escape gave a reserved name");
-    assert_eq!(names::unescape(&escaped).as_deref(), Some(&*name), "unescape∘escape ≠ id");
+    assert_eq!(
+        names::unescape(&escaped).as_deref(),
+        Some(&*name),
+        "unescape∘escape ≠ id"
+    );
     if let Some(host) = names::unescape(&name) {
         assert_eq!(names::escape(&host), name, "escape∘unescape ≠ id");
     }
@@ -102,7 +106,10 @@ fn manifest_target(input: &[u8]) {
         let _ = m.policy();
     }
     let shown = crate::secrets::redact_manifest(&text);
-    assert!(!crate::secrets::has_token(&shown), "a token survived redaction");
+    assert!(
+        !crate::secrets::has_token(&shown),
+        "a token survived redaction"
+    );
     if toml::from_str::<toml::Table>(&text).is_ok() {
         assert!(
             toml::from_str::<toml::Table>(&shown).is_ok(),
@@ -191,10 +198,41 @@ impl Rng {
 
 /// Bytes that matter to the grammars: delimiters, escapes, quotes, and UTF-8 edges.
 const INTERESTING: &[&[u8]] = &[
-    b"=", b"\n", b"\r\n", b",", b"{", b"}", b"[", b"]", b"\"", b"\\", b"%", b"%2", b"%N", b"%X",
-    b"~", b"/", b"\0", b"..", b"-", b"e", b"1e999", b"-0", b"null", b"true", b"\xff",
-    "\u{e9}".as_bytes(), "\u{1F600}".as_bytes(), b"\"\"\"", b"'''", b"[[host]]\n", b" = ",
-    b"ghp_abcdefghijklmnopqrst", b"sk-", b"AKIA", b"9223372036854775808",
+    b"=",
+    b"\n",
+    b"\r\n",
+    b",",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b"\\",
+    b"%",
+    b"%2",
+    b"%N",
+    b"%X",
+    b"~",
+    b"/",
+    b"\0",
+    b"..",
+    b"-",
+    b"e",
+    b"1e999",
+    b"-0",
+    b"null",
+    b"true",
+    b"\xff",
+    "\u{e9}".as_bytes(),
+    "\u{1F600}".as_bytes(),
+    b"\"\"\"",
+    b"'''",
+    b"[[host]]\n",
+    b" = ",
+    b"ghp_abcdefghijklmnopqrst",
+    b"sk-",
+    b"AKIA",
+    b"9223372036854775808",
 ];
 
 /// One input: a seed (or two spliced), mutated a few times.

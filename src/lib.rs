@@ -5,8 +5,8 @@
 
 pub mod control;
 pub mod daemon;
-pub mod fuzz;
 pub mod fuse;
+pub mod fuzz;
 pub mod hosts;
 pub mod manifest;
 pub mod secrets;

@@ -37,7 +37,9 @@ const TOKEN_PREFIXES: [&str; 10] = [
 ];
 
 /// What a child of a host inherits from the daemon's environment, at most.
-const CHILD_ALLOWLIST: [&str; 8] = ["PATH", "HOME", "LANG", "TERM", "TZ", "USER", "TMPDIR", "LOGNAME"];
+const CHILD_ALLOWLIST: [&str; 8] = [
+    "PATH", "HOME", "LANG", "TERM", "TZ", "USER", "TMPDIR", "LOGNAME",
+];
 
 /// Whether a name says its value is secret (`GITHUB_TOKEN`, `api_key`, `--password`).
 pub fn is_secret_name(name: &str) -> bool {
@@ -53,8 +55,14 @@ fn is_token_word(word: &str) -> bool {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     };
-    if let Some(rest) = word.strip_prefix("AKIA").or_else(|| word.strip_prefix("ASIA")) {
-        return rest.len() == 16 && rest.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    if let Some(rest) = word
+        .strip_prefix("AKIA")
+        .or_else(|| word.strip_prefix("ASIA"))
+    {
+        return rest.len() == 16
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
     }
     TOKEN_PREFIXES
         .iter()
@@ -215,7 +223,13 @@ mod tests {
 
     #[test]
     fn names_and_token_shapes() {
-        for n in ["GITHUB_TOKEN", "api_key", "--password", "OPENAI_API_KEY", "AUTH_HEADER"] {
+        for n in [
+            "GITHUB_TOKEN",
+            "api_key",
+            "--password",
+            "OPENAI_API_KEY",
+            "AUTH_HEADER",
+        ] {
             assert!(is_secret_name(n), "{n}");
         }
         for n in ["PATH", "command", "page_size", "--model"] {
@@ -229,9 +243,18 @@ mod tests {
             "AKIAIOSFODNN7EXAMPLE",
         ] {
             assert!(has_token(t), "{t}");
-            assert_eq!(redact_tokens(&format!("x {t} y")), format!("x {REDACTED} y"));
+            assert_eq!(
+                redact_tokens(&format!("x {t} y")),
+                format!("x {REDACTED} y")
+            );
         }
-        for t in ["sk-1", "ghp_", "risk-assessment-x", "AKIAsmall", "task-force"] {
+        for t in [
+            "sk-1",
+            "ghp_",
+            "risk-assessment-x",
+            "AKIAsmall",
+            "task-force",
+        ] {
             assert!(!has_token(t), "{t}");
         }
     }
@@ -265,7 +288,14 @@ user = "plain-secret-4"
         ] {
             assert!(!out.contains(secret), "{secret} in\n{out}");
         }
-        for kept in ["demo", "agents/helper", "--model", "m1", "--api-key", "OPENAI_API_KEY"] {
+        for kept in [
+            "demo",
+            "agents/helper",
+            "--model",
+            "m1",
+            "--api-key",
+            "OPENAI_API_KEY",
+        ] {
             assert!(out.contains(kept), "{kept} missing in\n{out}");
         }
         // Still a manifest of the same shape.
@@ -296,7 +326,14 @@ user = "plain-secret-4"
         let names: Vec<&str> = env.keys().map(String::as_str).collect();
         assert_eq!(
             names,
-            ["EXTRA", "HOME", "LC_CTYPE", "NEEDED_KEY", "PATH", "WIP_SESSION"]
+            [
+                "EXTRA",
+                "HOME",
+                "LC_CTYPE",
+                "NEEDED_KEY",
+                "PATH",
+                "WIP_SESSION"
+            ]
         );
     }
 }

@@ -390,7 +390,10 @@ fn slow_world(slow: &common::slow_fs::Slow, world: &str) -> String {
 #[test]
 fn a_call_that_hangs_times_out() {
     let slow = common::slow_fs::Slow::mount();
-    let m = Mount::start(Some(&slow_world(&slow, "[world]\ncall_timeout_ms = 1000\n")));
+    let m = Mount::start(Some(&slow_world(
+        &slow,
+        "[world]\ncall_timeout_ms = 1000\n",
+    )));
     // The read blocks in the kernel, inside the backend's file system.
     let started = std::time::Instant::now();
     assert_eq!(m.call("slow/ops/read", "path=late.txt\n"), Err(ETIMEDOUT));

@@ -49,7 +49,10 @@ fn main() -> Result<()> {
         );
         if let Some((input, why)) = report.first {
             crashed = true;
-            println!("  first crash: {why}\n  input: {:?}", String::from_utf8_lossy(&input));
+            println!(
+                "  first crash: {why}\n  input: {:?}",
+                String::from_utf8_lossy(&input)
+            );
         }
     }
     if crashed {

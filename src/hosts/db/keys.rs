@@ -191,7 +191,11 @@ pub(crate) fn fuzz_one(input: &[u8]) {
         assert_eq!(encode_name(&name), segment, "decode_name is not canonical");
     }
     let name = encode_name(&text);
-    assert_eq!(decode_name(&name).as_deref(), Some(&*text), "encode_name does not round-trip");
+    assert_eq!(
+        decode_name(&name).as_deref(),
+        Some(&*text),
+        "encode_name does not round-trip"
+    );
     let all = [
         Affinity::Integer,
         Affinity::Text,
