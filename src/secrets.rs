@@ -138,6 +138,13 @@ fn redact_table(table: &mut toml::Table) {
         }
         redact_tree(value);
     }
+    // A key may be a token itself (`ghp_… = true`): rename it.
+    if table.keys().any(|k| has_token(k)) {
+        let entries = std::mem::take(table);
+        for (k, v) in entries {
+            table.insert(redact_tokens(&k), v);
+        }
+    }
 }
 
 fn redact_tree(value: &mut toml::Value) {
@@ -168,7 +175,9 @@ pub fn redact_manifest(text: &str) -> String {
         Err(_) => text
             .lines()
             .map(|line| match line.split_once('=') {
-                Some((k, _)) if is_secret_name(k) => format!("{} = \"{REDACTED}\"", k.trim_end()),
+                Some((k, _)) if is_secret_name(k) => {
+                    format!("{} = \"{REDACTED}\"", redact_tokens(k.trim_end()))
+                }
                 _ => redact_tokens(line),
             })
             .map(|l| l + "\n")
