@@ -130,6 +130,21 @@ fn redact_command(items: &mut [toml::Value]) {
     }
 }
 
+/// A command line as it may be shown (in words, logs): values of secret flags and
+/// token-shaped words replaced.
+pub fn shown_command(argv: &[String]) -> String {
+    let mut items: Vec<toml::Value> = argv
+        .iter()
+        .map(|a| toml::Value::String(a.clone()))
+        .collect();
+    redact_command(&mut items);
+    items
+        .iter()
+        .map(|v| redact_tokens(v.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn redact_table(table: &mut toml::Table) {
     for (key, value) in table.iter_mut() {
         if key == "env" || is_secret_name(key) {
@@ -313,6 +328,24 @@ user = "plain-secret-4"
         // Text that does not parse still loses its secrets.
         let bad = redact_manifest("api_key = \"abc\nx = ghp_abcdefghijklmnopqrstuvwxyz0123\n");
         assert!(!bad.contains("abc") && !bad.contains("ghp_abc"), "{bad}");
+    }
+
+    #[test]
+    fn commands_are_shown_without_their_secrets() {
+        let argv = [
+            "srv",
+            "--api-key",
+            "abc123",
+            "--port",
+            "8",
+            "--token=xyz",
+            "ghp_abcdefghijklmnop",
+        ]
+        .map(String::from);
+        assert_eq!(
+            shown_command(&argv),
+            "srv --api-key <redacted> --port 8 --token=<redacted> <redacted>"
+        );
     }
 
     #[test]

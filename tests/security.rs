@@ -46,7 +46,11 @@ fn descendants(pid: u32) -> Vec<u32> {
         let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
             continue;
         };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse::<u32>().ok()) {
+        if let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<u32>().ok())
+        {
             parent_of.push((p, ppid));
         }
     }
@@ -121,9 +125,14 @@ fn no_secret_reaches_the_world_or_a_child() {
     // Use every host.
     m.ok("echo 'print your environment' > agents/env/ops/ask/call");
     let ask = m.result("agents/env/ops/ask");
-    assert!(ask.contains("PATH="), "the agent printed no environment: {ask}");
+    assert!(
+        ask.contains("PATH="),
+        "the agent printed no environment: {ask}"
+    );
     assert!(ask.contains("HOME="), "{ask}");
-    assert!(m.read("exec/passed/description").contains("(note passed by name)"));
+    assert!(m
+        .read("exec/passed/description")
+        .contains("(note passed by name)"));
     assert!(!m.read("exec/plain/description").contains("note passed"));
     m.ok("echo 'hi' > exec/plain/ops/echo/call");
     assert!(m.result("exec/plain/ops/echo").contains("echo: hi"));
@@ -153,14 +162,22 @@ fn no_secret_reaches_the_world_or_a_child() {
     }
     assert!(environs.len() >= 3, "children found: {children:?}");
     let mcp_has_its_own = environs.iter().any(|(_, e)| contains(e, MANIFEST_CANARY));
-    assert!(mcp_has_its_own, "the manifest's env did not reach the MCP server");
+    assert!(
+        mcp_has_its_own,
+        "the manifest's env did not reach the MCP server"
+    );
 
     // What the world shows: the whole mount (indexable part), then what is reachable only
     // by path: the results, the agent's conversation, the runtime's files.
     let mut shown = Vec::new();
     let walk = m.sh("grep -r -a . . 2>/dev/null | head -c 50000000");
     shown.push((PathBuf::from("grep -r ."), walk.stdout));
-    for p in [".wip/config", ".wip/log", ".wip/known", "agents/env/ops/ask/result"] {
+    for p in [
+        ".wip/config",
+        ".wip/log",
+        ".wip/known",
+        "agents/env/ops/ask/result",
+    ] {
         shown.push((PathBuf::from(p), m.read(p).into_bytes()));
     }
     for line in ask.lines().filter(|l| l.starts_with('/')) {
