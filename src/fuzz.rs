@@ -184,7 +184,7 @@ impl Rng {
         Rng(seed.max(1))
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -192,7 +192,7 @@ impl Rng {
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -257,7 +257,7 @@ pub fn generate(seeds: &[&str], rng: &mut Rng) -> Vec<u8> {
                 out.splice(at..at, piece.iter().copied());
             }
             3 => {
-                let b = (rng.next() & 0xff) as u8;
+                let b = (rng.next_u64() & 0xff) as u8;
                 out.insert(at, b);
             }
             4 if !seeds.is_empty() => {
@@ -276,7 +276,7 @@ pub fn generate(seeds: &[&str], rng: &mut Rng) -> Vec<u8> {
             }
             _ => {
                 let n = rng.below(16);
-                out.extend((0..n).map(|_| (rng.next() & 0x7f) as u8));
+                out.extend((0..n).map(|_| (rng.next_u64() & 0x7f) as u8));
             }
         }
     }

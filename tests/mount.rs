@@ -641,8 +641,12 @@ fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
         assert!(std::time::Instant::now() < deadline, "call never started");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // The killed daemon's read, already in the backend's file system, is answered only
+    // later: the daemon dies then, without recording the call's end.
+    let releaser = slow.release_after(std::time::Duration::from_secs(1));
     m.kill_daemon();
     let _ = hung.join();
+    let _ = releaser.join();
     // The dead mount: `wip umount` recovers the mount point.
     let out = std::process::Command::new(common::WIP)
         .arg("umount")

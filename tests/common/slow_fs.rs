@@ -73,6 +73,7 @@ impl Filesystem for SlowFs {
         reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &self,
         _req: &Request,
@@ -141,6 +142,17 @@ impl Slow {
         self.dir.path().to_path_buf()
     }
 
+    /// `release` after `delay`, from another thread: a process killed while its read waits
+    /// in this file system dies only once the read is answered.
+    pub fn release_after(&self, delay: Duration) -> std::thread::JoinHandle<()> {
+        let gate = self.gate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            *gate.open.lock().unwrap() = true;
+            gate.cv.notify_all();
+        })
+    }
+
     /// Let every read (waiting or to come) answer.
     pub fn release(&self) {
         *self.gate.open.lock().unwrap() = true;
@@ -156,6 +168,7 @@ impl Drop for Slow {
         let _ = std::process::Command::new("umount")
             .arg("-l")
             .arg(self.dir.path())
+            .stderr(std::process::Stdio::null())
             .status();
     }
 }

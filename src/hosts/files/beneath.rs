@@ -103,11 +103,18 @@ impl Beneath {
         if self.has_openat2.load(Ordering::Relaxed) {
             let how =
                 ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-            match rustix::fs::openat2(&self.fd, rel, flags, mode, how) {
-                Ok(fd) => return Ok(fd),
-                Err(rustix::io::Errno::NOSYS) => self.has_openat2.store(false, Ordering::Relaxed),
-                // openat2 asks to retry when a rename raced the lookup; so does the caller.
-                Err(e) => return Err(errno(e)),
+            let mut tries = 0;
+            loop {
+                match rustix::fs::openat2(&self.fd, rel, flags, mode, how) {
+                    Ok(fd) => return Ok(fd),
+                    Err(rustix::io::Errno::NOSYS) => {
+                        self.has_openat2.store(false, Ordering::Relaxed);
+                        break;
+                    }
+                    // A rename elsewhere raced the lookup: the kernel asks to try again.
+                    Err(rustix::io::Errno::AGAIN) if tries < 3 => tries += 1,
+                    Err(e) => return Err(errno(e)),
+                }
             }
         }
         // No openat2: one component at a time, each opened with O_NOFOLLOW.
