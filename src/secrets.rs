@@ -153,12 +153,26 @@ fn redact_table(table: &mut toml::Table) {
         }
         redact_tree(value);
     }
-    // A key may be a token itself (`ghp_… = true`): rename it.
+}
+
+/// A key may be a token itself (`ghp_… = true`), at any depth: rename it.
+fn rename_token_keys(table: &mut toml::Table) {
+    for (_, v) in table.iter_mut() {
+        rename_token_keys_in(v);
+    }
     if table.keys().any(|k| has_token(k)) {
         let entries = std::mem::take(table);
         for (k, v) in entries {
             table.insert(redact_tokens(&k), v);
         }
+    }
+}
+
+fn rename_token_keys_in(value: &mut toml::Value) {
+    match value {
+        toml::Value::Table(t) => rename_token_keys(t),
+        toml::Value::Array(items) => items.iter_mut().for_each(rename_token_keys_in),
+        _ => {}
     }
 }
 
@@ -169,11 +183,7 @@ fn redact_tree(value: &mut toml::Value) {
             redact_command(items);
             items.iter_mut().for_each(redact_tree);
         }
-        toml::Value::String(s) => {
-            if has_token(s) {
-                *s = redact_tokens(s);
-            }
-        }
+        toml::Value::String(s) if has_token(s) => *s = redact_tokens(s),
         _ => {}
     }
 }
@@ -185,6 +195,7 @@ pub fn redact_manifest(text: &str) -> String {
     match toml::from_str::<toml::Table>(text) {
         Ok(mut table) => {
             redact_table(&mut table);
+            rename_token_keys(&mut table);
             toml::to_string(&table).unwrap_or_else(|e| format!("# manifest not shown: {e}\n"))
         }
         Err(_) => text
@@ -298,6 +309,7 @@ kind = "github"
 path = "github"
 token_env = "MY_GH"
 description = "uses ghp_abcdefghijklmnopqrstuvwxyz0123"
+labels = { ghp_abcdefghijklmnopqrstuvwxyz9999 = "x" }
 [host.auth]
 user = "plain-secret-4"
 "#;
@@ -309,6 +321,7 @@ user = "plain-secret-4"
             "plain-secret-4",
             "sk-abcdefghijklmnop",
             "ghp_abcdefghijklmnopqrstuvwxyz0123",
+            "ghp_abcdefghijklmnopqrstuvwxyz9999",
         ] {
             assert!(!out.contains(secret), "{secret} in\n{out}");
         }

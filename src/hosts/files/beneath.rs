@@ -19,6 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 
+/// What `read_capped` finds: the bytes, whether there was more, and the file's metadata;
+/// or, for anything but a regular file, its metadata only.
+pub(super) type Capped = Result<(Vec<u8>, bool, Metadata), Metadata>;
+
 /// The root directory, held open.
 #[derive(Debug)]
 pub(super) struct Beneath {
@@ -211,11 +215,7 @@ impl Beneath {
     }
 
     /// At most `cap` bytes of the regular file at `physical`, and whether there was more.
-    pub(super) fn read_capped(
-        &self,
-        physical: &Path,
-        cap: u64,
-    ) -> io::Result<Result<(Vec<u8>, bool, Metadata), Metadata>> {
+    pub(super) fn read_capped(&self, physical: &Path, cap: u64) -> io::Result<Capped> {
         let (file, meta) = match self.open_regular(physical)? {
             Ok(found) => found,
             Err(meta) => return Ok(Err(meta)),
