@@ -4,6 +4,7 @@
 #
 #   scripts/bench.sh              # ~100,000 paths (ISSUES=1500 synthetic issues)
 #   ISSUES=300 scripts/bench.sh   # a quick run
+#   scripts/bench-compare.sh REV  # this tree against revision REV, in one run
 #
 # Walks: `find` (every path) and `stat` (find -printf %s: lstat of every path) on a fresh
 # mount (cold) and again (warm); `cat` of every `description`, first and second pass. Each
@@ -16,13 +17,18 @@ cd "$(dirname "$0")/.."
 ISSUES=${ISSUES:-1500}
 # Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
 # while calls are in flight, large results, the log), db, search, feed (tail -f of the
-# change feed), agent, exec, mcp, github.
-SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github}
+# change feed), agent, exec, mcp, github, titled (titled names vs bare ones).
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
-cargo build --release --bins -q
-bin=$PWD/target/release
+# BIN=DIR runs another build's binaries (scripts/bench-compare.sh: an earlier revision).
+if [ -n "${BIN:-}" ]; then
+  bin=$(cd "$BIN" && pwd)
+else
+  cargo build --release --bins -q
+  bin=$PWD/target/release
+fi
 work=$(mktemp -d /tmp/wip-bench.XXXXXX)
 shm=$(mktemp -d /dev/shm/wip-bench.XXXXXX)
 m=$work/world f=$work/floor
@@ -30,7 +36,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld"; do
+  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -483,4 +489,26 @@ n304() { exec 5<>"/dev/tcp/127.0.0.1/$port"; printf 'GET /__wip/log HTTP/1.0\r\n
 r=$(reqs); c=$(n304); ls "$porg/paginate-issues/issues" > /dev/null; a=$(reqs)
 echo "requests made by the issues ls after the TTL: $((a - r)), of which $(( $(n304) - c )) answered 304 Not Modified to If-None-Match (free of GitHub's rate limit)"
 "$bin/wip" umount "$gm"
+fi
+
+if on titled; then
+echo
+echo "== titled names: the same tracker ($ISSUES synthetic issues) listed and walked with --titled vs bare =="
+# Each pass on a fresh mount (cold: every name looked up once), then the best of three warm.
+tw=$work/titledworld
+mkdir -p "$tw"
+walk_issues() { find "$1/tracker/issues" -mindepth 1 -maxdepth 2 -printf '%s\n' > /dev/null; }
+list_issues() { ls -f "$1/tracker/issues" > /dev/null; }
+for mode in bare titled; do
+  flag=(); [ "$mode" = titled ] && flag=(--titled)
+  rm -rf "$work/titledstate"; cp -a "$work/state" "$work/titledstate" 2>/dev/null || true
+  (cd "$work/files" && "$bin/wip" mount "$tw" --state "$work/titledstate" --manifest "$work/bench.toml" "${flag[@]}" > /dev/null)
+  eval "list_cold_$mode=$(secs list_issues "$tw")"
+  eval "walk_cold_$mode=$(secs walk_issues "$tw")"
+  eval "walk_warm_$mode=$(best3 walk_issues "$tw")"
+  "$bin/wip" umount "$tw"
+done
+echo "ls of tracker/issues, cold: titled ${list_cold_titled} s, bare ${list_cold_bare} s ($(ratio "$list_cold_titled" "$list_cold_bare")x)"
+echo "find -maxdepth 2 (every issue looked up, its files stat'ed), cold: titled ${walk_cold_titled} s, bare ${walk_cold_bare} s ($(ratio "$walk_cold_titled" "$walk_cold_bare")x)"
+echo "the same walk warm (best of 3): titled ${walk_warm_titled} s, bare ${walk_warm_bare} s ($(ratio "$walk_warm_titled" "$walk_warm_bare")x)"
 fi

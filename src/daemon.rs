@@ -39,6 +39,105 @@ pub struct MountOptions {
     pub mount_point: PathBuf,
     pub manifest: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// Titled names whatever the manifest says (`--titled`).
+    pub titled: bool,
+    /// Wait up to `startup_wait_ms` for hosts starting in the background (not `--no-wait`).
+    pub wait: bool,
+    /// Let other users reach the mount (`-o allow_other`).
+    pub allow_other: bool,
+}
+
+/// What `wip mount` was told by flags, before `-o` options are applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MountFlags {
+    pub manifest: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub foreground: bool,
+    pub titled: bool,
+    pub no_wait: bool,
+    pub allow_other: bool,
+}
+
+/// Generic mount options mount(8), fstab and systemd pass along that mean nothing to a
+/// wip mount (or that fuser sets on its own): accepted and ignored.
+const IGNORED_OPTIONS: &[&str] = &[
+    "rw",
+    "defaults",
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "norelatime",
+    "nodiratime",
+    "strictatime",
+    "lazytime",
+    "async",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "owner",
+    "group",
+    "_netdev",
+    "nofail",
+];
+
+/// Apply `-o` options (`manifest=FILE,state=DIR,titled`, and mount.fuse3's `source=`) to
+/// the flags. `source=default` is the embedded world; any other source is a manifest.
+pub fn apply_mount_options(mut flags: MountFlags, options: &[String]) -> Result<MountFlags> {
+    let mut source: Option<String> = None;
+    for opt in options.iter().flat_map(|o| o.split(',')) {
+        let (key, value) = match opt.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v)),
+            None => (opt.trim(), None),
+        };
+        let need = |what: &str| -> Result<String> {
+            match value {
+                Some(v) if !v.is_empty() => Ok(v.to_string()),
+                _ => bail!("mount option {key} needs a value: {key}={what}"),
+            }
+        };
+        match key {
+            "" => {}
+            "manifest" => flags.manifest = Some(PathBuf::from(need("FILE")?)),
+            "state" => flags.state = Some(PathBuf::from(need("DIR")?)),
+            "source" => source = Some(need("MANIFEST or default")?),
+            "titled" if value.is_none() => flags.titled = true,
+            "no_wait" | "nowait" if value.is_none() => flags.no_wait = true,
+            "foreground" if value.is_none() => flags.foreground = true,
+            // Other users may reach the mount (a normal user needs `user_allow_other` in
+            // /etc/fuse.conf).
+            "allow_other" if value.is_none() => flags.allow_other = true,
+            "titled" | "no_wait" | "nowait" | "foreground" | "allow_other" => {
+                bail!("mount option {key} takes no value (write {key}, not {opt})")
+            }
+            k if value.is_none() && IGNORED_OPTIONS.contains(&k) => {}
+            k if k.starts_with("x-") || k == "comment" => {}
+            "ro" => bail!(
+                "mount option ro: a wip mount changes only through its ops, and its files are read-only already; leave ro out"
+            ),
+            other => bail!(
+                "unknown mount option {other:?} (wip takes manifest=FILE, state=DIR, titled, no_wait, foreground, allow_other, and ignores the generic rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*)"
+            ),
+        }
+    }
+    match source.as_deref() {
+        None | Some("default") | Some("wip") => {}
+        Some(path) => match &flags.manifest {
+            Some(m) if m != Path::new(path) => bail!(
+                "two manifests: the source {path} and manifest={}; give one (the source may be `default`)",
+                m.display()
+            ),
+            _ => flags.manifest = Some(PathBuf::from(path)),
+        },
+    }
+    Ok(flags)
 }
 
 /// Read the manifest (or the embedded default) and its text with secrets redacted.
@@ -146,7 +245,8 @@ static HELD_LOCKS: std::sync::Mutex<Vec<StateLock>> = std::sync::Mutex::new(Vec:
 /// Build the world a manifest describes (hosts open their backends here). The state
 /// directory stays locked to this process from here on.
 pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
-    let (manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
+    let (mut manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
+    manifest.world.titled |= opts.titled;
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
     let lock = lock_state_dir(&opts.state_dir, &opts.mount_point)?;
@@ -283,17 +383,21 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS).map_err(|e| {
-        anyhow!(
-            "cannot mount {}: {e}{}",
-            opts.mount_point.display(),
-            if is_root() {
+    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS, opts.allow_other)
+        .map_err(|e| {
+            let hint = if is_root() {
                 ""
-            } else {
+            } else if crate::fuse::fusermount::helper().is_none() {
                 " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
-            }
-        )
-    })?;
+            } else if e.to_string().contains("/dev/fuse") {
+                " (/dev/fuse is not open to you: Debian makes it mode 0666; elsewhere ask to join the group that owns it)"
+            } else if opts.allow_other {
+                " (allow_other needs the line user_allow_other in /etc/fuse.conf)"
+            } else {
+                ""
+            };
+            anyhow!("cannot mount {}: {e}{hint}", opts.mount_point.display())
+        })?;
     tracing::info!(mount_point = %opts.mount_point.display(), "mounted");
     let mut unmounter = session.unmount_callable();
     let mount_point = opts.mount_point.clone();
@@ -307,6 +411,13 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
             if let Err(e) = unmounter.unmount() {
                 tracing::warn!("unmount: {e}; trying a lazy unmount");
                 let _ = lazy_unmount(&mount_point);
+            }
+            // A mount fusermount3 made is not the session's to undo: unmount it as
+            // `wip umount` does.
+            if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {
+                if let Err(e) = umount(&mount_point) {
+                    tracing::warn!("unmount: {e}");
+                }
             }
         })?;
     session
@@ -336,7 +447,8 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
     // Fail fast on a bad manifest or a state directory in use, in the caller's terminal
     // (the daemon takes the lock for itself once started).
-    load_manifest(opts.manifest.as_deref())?;
+    let (manifest, _) = load_manifest(opts.manifest.as_deref())?;
+    let startup_wait = Duration::from_millis(manifest.world.startup_wait_ms);
     drop(lock_state_dir(&opts.state_dir, &mount_point)?);
     let log_path = opts.state_dir.join("wip.log");
     let log = OpenOptions::new()
@@ -352,9 +464,15 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         .arg("-f")
         .arg("--state")
         .arg(&opts.state_dir);
+    if opts.allow_other {
+        cmd.arg("-o").arg("allow_other");
+    }
     if let Some(m) = &opts.manifest {
         cmd.arg("--manifest")
             .arg(std::fs::canonicalize(m).unwrap_or_else(|_| m.clone()));
+    }
+    if opts.titled {
+        cmd.arg("--titled");
     }
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -376,6 +494,9 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
                 child.id(),
                 log_path.display()
             );
+            if opts.wait {
+                wait_for_hosts(&mount_point, startup_wait);
+            }
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
@@ -400,6 +521,53 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Wait until the mount's `.wip/status` says no host is starting any more, at most
+/// `limit`; then say which still are (the mount is usable either way: their entries say
+/// `starting` until they answer).
+fn wait_for_hosts(mount_point: &Path, limit: Duration) {
+    let status = mount_point.join(".wip/status");
+    let deadline = Instant::now() + limit;
+    let mut text = String::new();
+    loop {
+        text = std::fs::read_to_string(&status).unwrap_or(text);
+        let ready = text.lines().next().is_some_and(|l| l.ends_with("· ready"));
+        if ready {
+            return;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let starting: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" starting: "))
+        .map(str::trim)
+        .collect();
+    eprintln!(
+        "still starting after {} ms (startup_wait_ms), usable once they answer:\n  {}",
+        limit.as_millis(),
+        starting.join("\n  ")
+    );
+}
+
+/// The text of `wip status DIR`: the mount's `.wip/status`, or why there is none.
+pub fn status(dir: &Path) -> Result<String> {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    match mounted_fs_type(&dir) {
+        Some(t) if t.starts_with("fuse") => {}
+        Some(t) => bail!("{} is a {t} mount, not a wip mount", dir.display()),
+        None => bail!("{} is not mounted", dir.display()),
+    }
+    std::fs::read_to_string(dir.join(".wip/status")).with_context(|| {
+        format!(
+            "{} is a FUSE mount but answers no .wip/status (not wip, or its daemon died: wip umount {})",
+            dir.display(),
+            dir.display()
+        )
+    })
 }
 
 fn lazy_unmount(dir: &Path) -> Result<()> {
@@ -527,4 +695,46 @@ pub fn call(path: &Path, args: &[u8]) -> Result<CallOutput> {
         result: String::from_utf8_lossy(&result).into_owned(),
         error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(options: &[&str]) -> Result<MountFlags> {
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        apply_mount_options(MountFlags::default(), &options)
+    }
+
+    #[test]
+    fn mount_options_as_fstab_gives_them() {
+        let f = apply(&[
+            "source=default",
+            "rw,nodev,nosuid,state=/s,titled,noauto,x-systemd.automount",
+        ])
+        .unwrap();
+        assert_eq!(
+            f,
+            MountFlags {
+                state: Some(PathBuf::from("/s")),
+                titled: true,
+                ..MountFlags::default()
+            }
+        );
+        let f = apply(&["source=/etc/wip/w.toml", "no_wait,foreground"]).unwrap();
+        assert_eq!(f.manifest, Some(PathBuf::from("/etc/wip/w.toml")));
+        assert!(f.no_wait && f.foreground);
+        let f = apply(&["source=default,manifest=m.toml"]).unwrap();
+        assert_eq!(f.manifest, Some(PathBuf::from("m.toml")));
+    }
+
+    #[test]
+    fn bad_mount_options_say_why() {
+        let words = |o: &[&str]| apply(o).unwrap_err().to_string();
+        assert!(words(&["bogus"]).contains("unknown mount option \"bogus\""));
+        assert!(words(&["titled=yes"]).contains("titled takes no value"));
+        assert!(words(&["state="]).contains("state needs a value"));
+        assert!(words(&["ro"]).contains("leave ro out"));
+        assert!(words(&["source=a.toml,manifest=b.toml"]).contains("two manifests"));
+    }
 }

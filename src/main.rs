@@ -40,6 +40,22 @@ enum Cmd {
         /// Stay in the foreground and log to stderr (stop with Ctrl-C or `wip umount DIR`).
         #[arg(long, short = 'f')]
         foreground: bool,
+        /// Titled names, for people: collections list `42 Crash when config is missing`
+        /// (the bare `42` still resolves) [default: the manifest's `[world] titled`]
+        #[arg(long)]
+        titled: bool,
+        /// Return as soon as the mount is there, without waiting for hosts that start in
+        /// the background (MCP servers, exec hosts) [default: wait up to startup_wait_ms]
+        #[arg(long)]
+        no_wait: bool,
+        /// Mount options as fstab and mount(8) give them, comma-separated:
+        /// `manifest=FILE`, `state=DIR`, `titled`, `no_wait`, `foreground`, `allow_other`
+        /// (other users may enter; a normal user needs `user_allow_other` in
+        /// /etc/fuse.conf); the usual
+        /// generic options (rw, defaults, nodev, nosuid, noauto, nofail, _netdev, x-*, …)
+        /// are accepted and ignored.
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
     },
     /// Unmount DIR (also recovers a mount whose daemon died).
     Umount { dir: PathBuf },
@@ -61,6 +77,10 @@ enum Cmd {
         #[arg(long, env = "WIP_STATE")]
         state: Option<PathBuf>,
     },
+    /// The state of a mount: its hosts (ready, starting, down), calls in flight, journal.
+    Status { dir: PathBuf },
+    /// Print a shell completion script: `wip completions bash > /etc/bash_completion.d/wip`.
+    Completions { shell: clap_complete::Shell },
     /// Deny a pending run: it never runs; the caller's `result` says who denied it and why.
     Deny {
         run: String,
@@ -88,26 +108,88 @@ fn init_logging(foreground: bool) {
         .try_init();
 }
 
+/// The subcommands' names: a first argument that is none of them (nor a flag) is the
+/// SOURCE of mount.fuse3's calling convention, `wip SOURCE DIR -o OPTIONS`.
+fn is_subcommand(arg: &str) -> bool {
+    use clap::CommandFactory;
+    arg == "help"
+        || Cli::command()
+            .get_subcommands()
+            .any(|c| c.get_name() == arg)
+}
+
+/// `wip SOURCE DIR [-o OPTIONS]` (what `mount -t fuse.wip SOURCE DIR -o …` and fstab run)
+/// becomes `wip mount DIR -o source=SOURCE,OPTIONS`.
+fn fstab_convention(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("-");
+    if args.len() < 3 || first.starts_with('-') || is_subcommand(first) {
+        return args;
+    }
+    let mut out: Vec<std::ffi::OsString> = vec![args[0].clone(), "mount".into(), args[2].clone()];
+    out.push("-o".into());
+    out.push(format!("source={first}").into());
+    out.extend(args.into_iter().skip(3));
+    out
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(fstab_convention(std::env::args_os().collect()));
     let outcome = match cli.command {
         Cmd::Mount {
             dir,
             manifest,
             state,
             foreground,
+            titled,
+            no_wait,
+            options,
         } => {
-            init_logging(foreground);
-            let opts = MountOptions {
-                mount_point: dir,
+            let given = daemon::MountFlags {
                 manifest,
-                state_dir: state.unwrap_or_else(daemon::default_state_dir),
+                state,
+                foreground,
+                titled,
+                no_wait,
+                allow_other: false,
             };
-            if foreground {
-                daemon::serve_foreground(opts)
-            } else {
-                daemon::mount_background(opts)
+            match daemon::apply_mount_options(given, &options) {
+                Err(e) => Err(e),
+                Ok(flags) => {
+                    init_logging(flags.foreground);
+                    let foreground = flags.foreground;
+                    let opts = MountOptions {
+                        mount_point: dir,
+                        manifest: flags.manifest,
+                        state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
+                        titled: flags.titled,
+                        wait: !flags.no_wait,
+                        allow_other: flags.allow_other,
+                    };
+                    if foreground {
+                        daemon::serve_foreground(opts)
+                    } else {
+                        daemon::mount_background(opts)
+                    }
+                }
             }
+        }
+        Cmd::Status { dir } => {
+            init_logging(false);
+            return match daemon::status(&dir) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("wip: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "wip", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
         }
         Cmd::Umount { dir } => {
             init_logging(false);

@@ -90,6 +90,14 @@ pub struct WorldSettings {
     /// `call_timeout_ms` counts from the write).
     #[serde(default = "default_max_call_threads")]
     pub max_call_threads: usize,
+    /// Titled names, for people: collections list `42 Crash when config is missing`
+    /// (the bare `42` still resolves). Off by default: shell loops over `ls` stay simple.
+    #[serde(default)]
+    pub titled: bool,
+    /// How long `wip mount` waits for hosts that start in the background (MCP servers,
+    /// exec hosts) before it returns, in milliseconds.
+    #[serde(default = "default_startup_wait_ms")]
+    pub startup_wait_ms: u64,
 }
 
 impl WorldSettings {
@@ -106,6 +114,8 @@ impl Default for WorldSettings {
             call_timeout_ms: default_call_timeout_ms(),
             max_call_bytes: default_max_call_bytes(),
             max_call_threads: default_max_call_threads(),
+            titled: false,
+            startup_wait_ms: default_startup_wait_ms(),
         }
     }
 }
@@ -124,6 +134,10 @@ fn default_max_call_bytes() -> u64 {
 
 fn default_max_call_threads() -> usize {
     64
+}
+
+fn default_startup_wait_ms() -> u64 {
+    5_000
 }
 
 /// Who the mount acts as. Hosts map the role onto their own permissions.
@@ -191,10 +205,16 @@ impl HostSpec {
 
 impl Manifest {
     pub fn parse(text: &str, origin: &str) -> Result<Manifest, ManifestError> {
-        let manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Invalid {
+        let mut manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Invalid {
             origin: origin.to_string(),
             message: e.to_string(),
         })?;
+        // A host's path is always inside the world: `/github` and `github/` mean `github`.
+        for host in &mut manifest.hosts {
+            let trimmed = host.path.strip_prefix('/').unwrap_or(&host.path);
+            let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+            host.path = trimmed.to_string();
+        }
         manifest.check(origin)?;
         Ok(manifest)
     }
@@ -373,9 +393,31 @@ mod tests {
             "{unknown}"
         );
         assert_eq!(
+            words("[[host]]\nkind='files'\npath='/'\n"),
+            format!("invalid manifest t.toml: host path \"\" {plain}")
+        );
+        assert_eq!(
+            words("[[host]]\nkind='files'\npath='//a'\n"),
+            format!("invalid manifest t.toml: host path \"/a\" {plain}")
+        );
+        assert_eq!(
             words("[world]\ncall_timeout_ms=0\n"),
             "invalid manifest t.toml: call_timeout_ms must be at least 1"
         );
+    }
+
+    #[test]
+    fn a_leading_slash_in_a_host_path_is_accepted() {
+        let m = Manifest::parse(
+            "[[host]]\nkind='files'\npath='/github'\n[[host]]\nkind='files'\npath='/data/db/'\n",
+            "t",
+        )
+        .unwrap();
+        let paths: Vec<&str> = m.hosts.iter().map(|h| h.path.as_str()).collect();
+        assert_eq!(paths, vec!["github", "data/db"]);
+        let m = Manifest::parse("[world]\ntitled=true\n", "t").unwrap();
+        assert!(m.world.titled);
+        assert_eq!(m.world.startup_wait_ms, 5_000);
     }
 
     #[test]

@@ -140,6 +140,25 @@ fn processes_over_stdio_as_an_agent_would() {
         found.contains(&format!("/processes/{pid}\tPID {pid} · sleep 300")),
         "{found}"
     );
+    // The command that asks holds the pattern too: it and its parents are left out, with
+    // the builtin echo (bash is the caller) and with /bin/echo (bash is its parent).
+    for echo in ["echo", "/bin/echo"] {
+        let out = m.ok(&format!(
+            "echo $$; {echo} 'sleep 300' > processes/ops/find/call; cat processes/ops/find/result"
+        ));
+        let (me, found) = out.split_once('\n').unwrap();
+        assert!(
+            !found.contains(&format!("/processes/{me}\t")),
+            "{echo}: the calling bash {me} is listed: {found}"
+        );
+        let left_out = found.split_once("left out: ").map(|(_, l)| l).unwrap_or("");
+        assert!(
+            left_out.contains(&format!("PID {me}"))
+                && left_out.contains("the command that called find and its parents"),
+            "{echo}: {found}"
+        );
+        assert!(found.contains(&format!("/processes/{pid}\t")), "{found}");
+    }
     // The guard, then the signal.
     let g = m.read(&format!("processes/{pid}/ops/signal/guard"));
     assert!(
@@ -503,9 +522,9 @@ fn a_call_that_keeps_crashing_the_host_is_refused_and_named_on_its_root() {
         .count();
     assert!(lives <= crashes + 1, "{lives} starts for {crashes} crashes");
     // Back up, its root names the call; other calls run.
-    wait_for("the root to name the call", || {
-        m.read("rec/description")
-            .contains("crashes on this call: rec/ops/crash (")
+    wait_for("the root to be back up and name the call", || {
+        let d = m.read("rec/description");
+        d.contains("crashes on this call: rec/ops/crash (") && !d.contains(" is down")
     });
     m.ok("echo hi > rec/ops/echo/call");
     assert_eq!(m.result("rec/ops/echo"), "echo: hi\n");
@@ -567,4 +586,57 @@ fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
             "{events}"
         );
     }
+}
+
+#[test]
+fn titled_names_show_each_process_command() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ntitled = true\n[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    // Just forked, it may not have exec'd sleep yet.
+    wait_for("the sleeper to be sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("sleep 300")
+    });
+    let listed = m.ok("ls processes");
+    let name = format!("{pid} sleep 300");
+    assert!(listed.lines().any(|l| l == name), "{listed}");
+    assert_eq!(
+        m.read(&format!("processes/{name}/ref")),
+        m.read(&format!("processes/{pid}/ref"))
+    );
+}
+
+#[test]
+fn a_process_body_is_its_status_and_reading_it_is_no_call() {
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n",
+        processes_py()
+    )));
+    let s = sleeper();
+    let pid = s.0.id();
+    // Just forked, it may not have exec'd sleep yet.
+    wait_for("the sleeper to be sleep", || {
+        m.read(&format!("processes/{pid}/description"))
+            .contains("sleep 300")
+    });
+    let body = m.read(&format!("processes/{pid}/body"));
+    assert!(body.starts_with("Name:\tsleep\n"), "{body}");
+    assert!(body.contains(&format!("\nPid:\t{pid}\n")), "{body}");
+    assert_eq!(
+        m.ok(&format!("stat -c %s processes/{pid}/body")).trim(),
+        body.len().to_string(),
+        "the size is true"
+    );
+    let hits = m.ok(&format!("grep -l '^Name:.sleep$' processes/{pid}/body"));
+    assert_eq!(hits.trim(), format!("processes/{pid}/body"));
+    assert!(
+        !m.sh("test -e processes/body").status.success(),
+        "the root has none"
+    );
+    m.ok(&format!("! test -w processes/{pid}/body"));
+    assert_eq!(m.journal_count(), 0);
 }

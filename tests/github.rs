@@ -333,6 +333,17 @@ fn issues_are_paged_and_any_number_resolves_by_path() {
     m.call(&format!("{dir}/7/ops/read_body"), "\n").unwrap();
     let body = m.result(&format!("{dir}/7/ops/read_body"));
     assert!(body.starts_with("Issue #7 · open"), "{body}");
+    // The issue's own text is its body file, from the page already fetched.
+    let calls = m.journal_count();
+    // (GitHub's body of #7 is empty, as its read_body ends.)
+    let text = m.read(&format!("{dir}/7/body"));
+    assert!(
+        body.trim_end().ends_with(text.trim_end()),
+        "{text}\n---\n{body}"
+    );
+    m.ok(&format!("test -f {dir}/7/body"));
+    m.ok(&format!("! test -w {dir}/7/body"));
+    assert_eq!(m.journal_count(), calls, "reading a body is no call");
 }
 
 #[test]
@@ -1027,4 +1038,37 @@ fn issues_and_pulls_share_the_trackers_vocabulary() {
             );
         }
     }
+}
+
+#[test]
+fn titled_names_list_issues_with_their_titles() {
+    let (replay, m) =
+        start_with(&|port| format!("[world]\ntitled = true\n{}", manifest(port, TOKEN_ENV)));
+    let dir = format!("paged/{ORG}/paginate-issues/issues");
+    let listed = m.ok(&format!("ls {dir} | grep -vx 'description\\|ops\\|ref'"));
+    assert_eq!(listed.lines().count(), 13, "{listed}");
+    for name in listed.lines() {
+        let (n, title) = name
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("untitled: {name:?}"));
+        assert!(n.parse::<u64>().is_ok() && !title.is_empty(), "{name:?}");
+    }
+    let seven = listed
+        .lines()
+        .find(|l| l.starts_with("7 "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    let before = replay.requests();
+    assert_eq!(
+        m.read(&format!("{dir}/{seven}/ref")),
+        format!("github://{ORG}/paginate-issues/issues/7\n")
+    );
+    assert_eq!(
+        m.read(&format!("{dir}/{seven}/description")),
+        m.read(&format!("{dir}/7/description"))
+    );
+    assert_eq!(
+        replay.requests(),
+        before,
+        "a listed issue's titled name needs no request"
+    );
 }

@@ -772,22 +772,36 @@ fn reads_never_act_on_an_mcp_world() {
     let walked = m.ok("find . | wc -l");
     assert!(walked.trim().parse::<usize>().unwrap() > 40, "{walked}");
     let after = requests(dir.path());
-    // The walk asked the server nothing: listings, guards and schemas come from the catalog.
-    assert_eq!(after[before.len()..].to_vec(), Vec::<String>::new());
+    // The walk asked the server nothing but resources' contents (their `body` files, read
+    // like any file): listings, guards and schemas come from the catalog.
+    let asked: Vec<String> = after[before.len()..]
+        .iter()
+        .filter(|r| !r.starts_with("resources/read "))
+        .cloned()
+        .collect();
+    assert_eq!(asked, Vec::<String>::new());
+    assert!(
+        after[before.len()..].contains(&"resources/read scripted://items/7".to_string()),
+        "the body was read: {after:?}"
+    );
     for r in &after {
         assert!(
-            !r.starts_with("tools/call")
-                && !r.starts_with("prompts/get")
-                && !r.starts_with("resources/read"),
+            !r.starts_with("tools/call") && !r.starts_with("prompts/get"),
             "a read acted: {r} in {after:?}"
         );
     }
     assert_eq!(m.journal_count(), 0, "{}", m.read(".wip/log"));
+    assert_eq!(
+        m.read(&format!("{item}/body")),
+        "the text of scripted://items/7",
+        "the body is the resource's contents"
+    );
     // The same paths do act when written.
+    let before_calls = requests(dir.path()).len();
     m.call(&format!("{item}/ops/read_body"), "\n").unwrap();
     m.call("s/prompts/greet/ops/get", "ada\n").unwrap();
     assert_eq!(m.result("s/prompts/greet/ops/get"), "user: hello ada\n");
-    let acted: Vec<String> = requests(dir.path())[after.len()..].to_vec();
+    let acted: Vec<String> = requests(dir.path())[before_calls..].to_vec();
     assert_eq!(
         acted,
         ["resources/read scripted://items/7", "prompts/get greet"]
@@ -1259,4 +1273,45 @@ fn fetch_prompt_carries_the_policy_of_the_blocked_fetch_tool() {
         .read("mcp/open/prompts/fetch/ops/get/guard")
         .starts_with("allowed\n"));
     assert_eq!(web.requests(), ["/by-prompt", "/robots.txt", "/by-tool"]);
+}
+
+#[test]
+fn wip_mount_returns_with_the_servers_tools_there_and_resources_titled() {
+    // `wip mount … && ls mcp/x/ops`: the mount waits for the server to answer.
+    let m = common::Background::mount(
+        &format!(
+            "[world]\ntitled = true\nstartup_wait_ms = 60000\n{}",
+            everything_host("/mcp/everything", "")
+        ),
+        &[],
+    );
+    assert!(m.out.status.success(), "{:?}", m.out);
+    let dir = m.dir.path().join("mcp/everything");
+    let ops: Vec<String> = std::fs::read_dir(dir.join("ops"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(ops.iter().any(|o| o == "echo"), "no tools yet: {ops:?}");
+    assert!(
+        m.status().contains("mcp/everything/  mcp      ready"),
+        "{}",
+        m.status()
+    );
+    // Resources list with their titles; the bare URI name is the same entry.
+    let names: Vec<String> = std::fs::read_dir(dir.join("resources"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("demo:"))
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    let bare = "demo:%2F%2Fresource%2Fstatic%2Fdocument%2Ffeatures.md";
+    let titled = names
+        .iter()
+        .find(|n| n.starts_with(&format!("{bare} ")))
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let read = |name: &str, file: &str| {
+        std::fs::read_to_string(dir.join("resources").join(name).join(file)).unwrap()
+    };
+    assert_eq!(read(titled, "ref"), read(bare, "ref"));
+    assert_eq!(read(titled, "description"), read(bare, "description"));
 }

@@ -182,6 +182,18 @@ def cmdline_of(pid):
     return " ".join(p.decode("utf-8", "replace") for p in parts if p)
 
 
+def own_line(pid):
+    """The PIDs of a caller and its parents up to (not including) init."""
+    out = set()
+    while isinstance(pid, int) and pid > 1 and pid not in out:
+        out.add(pid)
+        st = stat_of(pid)
+        if st is None:
+            break
+        pid = st["ppid"]
+    return out
+
+
 def uid_of(status):
     try:
         return int(status.get("Uid", "").split()[0])
@@ -243,6 +255,9 @@ def process(pid):
 
 def entry_of(p):
     e = {"description": p["description"], "ref": p["ref"], "kind": "process"}
+    if p.get("cmd") and p["cmd"] != "?":
+        # With titled names on, `ls` shows `1234 sleep 300`.
+        e["title"] = p["cmd"]
     if p.get("indexable") is False:
         e["indexable"] = False
     return e
@@ -373,7 +388,7 @@ class Session:
             self.runtime_uid = rt["uid"]
         return {"protocol": PROTOCOL, "version": VERSION, "name": "processes",
                 "description": f"the processes of {HOSTNAME}",
-                "capabilities": {"changes": True, "cache_ttl_ms": 1000,
+                "capabilities": {"changes": True, "cache_ttl_ms": 1000, "body": True,
                                  "kinds": {KIND[k]: op_list(k) for k in OPS}}}
 
     def entry(self, params):
@@ -418,6 +433,23 @@ class Session:
         if next_cursor:
             page["next_cursor"] = next_cursor
         return page
+
+    def body(self, params):
+        """A process's body: its /proc/PID/status as the kernel writes it."""
+        kind, p = self.node(params.get("path", []))
+        if kind is None:
+            raise HostError(NOT_FOUND, "no such process")
+        if kind != ("pid",):
+            return None
+        if p["state"] in ("X", "?"):
+            return {"text": p["description"] + "\n"}
+        try:
+            text = PROC.read(p["pid"], "status").decode("utf-8", "replace")
+        except OSError as e:
+            text = f"status not readable ({e.strerror})\n"
+        except Stuck:
+            text = "status not readable (the process does not answer)\n"
+        return {"text": text, "modified": float(int(time.time()))}
 
     def ops(self, params):
         # Asked only by a runtime that does not use the kinds declared in initialize.
@@ -502,19 +534,28 @@ class Session:
                 f"{size(mem.get('MemTotal', 0))}\n")
         return {"result": text}
 
-    def op_find(self, _p, args, _caller):
+    def op_find(self, _p, args, caller):
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise HostError(INVALID_PARAMS, "pattern must be a non-empty string")
-        found = []
+        # The command that asked (`bash -c "echo 'sleep 4242' > …/find/call"`) holds the
+        # pattern in its own command line, and so may its parents: they are left out.
+        own = own_line(caller.get("pid"))
+        found, skipped = [], []
         for pid in pids():
             if pattern.lower() in cmdline_of(pid).lower():
+                if pid in own:
+                    skipped.append(pid)
+                    continue
                 found.append([str(pid)])
                 if len(found) == 50:
                     break
         text = f"{len(found)} processes whose command line contains {pattern!r}"
-        text += " (the first 50)\n" if len(found) == 50 else "\n"
-        return {"result": text, "discovered": found}
+        text += " (the first 50)" if len(found) == 50 else ""
+        if skipped:
+            text += (f"; left out: {', '.join(f'PID {p}' for p in skipped)}, the command "
+                     f"that called find and its parents")
+        return {"result": text + "\n", "discovered": found}
 
     def op_read_body(self, p, _args, _caller):
         if p["state"] in ("X", "?"):
@@ -581,7 +622,7 @@ class Session:
 
     # -- dispatch --
 
-    METHODS = ("initialize", "entry", "children", "ops", "guard", "call")
+    METHODS = ("initialize", "entry", "children", "ops", "guard", "call", "body")
 
     def handle(self, line):
         try:

@@ -55,6 +55,9 @@ fn host_call(args: &[String]) -> Result<()> {
         mount_point: PathBuf::from("/nonexistent-bench-mount"),
         manifest,
         state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
+        titled: false,
+        wait: false,
+        allow_other: false,
     })?;
     let NodeId::Entry(e) = world.resolve_path(entry)? else {
         bail!("{entry} is not a host entry");

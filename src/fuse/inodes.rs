@@ -10,6 +10,11 @@
 //! again too), so a retry always finds its inode free: the kernel retries only once.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A fast hash: these tables are hashed on every kernel request. foldhash's per-process
+/// random seed still keeps collisions unpredictable for names a backend chooses.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::time::{Duration, Instant};
 
 use crate::world::node::NodeId;
@@ -20,16 +25,16 @@ pub const ROOT_INO: u64 = 1;
 const RESERVATION: Duration = Duration::from_secs(2);
 
 pub struct Inodes {
-    /// The newest inode of each node.
-    by_node: HashMap<NodeId, u64>,
-    by_ino: HashMap<u64, Slot>,
+    /// The newest inode of each node. Both tables share one copy of each node.
+    by_node: Map<Arc<NodeId>, u64>,
+    by_ino: Map<u64, Slot>,
     next: u64,
     /// Largest size since the tables were last shrunk.
     peak: usize,
 }
 
 struct Slot {
-    node: NodeId,
+    node: Arc<NodeId>,
     lookups: u64,
     /// Open descriptors writing through this inode.
     writers: usize,
@@ -38,7 +43,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(node: NodeId) -> Slot {
+    fn new(node: Arc<NodeId>) -> Slot {
         Slot {
             node,
             lookups: 1,
@@ -55,10 +60,11 @@ impl Slot {
 
 impl Default for Inodes {
     fn default() -> Self {
-        let mut by_node = HashMap::new();
-        let mut by_ino = HashMap::new();
-        by_node.insert(NodeId::Root, ROOT_INO);
-        by_ino.insert(ROOT_INO, Slot::new(NodeId::Root));
+        let mut by_node = Map::default();
+        let mut by_ino = Map::default();
+        let root = Arc::new(NodeId::Root);
+        by_node.insert(Arc::clone(&root), ROOT_INO);
+        by_ino.insert(ROOT_INO, Slot::new(root));
         Inodes {
             by_node,
             by_ino,
@@ -93,7 +99,7 @@ impl Inodes {
             self.by_ino
                 .iter()
                 .find(|(_, s)| {
-                    s.node == *node
+                    *s.node == *node
                         && s.writers == 0
                         && s.reserved
                             .is_some_and(|(p, at)| p == pid && at.elapsed() < RESERVATION)
@@ -118,8 +124,9 @@ impl Inodes {
     fn fresh(&mut self, node: &NodeId) -> u64 {
         let ino = self.next;
         self.next += 1;
-        self.by_node.insert(node.clone(), ino);
-        self.by_ino.insert(ino, Slot::new(node.clone()));
+        let node = Arc::new(node.clone());
+        self.by_node.insert(Arc::clone(&node), ino);
+        self.by_ino.insert(ino, Slot::new(node));
         self.peak = self.peak.max(self.by_ino.len());
         ino
     }
@@ -171,15 +178,15 @@ impl Inodes {
         };
         if gone {
             if let Some(s) = self.by_ino.remove(&ino) {
-                if self.by_node.get(&s.node) == Some(&ino) {
-                    self.by_node.remove(&s.node);
+                if self.by_node.get(&*s.node) == Some(&ino) {
+                    self.by_node.remove(&*s.node);
                 }
             }
         }
     }
 
-    pub fn node(&self, ino: u64) -> Option<NodeId> {
-        self.by_ino.get(&ino).map(|s| s.node.clone())
+    pub fn node(&self, ino: u64) -> Option<Arc<NodeId>> {
+        self.by_ino.get(&ino).map(|s| Arc::clone(&s.node))
     }
 
     /// The inode of `node` if the kernel holds one (the newest, for writable nodes).
@@ -207,13 +214,13 @@ mod tests {
         let a = t.remember(&NodeId::Wip);
         assert_eq!(t.remember(&NodeId::Wip), a);
         t.forget(a, 1);
-        assert_eq!(t.node(a), Some(NodeId::Wip));
+        assert_eq!(t.node(a), Some(Arc::new(NodeId::Wip)));
         t.forget(a, 1);
         assert_eq!(t.node(a), None);
         let b = t.remember(&NodeId::Wip);
         assert_ne!(a, b);
         t.forget(ROOT_INO, 100);
-        assert_eq!(t.node(ROOT_INO), Some(NodeId::Root));
+        assert_eq!(t.node(ROOT_INO), Some(Arc::new(NodeId::Root)));
         assert_eq!(t.len(), 2);
     }
 

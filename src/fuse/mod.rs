@@ -8,6 +8,7 @@
 //! use direct I/O so every reader sees the present (and their own session's) content.
 //! Every open renders a file once and serves reads by offset from that snapshot.
 
+pub mod fusermount;
 pub mod holders;
 pub mod inodes;
 
@@ -29,7 +30,7 @@ use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
 use crate::world::host::Caller;
 use crate::world::node::{Caching, NodeAttr, NodeId, NodeKind, OpFile};
-use crate::world::{CallDoc, Snapshot, World};
+use crate::world::{BodyDoc, CallDoc, Snapshot, World};
 use inodes::{Inodes, ROOT_INO};
 
 /// A stable node cached at least this long also keeps its page and directory caches
@@ -75,6 +76,8 @@ impl Invalidator {
 enum Handle {
     /// A `call` opened for writing: its document.
     Call { doc: CallDoc, ino: u64 },
+    /// A `body` opened for writing: the new content, run at the last close.
+    Body { doc: BodyDoc, ino: u64 },
     File {
         node: NodeId,
         session: u32,
@@ -144,7 +147,7 @@ impl WorldFs {
         self.handles.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn node(&self, ino: INodeNo) -> Result<NodeId, Errno> {
+    fn node(&self, ino: INodeNo) -> Result<Arc<NodeId>, Errno> {
         self.inodes().node(ino.0).ok_or(Errno::ENOENT)
     }
 
@@ -165,6 +168,7 @@ impl WorldFs {
             blocks: a.size.div_ceil(512),
             atime: a.modified.unwrap_or(self.start),
             mtime: a.modified.unwrap_or(self.start),
+            // Nothing changes a node's attributes but a change of the node itself.
             ctime: a.modified.unwrap_or(self.start),
             crtime: self.start,
             kind,
@@ -209,6 +213,13 @@ impl WorldFs {
         }
     }
 
+    fn body_doc(&self, fh: FileHandle) -> Option<(BodyDoc, u64)> {
+        match self.handles().get(&fh.0) {
+            Some(Handle::Body { doc, ino }) => Some((doc.clone(), *ino)),
+            _ => None,
+        }
+    }
+
     /// Whether no related process holds another copy of the descriptor (see `holders`).
     fn last_close(&self, pid: u32, ino: u64) -> bool {
         let mnt_id = *self.mnt_id.get_or_init(|| holders::mount_id(&self.mount));
@@ -230,7 +241,7 @@ impl WorldFs {
     }
 
     /// Serve a read of an open file from its snapshot (rendered now if needed).
-    fn read_file(&self, fh: u64, offset: u64) -> Result<Arc<[u8]>, Errno> {
+    fn read_file(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let (node, session, snapshot, live) = match self.handles().get(&fh) {
             Some(Handle::File {
                 node,
@@ -260,7 +271,9 @@ impl WorldFs {
             }
             None => snapshot.ok_or(Errno::EBADF)?,
         };
-        Ok(snap.bytes)
+        self.world
+            .read_at(&node, &snap, offset, size)
+            .map_err(|e| errno(&e))
     }
 }
 
@@ -315,25 +328,35 @@ impl Filesystem for WorldFs {
         }
     }
 
-    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let result = self.node(ino).and_then(|node| self.attr_for(&node, req));
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let result = self.node(ino).and_then(|node| {
+            let mut attr = self.attr_for(&node, req)?;
+            // A body being written is as long as what its writer wrote so far.
+            if let Some((doc, _)) = fh.and_then(|fh| self.body_doc(fh)) {
+                attr.size = doc.size();
+            }
+            Ok(attr)
+        });
         match result {
             Ok(attr) => reply.attr(&Self::ttl(&attr), &self.file_attr(ino.0, &attr)),
             Err(e) => reply.error(e),
         }
     }
 
+    /// Only a body's size changes here (through its open descriptor). A mode, owner or
+    /// time that would differ is EPERM: it cannot take effect (one that is already so
+    /// succeeds, as `cp -p` and editors expect).
     #[allow(clippy::too_many_arguments)]
     fn setattr(
         &self,
         req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<fuser::TimeOrNow>,
-        _mtime: Option<fuser::TimeOrNow>,
+        atime: Option<fuser::TimeOrNow>,
+        mtime: Option<fuser::TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -342,14 +365,35 @@ impl Filesystem for WorldFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _ = (req, fh);
         let result = self.node(ino).and_then(|node| {
-            let attr = self.world.attr(&node, 0).map_err(|e| errno(&e))?;
-            match size {
+            let attr = self.attr_for(&node, req)?;
+            let shown = self.file_attr(ino.0, &attr);
+            let same_time = |t: Option<fuser::TimeOrNow>| match t {
+                None => true,
+                Some(fuser::TimeOrNow::SpecificTime(t)) => t == shown.mtime,
+                Some(fuser::TimeOrNow::Now) => false,
+            };
+            if mode.is_some_and(|m| m & 0o7777 != u32::from(shown.perm))
+                || uid.is_some_and(|u| u != shown.uid)
+                || gid.is_some_and(|g| g != shown.gid)
+                || !same_time(atime)
+                || !same_time(mtime)
+            {
+                return Err(Errno::EPERM);
+            }
+            let Some(size) = size else {
+                return Ok(attr);
+            };
+            if let Some((doc, _)) = fh.and_then(|fh| self.body_doc(fh)) {
+                doc.truncate(size).map_err(|e| errno(&e))?;
+                return Ok(NodeAttr { size, ..attr });
+            }
+            match (&*node, size) {
                 // `> call` truncates first: a no-op, the document starts with the write.
-                Some(0) if attr.writable => Ok(attr),
-                Some(_) => Err(Errno::EACCES),
-                None => Ok(attr),
+                (NodeId::OpFile(_, _, OpFile::Call), 0) => Ok(attr),
+                // A body changes only through a descriptor open for writing.
+                (NodeId::Body(_), _) if attr.writable => Err(Errno::EPERM),
+                _ => Err(Errno::EACCES),
             }
         });
         match result {
@@ -373,7 +417,7 @@ impl Filesystem for WorldFs {
             let node = self.node(ino)?;
             let caching = self.world.caching(&node).map_err(|e| errno(&e))?;
             let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
-            if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&node, writing) {
+            if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&*node, writing) {
                 // One writer per inode: a second one walks the path again (ESTALE) and
                 // gets an inode of its own, instead of waiting for the kernel's lock.
                 if !self.inodes().open_writer(ino.0, req.pid()) {
@@ -391,17 +435,35 @@ impl Filesystem for WorldFs {
                 let fh = self.new_fh(Handle::Call { doc, ino: ino.0 });
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
+            if let (NodeId::Body(entry), true) = (&*node, writing) {
+                if !self.inodes().open_writer(ino.0, req.pid()) {
+                    return Err(Errno::ESTALE);
+                }
+                let caller = Caller::from_pid(req.pid(), req.uid());
+                let truncate = flags.0 & libc::O_TRUNC != 0;
+                let append = flags.0 & libc::O_APPEND != 0;
+                let doc = match self.world.open_body(entry, &caller, truncate, append) {
+                    Ok(doc) => doc,
+                    Err(e) => {
+                        self.inodes().close_writer(ino.0);
+                        tracing::debug!("body write refused at open: {e}");
+                        return Err(errno(&e));
+                    }
+                };
+                let fh = self.new_fh(Handle::Body { doc, ino: ino.0 });
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
+            }
             if writing {
                 return Err(Errno::EACCES);
             }
             // Only `result` differs per session; reading /proc costs on every open.
-            let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
+            let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
                 Self::session_of(req)
             } else {
                 0
             };
             let fh = self.new_fh(Handle::File {
-                node,
+                node: (*node).clone(),
                 session,
                 snapshot: None,
                 live: matches!(caching, Caching::Direct(_)),
@@ -439,14 +501,11 @@ impl Filesystem for WorldFs {
                 Err(e) => reply.error(errno(&e)),
             });
         }
-        match self.read_file(fh.0, offset) {
-            Ok(bytes) => {
-                let start = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .min(bytes.len());
-                let end = start.saturating_add(size as usize).min(bytes.len());
-                reply.data(&bytes[start..end]);
-            }
+        if let Some((doc, _)) = self.body_doc(fh) {
+            return reply.data(&doc.read(offset, size));
+        }
+        match self.read_file(fh.0, offset, size) {
+            Ok(bytes) => reply.data(&bytes),
             Err(e) => reply.error(e),
         }
     }
@@ -457,13 +516,19 @@ impl Filesystem for WorldFs {
         _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        _offset: u64,
+        offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if let Some((doc, _)) = self.body_doc(fh) {
+            return match doc.write(offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         let Some((doc, _)) = self.call_doc(fh) else {
             return reply.error(Errno::EBADF);
         };
@@ -481,10 +546,19 @@ impl Filesystem for WorldFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let pid = req.pid();
+        if let Some((doc, ino)) = self.body_doc(fh) {
+            return doc.flush(
+                || self.last_close(pid, ino),
+                move |r| match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(errno(&e)),
+                },
+            );
+        }
         let Some((doc, ino)) = self.call_doc(fh) else {
             return reply.ok();
         };
-        let pid = req.pid();
         doc.flush(
             || self.last_close(pid, ino),
             move |r| match r {
@@ -504,11 +578,19 @@ impl Filesystem for WorldFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if let Some(Handle::Call { doc, ino }) = self.handles().remove(&fh.0) {
-            self.inodes().close_writer(ino);
-            // Bytes no flush ran still run: nothing written is lost (the words reach
-            // `result`).
-            doc.release();
+        let handle = self.handles().remove(&fh.0);
+        match handle {
+            Some(Handle::Call { doc, ino }) => {
+                self.inodes().close_writer(ino);
+                // Bytes no flush ran still run: nothing written is lost (the words reach
+                // `result`).
+                doc.release();
+            }
+            Some(Handle::Body { doc, ino }) => {
+                self.inodes().close_writer(ino);
+                doc.release();
+            }
+            _ => {}
         }
         reply.ok();
     }
@@ -537,10 +619,10 @@ impl Filesystem for WorldFs {
             ("..".into(), ROOT_INO, FileType::Directory),
         ];
         for (name, node) in entries.iter().cloned() {
-            let kind = match self.world.attr(&node, 0).map(|a| a.kind) {
-                Ok(NodeKind::Dir) => FileType::Directory,
-                Ok(NodeKind::Symlink) => FileType::Symlink,
-                _ => FileType::RegularFile,
+            let kind = match self.world.kind(&node) {
+                NodeKind::Dir => FileType::Directory,
+                NodeKind::Symlink => FileType::Symlink,
+                NodeKind::File => FileType::RegularFile,
             };
             // d_ino is informative only; a known inode or a stable stand-in (never 0).
             let d_ino = self.inodes().known(&node).unwrap_or(u64::MAX);
@@ -702,25 +784,67 @@ impl Filesystem for WorldFs {
         reply.error(Errno::EACCES);
     }
 
-    /// No extended attributes: ENOSYS makes the kernel stop asking (every write asks for
-    /// `security.capability` otherwise).
+    /// `user.xdg.comment` (the description) and `user.wip.ref` (the ref), read-only.
     fn getxattr(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
         reply: fuser::ReplyXattr,
     ) {
-        reply.error(Errno::ENOSYS);
+        // The kernel asks for `security.capability` before writes: answer without a
+        // round trip to any host.
+        let wanted = match name.to_str() {
+            Some(n) if n.starts_with("user.") => n,
+            _ => return reply.error(Errno::NO_XATTR),
+        };
+        let value = self
+            .node(ino)
+            .and_then(|n| self.world.xattrs(&n).map_err(|e| errno(&e)))
+            .map(|attrs| {
+                attrs
+                    .into_iter()
+                    .find(|(n, _)| *n == wanted)
+                    .map(|(_, v)| v)
+            });
+        match value {
+            Ok(Some(v)) => xattr_reply(v.as_bytes(), size, reply),
+            Ok(None) => reply.error(Errno::NO_XATTR),
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        match self.node(ino) {
+            Ok(node) => {
+                let mut names = Vec::new();
+                for n in self.world.xattr_names(&node) {
+                    names.extend_from_slice(n.as_bytes());
+                    names.push(0);
+                }
+                xattr_reply(&names, size, reply);
+            }
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        reply.ok();
+    /// The truth from the node's attributes: only what is writable may be written, and
+    /// nothing here is executable but directories.
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let result = self.node(ino).and_then(|node| self.attr_for(&node, req));
+        match result {
+            Ok(attr) => {
+                let refused = (mask.contains(fuser::AccessFlags::W_OK) && !attr.writable)
+                    || (mask.contains(fuser::AccessFlags::X_OK) && attr.kind != NodeKind::Dir);
+                if refused {
+                    reply.error(Errno::EACCES);
+                } else {
+                    reply.ok();
+                }
+            }
+            Err(e) => reply.error(e),
+        }
     }
 
     /// Nothing to make durable here: a call's outcome is journaled before it is answered.
@@ -735,7 +859,7 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
-    /// Extended attributes cannot be set here (the tree is the hosts' to shape).
+    /// Extended attributes cannot be set here: they show what the host says.
     #[allow(clippy::too_many_arguments)]
     fn setxattr(
         &self,
@@ -747,11 +871,11 @@ impl Filesystem for WorldFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOTSUP);
+        reply.error(Errno::EPERM);
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOTSUP);
+        reply.error(Errno::EPERM);
     }
 
     /// No file here is a terminal or a device: ENOTTY, as a regular file answers (Python
@@ -772,14 +896,30 @@ impl Filesystem for WorldFs {
     }
 }
 
-/// Mount `world` at `mountpoint`; returns once the kernel finished the handshake.
+/// An xattr value or name list: its size when asked for 0 bytes, ERANGE when too small.
+fn xattr_reply(bytes: &[u8], size: u32, reply: fuser::ReplyXattr) {
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    if size == 0 {
+        reply.size(len);
+    } else if size < len {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(bytes);
+    }
+}
+
+/// Mount `world` at `mountpoint`; returns once the kernel finished the handshake. When this
+/// process may not open `/dev/fuse` (a normal user), `fusermount3` mounts instead.
+/// `allow_other` lets other users in (for a normal user, `/etc/fuse.conf` must say
+/// `user_allow_other`).
 pub fn mount(
     world: Arc<World>,
     mountpoint: &Path,
     threads: usize,
+    allow_other: bool,
 ) -> std::io::Result<Session<WorldFs>> {
     let fs = WorldFs::new(Arc::clone(&world));
-    let inv = fs.invalidator();
+    let mut inv = fs.invalidator();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("wip".into()),
@@ -788,9 +928,31 @@ pub fn mount(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    config.acl = SessionACL::Owner;
+    config.acl = if allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(threads.max(1));
-    let session = Session::new(fs, mountpoint, &config)?;
+    let session = match Session::new(fs, mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) if fusermount::denied(&e) && fusermount::helper().is_some() => {
+            tracing::info!("cannot mount through /dev/fuse ({e}): asking fusermount3");
+            let mut options: Vec<String> =
+                ["fsname=wip", "subtype=wip", "noatime", "nodev", "nosuid"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+            if allow_other {
+                options.push("allow_other".into());
+            }
+            let dev = fusermount::mount(mountpoint, &options)?;
+            let fs = WorldFs::new(Arc::clone(&world));
+            inv = fs.invalidator();
+            Session::from_fd(fs, dev, config.acl, config)?
+        }
+        Err(e) => return Err(e),
+    };
     inv.set_notifier(session.notifier());
     let sink = inv.clone();
     world.set_change_sink(Arc::new(move |nodes: &[NodeId]| sink.invalidate(nodes)));

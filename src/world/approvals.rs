@@ -209,6 +209,11 @@ impl World {
         (last.name == "approval" && !last.ok && rest.iter().all(|c| c.ok)).then(|| rule.clone())
     }
 
+    /// Whether a policy rule asks a person's approval for this call.
+    pub(super) fn awaits_approval_rule(&self, target: &Target, op: &str, args: &Value) -> bool {
+        self.verdict(target, op, Some(args)).approval().is_some()
+    }
+
     /// Hold a journaled call for a person's approval: a pending run, EINPROGRESS with the
     /// words saying where it waits and how a person decides.
     pub(super) fn hold(

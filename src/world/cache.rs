@@ -12,6 +12,9 @@ pub struct TtlCache<K, V> {
     ttl: Duration,
     max: usize,
     map: Mutex<HashMap<K, (Instant, V)>>,
+    /// When expired entries were last dropped: a large cache does not keep a walk's
+    /// answers (and their memory) long after they expired.
+    swept: Mutex<Instant>,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
@@ -20,6 +23,7 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
             ttl,
             max: max.max(1),
             map: Mutex::new(HashMap::new()),
+            swept: Mutex::new(Instant::now()),
         }
     }
 
@@ -36,7 +40,15 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         if map.len() >= self.max {
             map.clear();
         }
-        map.insert(key, (Instant::now(), value));
+        let now = Instant::now();
+        if let Ok(mut swept) = self.swept.try_lock() {
+            // Every few lifetimes: O(n) once per period keeps inserts O(1) amortized.
+            if now.duration_since(*swept) > self.ttl * 4 {
+                map.retain(|_, (at, _)| now.duration_since(*at) < self.ttl);
+                *swept = now;
+            }
+        }
+        map.insert(key, (now, value));
     }
 
     /// The cached value, or `make()`'s, which is stored when it succeeds.
@@ -49,6 +61,14 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         Ok(v)
     }
 
+    /// Drop one key's answer (it is known to be stale).
+    pub fn forget(&self, key: &K) {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
     pub fn clear(&self) {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
@@ -57,6 +77,18 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expired_entries_are_swept_on_a_later_insert() {
+        let c: TtlCache<u32, u32> = TtlCache::new(Duration::from_millis(10), 1000);
+        for k in 0..100 {
+            c.insert(k, k);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        c.insert(1000, 1);
+        let len = c.map.lock().map(|m| m.len()).unwrap_or(0);
+        assert_eq!(len, 1, "the expired answers are gone");
+    }
 
     #[test]
     fn entries_expire_and_the_bound_empties() {
@@ -73,7 +105,10 @@ mod tests {
         assert_eq!(made, Ok(40));
         let again: Result<u32, ()> = c.get_or_try(4, || Err(()));
         assert_eq!(again, Ok(40), "served from the cache");
+        c.forget(&4);
+        assert_eq!(c.get(&4), None, "forgotten");
+        c.insert(5, 50);
         c.clear();
-        assert_eq!(c.get(&4), None);
+        assert_eq!(c.get(&5), None);
     }
 }

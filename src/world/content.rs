@@ -3,12 +3,15 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::Body;
+use super::host::Readiness;
 use super::journal::{self, Run};
 use super::node::*;
 use super::root_ops::event_line;
+use super::time::parse_iso;
 use super::{line, readme, World};
 use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
 
@@ -30,11 +33,29 @@ fn one_line(s: &str) -> String {
     out
 }
 
+/// `12.3 KiB`: a size for people.
+fn human_bytes(n: i64) -> String {
+    let mut v = n as f64;
+    for unit in ["bytes", "KiB", "MiB", "GiB"] {
+        if v < 1024.0 || unit == "GiB" {
+            return if unit == "bytes" {
+                format!("{n} bytes")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    format!("{n} bytes")
+}
+
 /// What one open of a file reads: its content rendered once and served by offset, so a
 /// large `result` read in small chunks is rendered once, not once per chunk.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub bytes: Arc<[u8]>,
+    /// A body the host reads by offset: `bytes` is empty, reads go to the host.
+    ranged: bool,
     /// For the change feed: the cursor of its last event, to append what follows, and
     /// how many events it shows.
     events_cursor: Option<i64>,
@@ -49,12 +70,23 @@ impl World {
             let text: String = events.iter().map(event_line).collect();
             return Ok(Snapshot {
                 bytes: Arc::from(text.into_bytes()),
+                ranged: false,
                 events_cursor: Some(events.last().map(|e| e.cursor).unwrap_or(self.events_start)),
                 events_shown: events.len(),
             });
         }
+        if let NodeId::Body(e) = node {
+            let body = self.body_of(e)?;
+            return Ok(Snapshot {
+                ranged: body.bytes.is_none(),
+                bytes: body.bytes.unwrap_or_else(|| Arc::from(Vec::new())),
+                events_cursor: None,
+                events_shown: 0,
+            });
+        }
         Ok(Snapshot {
             bytes: Arc::from(self.read(node, session)?),
+            ranged: false,
             events_cursor: None,
             events_shown: 0,
         })
@@ -77,6 +109,7 @@ impl World {
         }
         Ok(Some(Snapshot {
             bytes: Arc::from(bytes),
+            ranged: false,
             events_cursor: Some(last.cursor),
             events_shown: snap.events_shown + events.len(),
         }))
@@ -97,35 +130,75 @@ impl World {
         }
     }
 
+    /// A node's file type, known from the node alone (a listing needs no attributes).
+    pub fn kind(&self, node: &NodeId) -> NodeKind {
+        match node {
+            NodeId::Root
+            | NodeId::Branch(_)
+            | NodeId::Wip
+            | NodeId::Discovered(_)
+            | NodeId::Entry(_)
+            | NodeId::Ops(_)
+            | NodeId::Op(..)
+            | NodeId::Runs(..)
+            | NodeId::Run(..) => NodeKind::Dir,
+            NodeId::DiscoveredLink(..) => NodeKind::Symlink,
+            _ => NodeKind::File,
+        }
+    }
+
     pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
-        let dir = |caching| NodeAttr {
+        let dir = |caching, modified| NodeAttr {
             kind: NodeKind::Dir,
             size: 0,
             writable: false,
             caching,
-            modified: None,
+            modified,
         };
         Ok(match node {
-            NodeId::Root | NodeId::Branch(_) | NodeId::Wip | NodeId::Discovered(_) => {
-                dir(Caching::Stable(STABLE_TTL))
+            NodeId::Root | NodeId::Branch(_) | NodeId::Wip => {
+                dir(Caching::Stable(STABLE_TTL), None)
             }
             NodeId::Entry(e) => {
                 let caching = self.target_caching(&Target::Entry(e.clone()));
+                dir(caching, self.entry_modified(e)?)
+            }
+            NodeId::Body(e) => {
+                let body = self.body_of(e)?;
                 NodeAttr {
-                    modified: self.modified(e, caching)?,
-                    ..dir(caching)
+                    kind: NodeKind::File,
+                    size: body.size,
+                    writable: body
+                        .write
+                        .as_ref()
+                        .is_some_and(|w| self.may_run(&Target::Entry(e.clone()), &w.op)),
+                    caching: self.target_caching(&Target::Entry(e.clone())),
+                    modified: match body.modified {
+                        Some(t) => Some(t),
+                        None => self.entry_modified(e)?,
+                    },
                 }
             }
-            NodeId::Ops(t) | NodeId::Op(t, _) => dir(self.target_caching(t)),
+            NodeId::Ops(t) | NodeId::Op(t, _) => {
+                dir(self.target_caching(t), self.target_modified(t)?)
+            }
             // Its listing is invalidated with every call of the op.
-            NodeId::Runs(..) => dir(Caching::Stable(STABLE_TTL)),
-            NodeId::Run(..) => dir(Caching::Stable(STABLE_TTL)),
-            NodeId::DiscoveredLink(..) => NodeAttr {
+            NodeId::Runs(t, op) => dir(
+                Caching::Stable(STABLE_TTL),
+                match self.journal.latest(&self.target_path(t), op)? {
+                    Some(id) => self.run_time(id)?,
+                    None => None,
+                },
+            ),
+            NodeId::Run(_, _, id) | NodeId::Discovered(id) => {
+                dir(Caching::Stable(STABLE_TTL), self.run_time(*id)?)
+            }
+            NodeId::DiscoveredLink(id, _) => NodeAttr {
                 kind: NodeKind::Symlink,
                 size: self.readlink(node)?.len() as u64,
                 writable: false,
                 caching: Caching::Stable(STABLE_TTL),
-                modified: None,
+                modified: self.run_time(*id)?,
             },
             NodeId::OpFile(_, _, OpFile::Call) => NodeAttr {
                 kind: NodeKind::File,
@@ -136,32 +209,101 @@ impl World {
             },
             _ => {
                 let caching = self.file_caching(node)?;
-                let modified = match node {
-                    NodeId::Info(Target::Entry(e), _) => self.modified(e, caching)?,
-                    _ => None,
-                };
                 NodeAttr {
                     kind: NodeKind::File,
                     size: self.read(node, session)?.len() as u64,
                     writable: false,
                     caching,
-                    modified,
+                    modified: self.file_modified(node, session)?,
                 }
             }
         })
     }
 
-    /// The host's modification time of an entry, asked only of hosts whose backend changes
-    /// behind our back (short cache TTL): the kernel uses it to drop stale listings.
-    fn modified(
-        &self,
-        e: &EntryRef,
-        caching: Caching,
-    ) -> WorldResult<Option<std::time::SystemTime>> {
-        match caching {
-            Caching::Stable(ttl) if ttl >= STABLE_TTL => Ok(None),
-            _ => Ok(self.host(e)?.host.entry(&e.path)?.and_then(|i| i.modified)),
+    /// Whether the policy lets a call of `op` run now (or a person may approve it): a body
+    /// the host offers to replace through `op` is writable (`rw-`) only then. The host's
+    /// own guard was asked when it offered (`Body::write`), so only the policy is added.
+    fn may_run(&self, target: &Target, op: &str) -> bool {
+        let mut g = super::host::Guard::default();
+        self.apply_policy(target, op, None, None, &mut g);
+        g.allowed() || self.awaits_approval(target, op, None, &g).is_some()
+    }
+
+    /// When an entry last changed, as its host knows it. A host that cannot say now (a
+    /// server restarting) costs the time, never the `stat`: the mount's start is shown.
+    fn entry_modified(&self, e: &EntryRef) -> WorldResult<Option<SystemTime>> {
+        match self.host(e)?.host.modified(&e.path) {
+            Ok(t) => Ok(t),
+            Err(err) => {
+                tracing::debug!(path = ?e.path, "no modification time: {err}");
+                Ok(None)
+            }
         }
+    }
+
+    fn target_modified(&self, t: &Target) -> WorldResult<Option<SystemTime>> {
+        match t {
+            Target::Root => Ok(None),
+            Target::Entry(e) => self.entry_modified(e),
+        }
+    }
+
+    /// When a run ended (or began, while it runs).
+    fn run_time(&self, id: i64) -> WorldResult<Option<SystemTime>> {
+        let run = self.run(id)?;
+        Ok(parse_iso(run.finished.as_deref().unwrap_or(&run.started)))
+    }
+
+    /// The time of a generated file: when what it shows last changed.
+    fn file_modified(&self, node: &NodeId, session: u32) -> WorldResult<Option<SystemTime>> {
+        Ok(match node {
+            NodeId::OpFile(t, op, OpFile::Result) => match self.result_run(t, op, session)? {
+                Some(id) => self.run_time(id)?,
+                None => None,
+            },
+            NodeId::Info(t, _) | NodeId::OpFile(t, _, _) => self.target_modified(t)?,
+            NodeId::RunFile(id, _) => self.run_time(*id)?,
+            NodeId::WipFile(WipFile::Events) => self
+                .journal
+                .last_event_at(self.events_start)?
+                .as_deref()
+                .and_then(parse_iso),
+            NodeId::WipFile(WipFile::Log) => match self.journal.recent_brief(1, 1)?.first() {
+                Some(run) => parse_iso(run.finished.as_deref().unwrap_or(&run.started)),
+                None => None,
+            },
+            _ => None,
+        })
+    }
+
+    /// The body of an entry, which must have one.
+    pub(super) fn body_of(&self, e: &EntryRef) -> WorldResult<Body> {
+        self.host(e)?
+            .host
+            .body(&e.path)?
+            .ok_or_else(|| WorldError::not_found("this entry has no body (any more)"))
+    }
+
+    /// Bytes `offset..offset+size` of what an open file shows: from its snapshot, or, for
+    /// a body read by offset, from the host (a large file is never held whole).
+    pub fn read_at(
+        &self,
+        node: &NodeId,
+        snap: &Snapshot,
+        offset: u64,
+        size: u32,
+    ) -> WorldResult<Vec<u8>> {
+        if snap.ranged {
+            if let NodeId::Body(e) = node {
+                return Ok(self.host(e)?.host.read_body(&e.path, offset, size)?);
+            }
+        }
+        let bytes = &snap.bytes;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let end = start.saturating_add(size as usize).min(bytes.len());
+        Ok(bytes[start..end].to_vec())
     }
 
     /// How the kernel may cache a file, without computing its content.
@@ -175,11 +317,17 @@ impl World {
     fn file_caching(&self, node: &NodeId) -> WorldResult<Caching> {
         Ok(match node {
             NodeId::Info(t, _) => self.target_caching(t),
+            NodeId::Body(e) => self.target_caching(&Target::Entry(e.clone())),
             NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
             // Guards and results change with calls, which invalidate them.
             NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
             NodeId::WipFile(
-                WipFile::Log | WipFile::Stats | WipFile::Known | WipFile::Events | WipFile::Pending,
+                WipFile::Log
+                | WipFile::Stats
+                | WipFile::Status
+                | WipFile::Known
+                | WipFile::Events
+                | WipFile::Pending,
             ) => Caching::Direct(STABLE_TTL),
             // It quotes every host's root description, which may change on its own (a
             // server starting, an index refreshing).
@@ -201,6 +349,9 @@ impl World {
 
     /// The bytes of a file node, as `session` sees them.
     pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
+        if let NodeId::Body(e) = node {
+            return self.body_bytes(e);
+        }
         let text = match node {
             NodeId::Readme => readme::render(self),
             NodeId::BranchDescription(prefix) => {
@@ -222,9 +373,7 @@ impl World {
             }
             NodeId::Info(Target::Entry(e), f) => {
                 let info = self
-                    .host(e)?
-                    .host
-                    .entry(&e.path)?
+                    .entry_info(e)?
                     .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
                     InfoFile::Description => line(&info.description),
@@ -268,6 +417,7 @@ impl World {
             NodeId::WipFile(WipFile::Pending) => self.pending_text()?,
             NodeId::WipFile(WipFile::Control) => self.control_text(),
             NodeId::WipFile(WipFile::Known) => self.known_text()?,
+            NodeId::WipFile(WipFile::Status) => self.status_text()?,
             NodeId::WipFile(WipFile::Events) => {
                 let mut out = String::new();
                 for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
@@ -284,6 +434,70 @@ impl World {
             _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a file")),
         };
         Ok(text.into_bytes())
+    }
+
+    /// Extended attributes of a node: `user.xdg.comment` (what it is: the description)
+    /// and `user.wip.ref` (the identity) of the entry it belongs to; an op's own
+    /// description on its folder and files.
+    pub fn xattrs(&self, node: &NodeId) -> WorldResult<Vec<(&'static str, String)>> {
+        const COMMENT: &str = "user.xdg.comment";
+        const REF: &str = "user.wip.ref";
+        let of_target = |t: &Target| -> WorldResult<Vec<(&'static str, String)>> {
+            Ok(match t {
+                Target::Root => vec![
+                    (COMMENT, self.description()),
+                    (REF, format!("wip://{}", self.settings.name)),
+                ],
+                Target::Entry(e) => match self.host(e)?.host.entry(&e.path)? {
+                    Some(info) => vec![(COMMENT, info.description), (REF, info.reference)],
+                    None => Vec::new(),
+                },
+            })
+        };
+        Ok(match node {
+            NodeId::Root => of_target(&Target::Root)?,
+            NodeId::Entry(e) | NodeId::Body(e) => of_target(&Target::Entry(e.clone()))?,
+            NodeId::Info(t, _) | NodeId::Ops(t) => of_target(t)?,
+            NodeId::Op(t, op) | NodeId::OpFile(t, op, _) => {
+                let mut out = of_target(t)?;
+                out.retain(|(n, _)| *n == REF);
+                out.insert(0, (COMMENT, self.op_spec(t, op)?.description));
+                out
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// The names `xattrs` gives for a node, without asking any host (`ls -l` and file
+    /// managers list them for every file).
+    pub fn xattr_names(&self, node: &NodeId) -> &'static [&'static str] {
+        match node {
+            NodeId::Root
+            | NodeId::Entry(_)
+            | NodeId::Body(_)
+            | NodeId::Info(..)
+            | NodeId::Ops(_)
+            | NodeId::Op(..)
+            | NodeId::OpFile(..) => &["user.xdg.comment", "user.wip.ref"],
+            _ => &[],
+        }
+    }
+
+    /// The whole body of an entry (a ranged one read piece by piece).
+    pub fn body_bytes(&self, e: &EntryRef) -> WorldResult<Vec<u8>> {
+        let body = self.body_of(e)?;
+        if let Some(bytes) = body.bytes {
+            return Ok(bytes.to_vec());
+        }
+        let host = &self.host(e)?.host;
+        let mut out = Vec::new();
+        loop {
+            let piece = host.read_body(&e.path, out.len() as u64, 1 << 20)?;
+            if piece.is_empty() {
+                return Ok(out);
+            }
+            out.extend_from_slice(&piece);
+        }
     }
 
     /// Target of a `discovered/N` link, relative to the link's folder.
@@ -325,6 +539,53 @@ impl World {
             self.identity.role.as_str()
         ));
         text
+    }
+
+    /// Hosts still starting in the background: (world path, words).
+    pub fn starting_hosts(&self) -> Vec<(String, String)> {
+        self.hosts
+            .iter()
+            .filter_map(|m| match m.host.readiness() {
+                Readiness::Starting(w) => Some((m.path.join("/"), w)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `.wip/status`: the first line ends with `ready` once no host is starting.
+    fn status_text(&self) -> WorldResult<String> {
+        let starting = !self.starting_hosts().is_empty();
+        let mut out = format!(
+            "world {} at {} · daemon pid {} · up {} s · {}\nhosts:\n",
+            self.settings.name,
+            self.mount_point.display(),
+            std::process::id(),
+            self.started.elapsed().as_secs(),
+            if starting { "starting" } else { "ready" }
+        );
+        let width = self
+            .hosts
+            .iter()
+            .map(|m| m.path.join("/").len() + 1)
+            .max()
+            .unwrap_or(0);
+        for m in &self.hosts {
+            out.push_str(&format!(
+                "  {:width$}  {:8} {}\n",
+                format!("{}/", m.path.join("/")),
+                m.kind,
+                m.host.readiness().words()
+            ));
+        }
+        let bytes = self.journal.bytes()?;
+        out.push_str(&format!(
+            "calls in flight: {}\njournal: {} ({} runs)\ntitled names: {}\n",
+            self.journal.running()?,
+            human_bytes(bytes),
+            self.journal.count()?,
+            if self.settings.titled { "on" } else { "off" }
+        ));
+        Ok(out)
     }
 
     fn known_text(&self) -> WorldResult<String> {
@@ -372,18 +633,22 @@ impl World {
         op: &str,
         session: u32,
     ) -> WorldResult<String> {
+        match self.result_run(target, op, session)? {
+            Some(id) => Ok(self.run(id)?.result),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// The run whose result `session` sees in `result`: its last call, else the latest.
+    fn result_run(&self, target: &Target, op: &str, session: u32) -> WorldResult<Option<i64>> {
         let key = (target.clone(), op.to_string());
         let remembered = self.results.lock().ok().and_then(|r| {
             r.get(&key)
                 .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
         });
-        let id = match remembered {
-            Some(id) => Some(id),
-            None => self.journal.latest(&self.target_path(target), op)?,
-        };
-        match id {
-            Some(id) => Ok(self.run(id)?.result),
-            None => Ok(String::new()),
+        match remembered {
+            Some(id) => Ok(Some(id)),
+            None => self.journal.latest(&self.target_path(target), op),
         }
     }
 

@@ -16,10 +16,13 @@ pub struct EntryInfo {
     /// Whether the parent's listing shows it. Non-indexable entries (runs, search hits,
     /// conversations) are reachable by path only, so `find` and indexers stay out.
     pub indexable: bool,
-    /// When the entry or its children last changed, for hosts whose backend changes behind
-    /// the mount's back (a directory on disk): the kernel compares it to drop stale
-    /// listings. `None` for hosts that only change through calls.
+    /// When the entry (its state, content or children) last changed, where the backend
+    /// knows it: the entry's `mtime`, so `rsync`, `make` and backups see changes, and the
+    /// kernel drops stale listings. `None`: unknown (the mount's start is shown).
     pub modified: Option<std::time::SystemTime>,
+    /// A short human title (an issue's title, a row's name column), for titled names
+    /// (`42 Crash when config is missing`). `None`: listed by its bare name only.
+    pub title: Option<String>,
 }
 
 impl EntryInfo {
@@ -30,7 +33,15 @@ impl EntryInfo {
             reference: reference.into(),
             indexable: true,
             modified: None,
+            title: None,
         }
+    }
+
+    /// The entry's short title (see `title`); an empty one is no title.
+    pub fn titled(mut self, title: impl Into<String>) -> Self {
+        let title = title.into();
+        self.title = (!title.trim().is_empty()).then_some(title);
+        self
     }
 
     pub fn modified(mut self, at: Option<std::time::SystemTime>) -> Self {
@@ -225,6 +236,65 @@ impl CallOutcome {
     }
 }
 
+/// An entry's content, as its `body` file shows it (see `Host::body`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// True size in bytes.
+    pub size: u64,
+    /// The whole content when the host has it at hand (bounded); `None`: read by offset
+    /// with `Host::read_body` (a file on disk is never read whole into memory).
+    pub bytes: Option<std::sync::Arc<[u8]>>,
+    /// The op that replaces the whole content, when you may run it now: writing `body`
+    /// is a call of it. `None`: the body is read-only (mode `r--`).
+    pub write: Option<BodyWrite>,
+    /// When the content last changed, where the host knows it.
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// Which op a write of `body` calls, and the string argument that receives the content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyWrite {
+    pub op: String,
+    pub arg: String,
+}
+
+impl Body {
+    /// A body given whole.
+    pub fn bytes(bytes: impl Into<Vec<u8>>) -> Body {
+        let bytes: Vec<u8> = bytes.into();
+        Body {
+            size: bytes.len() as u64,
+            bytes: Some(std::sync::Arc::from(bytes)),
+            write: None,
+            modified: None,
+        }
+    }
+
+    /// A body of `size` bytes read by offset (`Host::read_body`).
+    pub fn ranged(size: u64) -> Body {
+        Body {
+            size,
+            bytes: None,
+            write: None,
+            modified: None,
+        }
+    }
+
+    /// Writable through `op`, whose string argument `arg` receives the whole content.
+    pub fn written_by(mut self, op: &str, arg: &str) -> Body {
+        self.write = Some(BodyWrite {
+            op: op.to_string(),
+            arg: arg.to_string(),
+        });
+        self
+    }
+
+    pub fn modified(mut self, at: Option<std::time::SystemTime>) -> Body {
+        self.modified = at;
+        self
+    }
+}
+
 /// Text a host offers to the world's search index (see `Host::documents`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
@@ -285,6 +355,13 @@ pub trait Host: Send + Sync {
     /// included (e.g. a target path inside the root).
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard>;
 
+    /// The guards of several ops of one entry at once (`args` none), in `ops`' order, for
+    /// hosts that read an entry's state once for all of them (a walk reads every guard of
+    /// an entry in a row). `None`: not offered; the runtime asks `guard` op by op.
+    fn guards(&self, _path: &[String], _ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
+        None
+    }
+
     /// Run `op` with validated `args`. The host re-checks its guard atomically with the
     /// change where the backend allows and returns `HostError::Blocked` if it fails.
     fn call(
@@ -294,6 +371,28 @@ pub trait Host: Send + Sync {
         args: &Value,
         caller: &Caller,
     ) -> HostResult<CallOutcome>;
+
+    /// When the entry at `path` last changed (the `mtime` of it and its files), asked at
+    /// every `stat`, so it must be cheap; a host that sets `EntryInfo::modified` answers
+    /// the same here. `None` (the default): unknown, the mount's start is shown.
+    fn modified(&self, _path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(None)
+    }
+
+    /// The content of the entry at `path`, shown as its `body` file, or `None` when it has
+    /// none (a directory, a collection). Reading it must change nothing: it is not a call.
+    fn body(&self, _path: &[String]) -> HostResult<Option<Body>> {
+        Ok(None)
+    }
+
+    /// Up to `size` bytes of a ranged body (`Body::bytes` is `None`) from `offset`; fewer
+    /// only at its end.
+    fn read_body(&self, path: &[String], _offset: u64, _size: u32) -> HostResult<Vec<u8>> {
+        Err(HostError::NotFound(format!(
+            "{} has no body to read by offset",
+            path.join("/")
+        )))
+    }
 
     /// The indexable text this host offers to search, a page at a time in a stable order,
     /// from `cursor` (`None`: the start). Hosts with nothing to offer keep the default.
@@ -313,16 +412,52 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// Whether `call` checks the op's guard itself, atomically with what it changes, and
+    /// answers `Blocked` with the guard when it fails. The runtime then does not ask for the
+    /// guard before the call (one evaluation per call instead of two); the guard file and
+    /// the refusal at open are unchanged.
+    fn checks_guard_in_call(&self) -> bool {
+        false
+    }
+
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
     fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {
         None
     }
 
+    /// Where the host is in its life: hosts that start in the background (a server
+    /// process, a connection) say `Starting` until they can answer; `wip mount` waits for
+    /// them (up to `startup_wait_ms`) and `wip status` shows it.
+    fn readiness(&self) -> Readiness {
+        Readiness::Ready
+    }
+
     /// How long the kernel may cache what this host shows without being told of a change.
     /// Hosts whose backend changes behind our back (a directory on disk) keep this short.
     fn cache_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_secs(3600)
+    }
+}
+
+/// Whether a host can answer now (see `Host::readiness`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Still starting in the background, in a few words.
+    Starting(String),
+    /// Started once but is down now (restarting with backoff), in a few words.
+    Down(String),
+}
+
+impl Readiness {
+    /// `ready`, `starting: …` or `down: …`, on one line.
+    pub fn words(&self) -> String {
+        match self {
+            Readiness::Ready => "ready".to_string(),
+            Readiness::Starting(w) => format!("starting: {w}"),
+            Readiness::Down(w) => format!("down: {w}"),
+        }
     }
 }
 

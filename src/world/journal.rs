@@ -96,6 +96,7 @@ impl Journal {
                errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
                discovered TEXT NOT NULL DEFAULT '[]');
              CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
+             CREATE INDEX IF NOT EXISTS calls_running ON calls(id) WHERE status = 'running';
              CREATE TABLE IF NOT EXISTS events(
                cursor INTEGER PRIMARY KEY AUTOINCREMENT,
                at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
@@ -208,6 +209,18 @@ impl Journal {
     }
 
     /// The cursor of the newest event (0 if none).
+    /// When the newest event after `cursor` happened (`None`: there is none).
+    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT at FROM events WHERE cursor > ?1 ORDER BY cursor DESC LIMIT 1",
+                params![cursor],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     pub fn last_event(&self) -> WorldResult<i64> {
         Ok(self
             .conn()?
@@ -282,6 +295,24 @@ impl Journal {
         Ok(self
             .conn()?
             .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))?)
+    }
+
+    /// How many calls are running now (begun, not finished).
+    pub fn running(&self) -> WorldResult<i64> {
+        Ok(self.conn()?.query_row(
+            "SELECT count(*) FROM calls WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// The database's size in bytes (pages in use, without the write-ahead log).
+    pub fn bytes(&self) -> WorldResult<i64> {
+        Ok(self.conn()?.query_row(
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+            [],
+            |r| r.get(0),
+        )?)
     }
 }
 

@@ -1,15 +1,16 @@
 //! The world model: hosts mounted at paths, the virtual files every entry carries
-//! (`description`, `ref`, `ops/NAME/{description,schema,guard,call,result,runs/}`), call
-//! semantics (validation, guards, journal, per-session results) and the root's own ops.
+//! (`description`, `ref`, `body`, `ops/NAME/{description,schema,guard,call,result,runs/}`),
+//! call semantics (validation, guards, journal, per-session results) and the root's own ops.
 //!
 //! It knows no FUSE: the adapter in `fuse/` asks it for nodes, attributes and bytes, and
 //! hands it what is written into `call` (see `call`). The parts: `tree` (lookup and
-//! listing), `content` (attributes and bytes of files), `call` (one descriptor's
-//! document), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
+//! listing), `content` (attributes, times and bytes of files), `call` (one descriptor's
+//! document), `body` (a body written through one descriptor), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
 //! (the manifest's rules) and `approvals` (pending runs and a person's decisions).
 
 mod approvals;
 pub mod args;
+mod body;
 pub mod cache;
 pub mod call;
 pub mod caller;
@@ -26,6 +27,7 @@ mod readme;
 mod root_ops;
 mod run;
 pub mod time;
+pub mod titles;
 mod tree;
 
 use std::collections::{HashMap, HashSet};
@@ -38,6 +40,7 @@ use serde_json::Value;
 
 use crate::manifest::{Identity, WorldSettings};
 pub use approvals::{Decided, Person, Verb};
+pub use body::BodyDoc;
 use cache::TtlCache;
 pub use call::{CallDoc, CallReport};
 pub use content::Snapshot;
@@ -53,6 +56,12 @@ pub const STABLE_TTL: Duration = Duration::from_secs(3600);
 const GUARD_CACHE: Duration = Duration::from_millis(500);
 /// How long an entry's op list is reused.
 const OPS_CACHE: Duration = Duration::from_secs(2);
+/// How long what a host said of an entry (in a listing or a lookup) is reused for its
+/// `description`, `ref` and attributes: a walk asks for each of them right after listing
+/// the parent. Any call's change and any host change empty it.
+const INFO_CACHE: Duration = Duration::from_secs(1);
+/// Bound of the entry-info cache (a listing of a large collection fills it at once).
+const INFO_CACHE_MAX: usize = 200_000;
 /// How many runs `runs/` lists (older ones stay reachable by id).
 const RUNS_LISTED: usize = 1000;
 /// How many calls `.wip/log` shows.
@@ -93,6 +102,7 @@ pub struct World {
     results: Mutex<HashMap<(Target, String), OpResults>>,
     guards: TtlCache<(Target, String), Guard>,
     ops_cache: TtlCache<Target, OpList>,
+    infos: TtlCache<EntryRef, host::EntryInfo>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
     watch: Arc<run::Watch>,
@@ -141,6 +151,7 @@ impl World {
             results: Mutex::new(HashMap::new()),
             guards: TtlCache::new(GUARD_CACHE, 1024),
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
+            infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             sink: Mutex::new(None),
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),
@@ -222,12 +233,8 @@ impl World {
                 hidden.insert(e.clone());
             }
             indexable = indexable
-                && !(1..e.path.len()).any(|n| {
-                    hidden.contains(&EntryRef {
-                        host: e.host,
-                        path: e.path[..n].to_vec(),
-                    })
-                });
+                && !(1..e.path.len())
+                    .any(|n| hidden.contains(&EntryRef::new(e.host, &e.path[..n])));
         }
         self.known.record(KnownEntry {
             path: self.entry_path(e.host, &e.path),
@@ -235,6 +242,33 @@ impl World {
             description: info.description.clone(),
             indexable,
         });
+    }
+
+    /// What the host says of an entry, reused for a moment after a listing or lookup said
+    /// it (`None`: it does not exist; never cached).
+    pub(crate) fn entry_info(&self, e: &EntryRef) -> WorldResult<Option<host::EntryInfo>> {
+        if let Some(info) = self.infos.get(e) {
+            return Ok(Some(info));
+        }
+        let info = self.host(e)?.host.entry(&e.path)?;
+        if let Some(i) = &info {
+            self.note_info(e, i);
+        }
+        Ok(info)
+    }
+
+    /// Keep what a host just said of an entry (see `entry_info`), for hosts whose entries
+    /// change only through calls (their kernel cache lifetime is the stable one): others
+    /// change behind the mount's back (a directory on disk, GitHub's rate limit) and are
+    /// asked each time.
+    pub(crate) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
+        let short = self
+            .hosts
+            .get(e.host)
+            .is_none_or(|m| m.host.cache_ttl() < STABLE_TTL);
+        if !short {
+            self.infos.insert(e.clone(), info.clone());
+        }
     }
 
     /// A call can discover an entry before anyone looked up its ancestors: ask the host
@@ -246,10 +280,7 @@ impl World {
             return;
         };
         for n in 1..e.path.len() {
-            let prefix = EntryRef {
-                host: e.host,
-                path: e.path[..n].to_vec(),
-            };
+            let prefix = EntryRef::new(e.host, &e.path[..n]);
             if self.hidden.lock().is_ok_and(|h| h.contains(&prefix)) {
                 return;
             }
@@ -297,7 +328,7 @@ impl World {
             .iter()
             .map(|s| names::unescape(s))
             .collect::<Option<Vec<String>>>()?;
-        Some(EntryRef { host, path })
+        Some(EntryRef::new(host, path))
     }
 
     /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.
@@ -332,10 +363,37 @@ impl World {
 
     /// The guard as the `guard` file shows it (cached briefly).
     pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
+        let key = (target.clone(), op.to_string());
+        if let Some(g) = self.guards.get(&key) {
+            return Ok(g);
+        }
+        if let Some(g) = self.all_guards(target, op) {
+            return Ok(g);
+        }
         self.guards
-            .get_or_try((target.clone(), op.to_string()), || {
-                self.evaluate_guard(target, op, None)
-            })
+            .get_or_try(key, || self.evaluate_guard(target, op, None))
+    }
+
+    /// Ask a host that can for the guards of all of the entry's ops at once and keep them
+    /// (a walk or a file manager reads each op's `guard` in turn): `op`'s guard, or `None`
+    /// when the host does not batch or failed (then `op` is asked alone).
+    fn all_guards(&self, target: &Target, op: &str) -> Option<Guard> {
+        let Target::Entry(e) = target else {
+            return None;
+        };
+        let ops = self.ops(target).ok()?;
+        let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
+        let guards = self.host(e).ok()?.host.guards(&e.path, &names)?.ok()?;
+        let mut wanted = None;
+        for (name, mut guard) in names.iter().zip(guards) {
+            self.apply_policy(target, name, None, None, &mut guard);
+            if *name == op {
+                wanted = Some(guard.clone());
+            }
+            self.guards
+                .insert((target.clone(), name.to_string()), guard);
+        }
+        wanted
     }
 
     /// The host's guard, then the policy's lines.

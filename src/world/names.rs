@@ -5,7 +5,7 @@
 
 /// Names an entry reserves for itself. `README.md` and `.wip` are reserved at the root only,
 /// but escaping them everywhere keeps the rule one rule.
-pub const RESERVED: &[&str] = &["description", "ref", "ops", "README.md", ".wip"];
+pub const RESERVED: &[&str] = &["description", "ref", "ops", "body", "README.md", ".wip"];
 
 pub fn is_reserved(name: &str) -> bool {
     RESERVED.contains(&name)
@@ -66,6 +66,8 @@ mod tests {
             "ref~x",
             "~",
             "README.md",
+            "body",
+            "body~",
         ] {
             let e = escape(n);
             assert!(!is_reserved(&e), "{n} escaped to reserved {e}");
@@ -74,6 +76,8 @@ mod tests {
         assert_eq!(escape("ops"), "ops~");
         assert_eq!(unescape("ops"), None);
         assert_eq!(escape("plain"), "plain");
+        assert_eq!(escape("body"), "body~");
+        assert_eq!(unescape("body"), None);
     }
 
     #[test]

@@ -3,10 +3,28 @@
 //! The FUSE layer maps inode numbers to `NodeId`s and back; it never parses paths.
 
 /// An entry a host serves: the host's index in the world and the host-relative path.
+/// The path is shared: every node of an entry (its files, ops, op files) holds the same
+/// copy, which is most of what the kernel's materialised nodes cost.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EntryRef {
     pub host: usize,
-    pub path: Vec<String>,
+    pub path: std::sync::Arc<[String]>,
+}
+
+impl EntryRef {
+    pub fn new(host: usize, path: impl Into<std::sync::Arc<[String]>>) -> EntryRef {
+        EntryRef {
+            host,
+            path: path.into(),
+        }
+    }
+
+    /// The entry `name` inside this one.
+    pub fn child(&self, name: impl Into<String>) -> EntryRef {
+        let mut path = self.path.to_vec();
+        path.push(name.into());
+        EntryRef::new(self.host, path)
+    }
 }
 
 /// What an `ops/` folder belongs to: the world root or a host entry.
@@ -53,6 +71,8 @@ pub enum WipFile {
     Pending,
     /// Where the daemon's control socket listens.
     Control,
+    /// The mount at a glance: hosts and whether they are ready, calls running, journal.
+    Status,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +83,9 @@ pub enum NodeId {
     /// The `description` of such a folder: which hosts it holds.
     BranchDescription(Vec<String>),
     Entry(EntryRef),
+    /// An entry's content (`Host::body`), read lazily; writable where the host can
+    /// replace it.
+    Body(EntryRef),
     Readme,
     Info(Target, InfoFile),
     Wip,
@@ -106,7 +129,8 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 7] = [
+    pub const ALL: [(&'static str, WipFile); 8] = [
+        ("status", WipFile::Status),
         ("log", WipFile::Log),
         ("config", WipFile::Config),
         ("stats", WipFile::Stats),
@@ -153,9 +177,9 @@ impl Caching {
 pub struct NodeAttr {
     pub kind: NodeKind,
     pub size: u64,
-    /// Writing is possible (`call` files).
+    /// Writing is possible now (`call` files, bodies the host lets you replace).
     pub writable: bool,
     pub caching: Caching,
-    /// Last change, where the host knows it (otherwise the mount's start).
+    /// Last change (`mtime` and `ctime`), where it is known (otherwise the mount's start).
     pub modified: Option<std::time::SystemTime>,
 }

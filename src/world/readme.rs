@@ -31,6 +31,19 @@ Every object is a directory: `cat description` says what it is, `cat ref` is its
 `ls ops/` lists what you can do with it. Children are objects it contains
 (`ls tracker/issues/`). Large collections list a first page; their `description` says how
 many exist, and any one is reachable by name (`cd tracker/issues/42`).
+{titled}
+
+
+## Read content: `body`
+An object with content has a file `body`: a file's exact bytes, an issue's markdown, a
+comment's text, a row as JSON, a resource, a message. Read it like any file, with any tool:
+`cat tracker/issues/42/body`, `grep -r WORD files/`, `grep -l crash tracker/issues/*/body`,
+`less`, `tail -c`, `cmp`, `cp`. Reading runs nothing and records nothing.
+A `body` you may change is writable (`-rw-`): `cat > body`, `printf … >> body`, an editor's
+save. What the file holds when you close it replaces the content as ONE call of the op the
+host names (the files host's `write`, the tracker's `edit_body`), with its guard, its run in
+`ops/NAME/runs/` and its errno at the close. `sed -i` cannot work here (it needs a temporary
+file beside it); write the new content instead. `test -w` tells the truth; so do `mtime`s.
 
 ## Check, then act
 - `cat ops/NAME/description` and `cat ops/NAME/schema`: what the op does, its arguments.
@@ -73,11 +86,19 @@ result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME
 `.wip/known`: the known world. `.wip/events`: every change as JSON lines (`tail -f` it;
 `ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
 effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
-`.wip/pending`: runs waiting for a person's approval.
+`.wip/pending`: runs waiting for a person's approval. `.wip/status`: the hosts (ready,
+starting, down), calls in flight, the journal's size (`{wip} status DIR` prints it).
 This world is mounted at {mount}.
 "#,
         description = world.description(),
         wip = wip_command(),
+        titled = if world.settings().titled {
+            "Titled names are on, for people: collections list `42 Crash when config is missing`;\n\
+             the bare `42` is the same object, and every path a result prints is the bare one.\n\
+             In a shell loop, quote names (`for d in *; do cat \"$d/description\"; done`).\n"
+        } else {
+            ""
+        },
     )
 }
 

@@ -83,7 +83,7 @@ impl World {
     /// Add a known world path to a root op's discovered entries, if it still exists.
     fn push_known(&self, out: &mut Outcome, path: &str) {
         if let Ok(NodeId::Entry(e)) = self.resolve_path(path) {
-            let item = (e.host, e.path);
+            let item = (e.host, e.path.to_vec());
             if !out.discovered.contains(&item) {
                 out.discovered.push(item);
             }

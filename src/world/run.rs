@@ -337,7 +337,7 @@ impl World {
             }
         };
         let args_text = args.to_string();
-        let guard = match self.evaluate_guard(target, op, Some(&args)) {
+        let guard = match self.call_guard(target, op, &args) {
             Ok(g) => g,
             Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
         };
@@ -363,6 +363,27 @@ impl World {
             return reply(self.complete(target, op, caller, id, outcome));
         }
         self.dispatch(target, op, caller, caller.pid, id, args, reply);
+    }
+
+    /// The guard checked before a call runs. A host that checks its own guard as the call
+    /// runs is not asked first (the answer could change before the call anyway): only the
+    /// policy's lines are checked here, unless the policy asks for a person's approval,
+    /// which must not hold a call the host would refuse.
+    fn call_guard(&self, target: &Target, op: &str, args: &Value) -> WorldResult<host::Guard> {
+        let host_checks = match target {
+            Target::Root => false,
+            Target::Entry(e) => self.host(e)?.host.checks_guard_in_call(),
+        };
+        if !host_checks || self.awaits_approval_rule(target, op, args) {
+            return self.evaluate_guard(target, op, Some(args));
+        }
+        let mut guard = host::Guard::new(vec![host::Condition::check(
+            "host",
+            true,
+            "checked by the host as the call ran",
+        )]);
+        self.apply_policy(target, op, Some(args), None, &mut guard);
+        Ok(guard)
     }
 
     /// Run a journaled call whose guard passed: on the caller's thread for bounded hosts,
@@ -556,6 +577,7 @@ impl World {
     pub(super) fn forget_guards(&self) {
         self.guards.clear();
         self.ops_cache.clear();
+        self.infos.clear();
     }
 
     /// Result text, discovered world paths and changed nodes of a successful call.
@@ -568,7 +590,7 @@ impl World {
         let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
         for p in &outcome.elsewhere {
             match self.entry_at(p) {
-                Some(e) => found.push((e.host, e.path)),
+                Some(e) => found.push((e.host, e.path.to_vec())),
                 None => tracing::debug!(path = p, "a found path is not an entry"),
             }
         }
@@ -580,10 +602,7 @@ impl World {
                 .and_then(|m| m.host.entry(rel).ok().flatten());
             let description = match &info {
                 Some(i) => {
-                    let e = EntryRef {
-                        host: *h,
-                        path: rel.clone(),
-                    };
+                    let e = EntryRef::new(*h, rel.clone());
                     self.note_ancestors(&e);
                     self.remember(&e, i);
                     i.description.clone()
@@ -610,10 +629,7 @@ impl World {
         // A new entry changes its parent's listing (hosts need not say so).
         for (h, rel) in &found {
             if let Some((_, parent)) = rel.split_last() {
-                changed.push(NodeId::Entry(EntryRef {
-                    host: *h,
-                    path: parent.to_vec(),
-                }));
+                changed.push(NodeId::Entry(EntryRef::new(*h, parent)));
             }
         }
         (text, discovered, changed, events)
@@ -636,12 +652,10 @@ impl World {
                 path: self.entry_path(*h, p),
                 ..Default::default()
             });
-            let e = EntryRef {
-                host: *h,
-                path: p.clone(),
-            };
+            let e = EntryRef::new(*h, p.clone());
             let target = Target::Entry(e.clone());
             changed.push(NodeId::Info(target.clone(), InfoFile::Description));
+            changed.push(NodeId::Body(e.clone()));
             // The set of ops may change with the entry's state (a server's new tools).
             changed.push(NodeId::Ops(target.clone()));
             // The entry's guards depend on its state: their sizes may have changed.
@@ -660,10 +674,7 @@ impl World {
             } else {
                 // A child's description shows in its parent's listing (titles, counts),
                 // and a removed child leaves it: the parent changed too.
-                changed.push(NodeId::Entry(EntryRef {
-                    host: *h,
-                    path: p[..p.len() - 1].to_vec(),
-                }));
+                changed.push(NodeId::Entry(EntryRef::new(*h, &p[..p.len() - 1])));
             }
             changed.push(NodeId::Entry(e));
         }
@@ -685,7 +696,9 @@ impl World {
             r.latest = r.latest.max(id);
             r.by_session.insert(caller.session, id);
         }
-        if !changed.is_empty() {
+        // A failed call may have found the world other than its cached guards said (a
+        // server that exited): ask again rather than let the next open trust them.
+        if !changed.is_empty() || result.is_err() {
             self.forget_guards();
         }
         changed.extend(Self::changed_by_any_call(target, op));

@@ -17,14 +17,20 @@ use crate::manifest::{Identity, WorldSettings};
 /// A host with one root entry and a few ops:
 /// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`
 /// calls are inside the host at once (so it proves calls run side by side); `sleep(ms)`;
-/// `drop`, which the host's own policy denies by default.
+/// `drop`, which the host's own policy denies by default; `set_body(text)` replaces the
+/// root's `body`, which is writable through it while the entry is open.
 #[derive(Default)]
 pub(super) struct MemHost {
     notes: Mutex<Vec<String>>,
+    pub(super) body: Mutex<String>,
     pub(super) closed: AtomicBool,
     inside: Mutex<usize>,
     met: Condvar,
     pub(super) calls: AtomicUsize,
+    /// Whether it says its `call` checks the guard (`close` does), and how often it was
+    /// asked for a guard.
+    pub(super) checks_in_call: AtomicBool,
+    pub(super) guard_asks: AtomicUsize,
 }
 
 impl Host for MemHost {
@@ -50,7 +56,20 @@ impl Host for MemHost {
             op("meet", json!({"n": {"type": "integer"}}), &["n"]),
             op("sleep", json!({"ms": {"type": "integer"}}), &["ms"]),
             op("drop", json!({}), &[]),
+            op("set_body", json!({"text": {"type": "string"}}), &["text"]),
         ])
+    }
+
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        if !path.is_empty() {
+            return Ok(None);
+        }
+        let body = Body::bytes(self.body.lock().unwrap().clone());
+        Ok(Some(if self.closed.load(Ordering::SeqCst) {
+            body
+        } else {
+            body.written_by("set_body", "text")
+        }))
     }
 
     fn policy_default(&self, _path: &[String], op: &str) -> Option<super::policy::HostDefault> {
@@ -61,15 +80,20 @@ impl Host for MemHost {
     }
 
     fn guard(&self, _path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        self.guard_asks.fetch_add(1, Ordering::SeqCst);
         let open = !self.closed.load(Ordering::SeqCst);
         Ok(Guard::new(match op {
-            "close" => vec![Condition::check(
+            "close" | "set_body" => vec![Condition::check(
                 "open",
                 open,
                 if open { "open" } else { "already closed" },
             )],
             _ => Vec::new(),
         }))
+    }
+
+    fn checks_guard_in_call(&self) -> bool {
+        self.checks_in_call.load(Ordering::SeqCst)
     }
 
     fn call(
@@ -117,6 +141,12 @@ impl Host for MemHost {
                 Ok(CallOutcome::text("slept"))
             }
             "drop" => Ok(CallOutcome::text("dropped")),
+            "set_body" => {
+                let text = args["text"].as_str().unwrap_or_default().to_string();
+                let n = text.len();
+                *self.body.lock().unwrap() = text;
+                Ok(CallOutcome::text(format!("body set ({n} bytes)")).changed(Vec::new()))
+            }
             _ => Err(HostError::NotFound(op.into())),
         }
     }
@@ -168,10 +198,7 @@ fn world() -> Fixture {
 }
 
 pub(super) fn root() -> Target {
-    Target::Entry(EntryRef {
-        host: 0,
-        path: Vec::new(),
-    })
+    Target::Entry(EntryRef::new(0, Vec::new()))
 }
 
 pub(super) fn caller(session: u32) -> Caller {
@@ -531,4 +558,406 @@ fn bounded_hosts_answer_on_the_callers_thread() {
         .open_call(&Target::Root, "locate", &caller(1))
         .unwrap();
     assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
+}
+
+#[test]
+fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
+    // readdir takes the type from `kind` alone and the kernel trusts attr sizes: a walk of
+    // the whole tree (runs included, after a call) must find both true everywhere.
+    let f = world();
+    let doc = open(&f, "note", 1);
+    write(&doc, b"text=hello\n").unwrap();
+    flush(&doc, true).unwrap();
+    let mut todo = vec![super::node::NodeId::Root];
+    let mut seen = 0;
+    while let Some(node) = todo.pop() {
+        seen += 1;
+        let attr = f.world.attr(&node, 1).unwrap();
+        assert_eq!(f.world.kind(&node), attr.kind, "{node:?}");
+        match attr.kind {
+            super::node::NodeKind::Dir => {
+                for (_, child) in f.world.list(&node).unwrap() {
+                    todo.push(child);
+                }
+            }
+            super::node::NodeKind::File if !attr.writable => {
+                let bytes = f.world.read(&node, 1).unwrap();
+                assert_eq!(attr.size, bytes.len() as u64, "{node:?}");
+            }
+            _ => {}
+        }
+    }
+    assert!(seen > 40, "walked {seen} nodes");
+}
+
+#[test]
+fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
+    let asks = |f: &Fixture| f.host.guard_asks.load(Ordering::SeqCst);
+    let run_guard = |f: &Fixture, run: i64| {
+        let node = super::node::NodeId::RunFile(run, super::node::RunFile::Guard);
+        String::from_utf8(f.world.read(&node, 1).unwrap()).unwrap()
+    };
+    // A host that does not: asked once before the call, and the run keeps its answer.
+    let f = world();
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(asks(&f), 1);
+    assert_eq!(run_guard(&f, r.run), "allowed\n✓ open: open\n");
+
+    // One that does: not asked; the host's own refusal is the errno and the words.
+    let f = world();
+    f.host.checks_in_call.store(true, Ordering::SeqCst);
+    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert!(r.outcome.is_ok());
+    assert_eq!(
+        asks(&f),
+        0,
+        "the runtime asked for the guard before the call"
+    );
+    assert!(run_guard(&f, r.run).contains("checked by the host as the call ran"));
+    let again = f.world.call(&root(), "close", b"\n", &caller(1));
+    assert_eq!(again.outcome.map_err(|e| e.errno()), Err(libc::EPERM));
+    assert!(again.text.contains("already closed"), "{}", again.text);
+    // Opening `call` still reads the guard, so bash hears the refusal at open.
+    let before = asks(&f);
+    let refused = f.world.open_call(&root(), "close", &caller(1));
+    assert_eq!(refused.err().map(|e| e.errno()), Some(libc::EPERM));
+    assert_eq!(asks(&f), before + 1);
+}
+
+/// A collection `items/` whose members have titles (one has none, one is named like a
+/// reserved name), and a root op `find` that discovers `items/1`.
+struct Shelf;
+
+impl Shelf {
+    const ITEMS: [(&'static str, &'static str); 4] = [
+        ("1", "Crash when config is missing"),
+        (
+            "2",
+            "A title/with a slash that goes on for much longer than sixty bytes do",
+        ),
+        ("3", ""),
+        ("ops", "Named like a reserved name"),
+    ];
+}
+
+impl Host for Shelf {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(match path {
+            [] => Some(EntryInfo::new("a shelf", "shelf://")),
+            [items] if items == "items" => Some(EntryInfo::new("items", "shelf://items")),
+            [items, n] if items == "items" => {
+                Shelf::ITEMS.iter().find(|(k, _)| k == n).map(|(k, t)| {
+                    EntryInfo::new(format!("item {k}"), format!("shelf://{k}")).titled(*t)
+                })
+            }
+            _ => None,
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        Ok(match path {
+            [] => vec![Child {
+                name: "items".into(),
+                info: EntryInfo::new("items", "shelf://items"),
+            }],
+            [items] if items == "items" => Shelf::ITEMS
+                .iter()
+                .map(|(k, _)| Child {
+                    name: k.to_string(),
+                    info: self.entry(&path_of(&["items", k])).unwrap().unwrap(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        Ok(if path.is_empty() {
+            vec![OpSpec {
+                name: "find".into(),
+                description: "find: for tests".into(),
+                schema: object_schema(json!({}), &[]),
+            }]
+        } else {
+            Vec::new()
+        })
+    }
+
+    fn guard(&self, _path: &[String], _op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        Ok(Guard::default())
+    }
+
+    fn call(&self, _: &[String], _: &str, _: &Value, _: &Caller) -> HostResult<CallOutcome> {
+        Ok(CallOutcome::text("found").discovered(path_of(&["items", "1"])))
+    }
+}
+
+fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        WorldSettings {
+            titled,
+            ..WorldSettings::default()
+        },
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["shelf".into()],
+            kind: "shelf".into(),
+            host: Arc::new(Shelf),
+        }],
+        state.path(),
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    (Arc::new(world), state)
+}
+
+fn listed(world: &World, path: &str) -> Vec<String> {
+    let dir = world.resolve_path(path).unwrap();
+    let skip = ["description", "ref", "ops"];
+    world
+        .list(&dir)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !skip.contains(&n.as_str()))
+        .collect()
+}
+
+#[test]
+fn titled_names_list_titles_and_the_bare_name_is_the_same_node() {
+    let (plain, _s1) = shelf(false);
+    assert_eq!(listed(&plain, "/shelf/items"), vec!["1", "2", "3", "ops~"]);
+    assert!(
+        plain
+            .resolve_path("/shelf/items/1 Crash when config is missing")
+            .is_err(),
+        "without titled names a titled name is no name"
+    );
+
+    let (w, _s2) = shelf(true);
+    let names = listed(&w, "/shelf/items");
+    assert_eq!(names[0], "1 Crash when config is missing");
+    assert!(names[1].starts_with("2 A title∕with a slash"), "{names:?}");
+    assert!(names[1].len() <= super::titles::MAX_BYTES && names[1].ends_with('…'));
+    assert_eq!(names[2], "3", "no title: the bare name");
+    assert_eq!(names[3], "ops~ Named like a reserved name");
+    for (name, bare) in names.iter().zip(["1", "2", "3", "ops~"]) {
+        let by_title = w.resolve_path(&format!("/shelf/items/{name}")).unwrap();
+        let by_bare = w.resolve_path(&format!("/shelf/items/{bare}")).unwrap();
+        assert_eq!(by_title, by_bare, "{name} and {bare} are one node");
+        let ref_file = w
+            .lookup(&by_title, "ref")
+            .and_then(|n| w.read(&n, 0))
+            .unwrap();
+        let key = if bare == "ops~" { "ops" } else { bare };
+        assert_eq!(
+            String::from_utf8(ref_file).unwrap(),
+            format!("shelf://{key}\n")
+        );
+    }
+    // A title that is not the entry's, or cut elsewhere, names nothing.
+    for wrong in [
+        "1 Crash",
+        "1 Crash when config is missing ",
+        "9 Crash",
+        "1 Other",
+    ] {
+        assert!(
+            w.resolve_path(&format!("/shelf/items/{wrong}")).is_err(),
+            "{wrong:?} resolved"
+        );
+    }
+}
+
+#[test]
+fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
+    let (w, _s) = shelf(true);
+    w.resolve_path("/shelf/items/1 Crash when config is missing")
+        .unwrap();
+    let target = Target::Entry(EntryRef::new(0, Vec::new()));
+    let report = w.call(&target, "find", b"\n", &caller(1));
+    assert!(report.outcome.is_ok(), "{}", report.text);
+    assert_eq!(&*report.text, "found\n/mnt/w/shelf/items/1\titem 1\n");
+    let link = w
+        .resolve_path(&format!("/shelf/ops/find/runs/{}/discovered/1", report.run))
+        .unwrap();
+    assert_eq!(
+        w.readlink(&link).unwrap(),
+        "../../../../../../shelf/items/1"
+    );
+    let known = String::from_utf8(
+        w.read(
+            &super::node::NodeId::WipFile(super::node::WipFile::Known),
+            0,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(known.contains("/shelf/items/1\t"), "{known}");
+    assert!(!known.contains("Crash when"), "{known}");
+}
+
+// ---- bodies -----------------------------------------------------------------------
+
+fn entry() -> EntryRef {
+    EntryRef::new(0, Vec::new())
+}
+
+fn body_flush(doc: &super::BodyDoc, last: bool) -> Result<(), i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.flush(|| last, move |r| tx.send(r.map_err(|e| e.errno())).unwrap());
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
+#[test]
+fn reading_a_body_is_not_a_call() {
+    use super::node::NodeId;
+    let f = world();
+    *f.host.body.lock().unwrap() = "some text\n".into();
+    let node = f.world.lookup(&NodeId::Entry(entry()), "body").unwrap();
+    assert_eq!(node, NodeId::Body(entry()));
+    let listed: Vec<String> = f
+        .world
+        .list(&NodeId::Entry(entry()))
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(listed, ["description", "ref", "body", "ops"]);
+    let attr = f.world.attr(&node, 0).unwrap();
+    assert_eq!(attr.size, 10);
+    assert!(attr.writable);
+    let snap = f.world.snapshot(&node, 0).unwrap();
+    assert_eq!(f.world.read_at(&node, &snap, 5, 100).unwrap(), b"text\n");
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(f.world.journal().count().unwrap(), 0);
+    assert_eq!(
+        f.world.journal().last_event().unwrap(),
+        0,
+        "no change feed event"
+    );
+}
+
+#[test]
+fn writing_a_body_is_one_journaled_call_of_its_write_op() {
+    let f = world();
+    *f.host.body.lock().unwrap() = "old\n".into();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(3), true, false)
+        .unwrap();
+    assert_eq!(doc.write(0, b"new "), Ok(4));
+    assert_eq!(doc.write(4, b"text\n"), Ok(5));
+    assert_eq!(doc.size(), 9);
+    // A copy of the descriptor closing runs nothing.
+    assert_eq!(body_flush(&doc, false), Ok(()));
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(body_flush(&doc, true), Ok(()));
+    doc.release();
+    assert_eq!(*f.host.body.lock().unwrap(), "new text\n");
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+    let run = f.world.journal().recent(1).unwrap().remove(0);
+    assert_eq!((run.op.as_str(), run.status.as_str()), ("set_body", "ok"));
+    assert_eq!(run.args, r#"{"text":"new text\n"}"#);
+    assert!(run.guard.starts_with("allowed"), "{}", run.guard);
+    assert_eq!(result(&f, "set_body", 3), "body set (9 bytes)\n");
+}
+
+#[test]
+fn a_body_opened_without_truncating_starts_from_its_content() {
+    let f = world();
+    *f.host.body.lock().unwrap() = "one\n".into();
+    // `>>` appends at the end of what is there.
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), false, true)
+        .unwrap();
+    assert_eq!(doc.read(0, 100), b"one\n");
+    // Whatever offset the kernel thinks the end is at.
+    doc.write(1, b"two\n").unwrap();
+    assert_eq!(body_flush(&doc, true), Ok(()));
+    assert_eq!(*f.host.body.lock().unwrap(), "one\ntwo\n");
+    // Opened and closed without a change, it runs nothing.
+    let untouched = f
+        .world
+        .open_body(&entry(), &caller(1), false, false)
+        .unwrap();
+    assert_eq!(body_flush(&untouched, true), Ok(()));
+    untouched.release();
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+    // An O_TRUNC open and close empties it: that is a change.
+    let emptied = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
+    assert_eq!(body_flush(&emptied, true), Ok(()));
+    assert_eq!(*f.host.body.lock().unwrap(), "");
+}
+
+#[test]
+fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
+    use super::node::NodeId;
+    let f = world();
+    f.host.closed.store(true, Ordering::SeqCst);
+    assert!(!f.world.attr(&NodeId::Body(entry()), 0).unwrap().writable);
+    let err = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .err()
+        .unwrap();
+    assert_eq!(err.errno(), libc::EACCES);
+    assert!(err.message.contains("read-only"), "{}", err.message);
+}
+
+#[test]
+fn a_body_that_is_not_text_is_refused_with_words_and_journaled() {
+    let f = world();
+    let doc = f
+        .world
+        .open_body(&entry(), &caller(1), true, false)
+        .unwrap();
+    doc.write(0, &[0xff, 0xfe, b'x']).unwrap();
+    assert_eq!(body_flush(&doc, true), Err(libc::EINVAL));
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+    let r = result(&f, "set_body", 1);
+    assert!(r.contains("not UTF-8"), "{r}");
+}
+
+#[test]
+fn nodes_show_when_what_they_show_last_changed() {
+    use super::node::{NodeId, OpFile, WipFile};
+    let f = world();
+    let result_node = NodeId::OpFile(root(), "note".into(), OpFile::Result);
+    assert_eq!(f.world.attr(&result_node, 1).unwrap().modified, None);
+    let before = std::time::SystemTime::now() - Duration::from_secs(1);
+    let report = f.world.call(&root(), "note", b"x", &caller(1));
+    assert!(report.outcome.is_ok());
+    let at = |n: &NodeId| f.world.attr(n, 1).unwrap().modified.unwrap();
+    assert!(at(&result_node) >= before);
+    assert!(at(&NodeId::Runs(root(), "note".into())) >= before);
+    assert!(at(&NodeId::Run(root(), "note".into(), report.run)) >= before);
+    assert!(at(&NodeId::WipFile(WipFile::Log)) >= before);
+    assert!(at(&NodeId::WipFile(WipFile::Events)) >= before);
+}
+
+#[test]
+fn xattrs_are_the_description_and_the_ref() {
+    use super::node::{NodeId, OpFile};
+    let f = world();
+    let x = f.world.xattrs(&NodeId::Entry(entry())).unwrap();
+    assert_eq!(
+        x,
+        vec![
+            ("user.xdg.comment", "a host in memory".to_string()),
+            ("user.wip.ref", "mem://root".to_string())
+        ]
+    );
+    let op = f
+        .world
+        .xattrs(&NodeId::OpFile(root(), "note".into(), OpFile::Call))
+        .unwrap();
+    assert_eq!(op[0], ("user.xdg.comment", "note: for tests".to_string()));
 }

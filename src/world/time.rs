@@ -27,9 +27,73 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A UTC timestamp `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or with a space, or `+00:00`) as a
+/// point in time; `None` if it is not one.
+pub fn parse_iso(s: &str) -> Option<std::time::SystemTime> {
+    let s = s.trim();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if s.get(4..5)? != "-" || s.get(7..8)? != "-" || !matches!(s.get(10..11)?, "T" | " ") {
+        return None;
+    }
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut nanos = 0u32;
+    let rest = &s[19..];
+    let rest = match rest.strip_prefix('.') {
+        Some(frac) => {
+            let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+            let scaled: String = digits.chars().chain("000000000".chars()).take(9).collect();
+            nanos = scaled.parse().ok()?;
+            &frac[digits.len()..]
+        }
+        None => rest,
+    };
+    if !matches!(rest, "Z" | "" | "+00:00") {
+        return None;
+    }
+    let days = days_from_civil(i64::from(y), mo, d);
+    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec);
+    let secs = u64::try_from(secs).ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_timestamps_parse() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(
+            parse_iso("1970-01-01T00:00:01Z"),
+            Some(UNIX_EPOCH + Duration::from_secs(1))
+        );
+        assert_eq!(
+            parse_iso("2025-11-30T00:00:00.250Z"),
+            Some(UNIX_EPOCH + Duration::new(20_422 * 86_400, 250_000_000))
+        );
+        assert_eq!(
+            parse_iso("2025-11-30 00:00:00"),
+            parse_iso("2025-11-30T00:00:00Z")
+        );
+        for bad in [
+            "",
+            "2025-11-30",
+            "2025-13-01T00:00:00Z",
+            "2025-11-30T00:00:00+02:00",
+            "x",
+        ] {
+            assert_eq!(parse_iso(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn days_roundtrip_across_eras() {

@@ -1,8 +1,12 @@
 //! Lookup and listing: which node a name leads to, and what a directory lists.
 
+use std::collections::HashMap;
+
 use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::Child;
 use super::names;
 use super::node::*;
+use super::titles;
 use super::World;
 use super::RUNS_LISTED;
 
@@ -31,23 +35,28 @@ impl World {
             NodeId::Entry(e) => {
                 if name == "ops" {
                     Some(NodeId::Ops(Target::Entry(e.clone())))
+                } else if name == "body" {
+                    self.host(e)?
+                        .host
+                        .body(&e.path)?
+                        .map(|_| NodeId::Body(e.clone()))
                 } else if let Some(f) = by_name(&InfoFile::ALL, name) {
                     Some(NodeId::Info(Target::Entry(e.clone()), f))
                 } else {
-                    match names::unescape(name) {
-                        Some(raw) => {
-                            let mut path = e.path.clone();
-                            path.push(raw);
-                            let m = self.host(e)?;
-                            match m.host.entry(&path)? {
-                                Some(info) => {
-                                    let child = EntryRef { host: e.host, path };
-                                    self.remember(&child, &info);
-                                    Some(NodeId::Entry(child))
-                                }
-                                None => None,
+                    let bare = match names::unescape(name) {
+                        // A host may answer a name it cannot parse with NotFound rather
+                        // than None: with titled names on, that name may still be one.
+                        Some(raw) => match self.child_entry(e, raw) {
+                            Err(err) if self.settings.titled && err.kind == ErrorKind::NotFound => {
+                                None
                             }
-                        }
+                            other => other?,
+                        },
+                        None => None,
+                    };
+                    match bare {
+                        Some(found) => Some(found),
+                        None if self.settings.titled => self.titled_child(e, name)?,
                         None => None,
                     }
                 }
@@ -98,15 +107,48 @@ impl World {
         found.ok_or_else(missing)
     }
 
+    /// The host child `raw` (a host name, unescaped) of entry `e`, remembered if it exists.
+    fn child_entry(&self, e: &EntryRef, raw: String) -> WorldResult<Option<NodeId>> {
+        let child = e.child(raw);
+        Ok(match self.entry_info(&child)? {
+            Some(info) => {
+                self.remember(&child, &info);
+                Some(NodeId::Entry(child))
+            }
+            None => None,
+        })
+    }
+
+    /// A titled name (`42 Crash when config is missing`) of a child of `e`: the node of the
+    /// bare child whose title gives back exactly this name (the same node as the bare name).
+    fn titled_child(&self, e: &EntryRef, name: &str) -> WorldResult<Option<NodeId>> {
+        for bare in titles::bare_candidates(name) {
+            let Some(raw) = names::unescape(bare) else {
+                continue;
+            };
+            let child = e.child(raw);
+            let Some(info) = self.entry_info(&child)? else {
+                continue;
+            };
+            let matches = info
+                .title
+                .as_deref()
+                .and_then(|t| titles::titled_name(bare, t))
+                .is_some_and(|titled| titled == name);
+            if matches {
+                self.remember(&child, &info);
+                return Ok(Some(NodeId::Entry(child)));
+            }
+        }
+        Ok(None)
+    }
+
     /// A child of the root or a branch: a host mounted exactly there, or a deeper branch.
     fn branch_child(&self, prefix: &[String], name: &str) -> Option<NodeId> {
         let mut path = prefix.to_vec();
         path.push(name.to_string());
         if let Some(i) = self.hosts.iter().position(|m| m.path == path) {
-            return Some(NodeId::Entry(EntryRef {
-                host: i,
-                path: Vec::new(),
-            }));
+            return Some(NodeId::Entry(EntryRef::new(i, Vec::new())));
         }
         self.hosts
             .iter()
@@ -142,18 +184,25 @@ impl World {
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
-                out.push(("ops".into(), NodeId::Ops(target)));
                 let m = self.host(e)?;
-                for child in m.host.children(&e.path)? {
-                    if !child.info.indexable || !names::is_valid(&child.name) {
-                        continue;
-                    }
-                    let mut path = e.path.clone();
-                    path.push(child.name.clone());
-                    out.push((
-                        names::escape(&child.name),
-                        NodeId::Entry(EntryRef { host: e.host, path }),
-                    ));
+                // A body the host cannot give now leaves the listing (and `ls`) whole.
+                match m.host.body(&e.path) {
+                    Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
+                    Ok(None) => {}
+                    Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
+                }
+                out.push(("ops".into(), NodeId::Ops(target)));
+                let children: Vec<_> = m
+                    .host
+                    .children(&e.path)?
+                    .into_iter()
+                    .filter(|c| c.info.indexable && names::is_valid(&c.name))
+                    .collect();
+                let shown = self.listed_names(&children);
+                for (child, shown) in children.into_iter().zip(shown) {
+                    let entry = e.child(child.name);
+                    self.note_info(&entry, &child.info);
+                    out.push((shown, NodeId::Entry(entry)));
                 }
                 out
             }
@@ -195,6 +244,38 @@ impl World {
                 .collect(),
             _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a directory")),
         })
+    }
+
+    /// The names a listing shows for these children: escaped bare names, or titled names
+    /// when they are on and the child has a title (unless it would collide with another
+    /// name of the listing: then that child keeps its bare name).
+    fn listed_names(&self, children: &[Child]) -> Vec<String> {
+        let bare: Vec<String> = children.iter().map(|c| names::escape(&c.name)).collect();
+        if !self.settings.titled {
+            return bare;
+        }
+        let titled: Vec<Option<String>> = children
+            .iter()
+            .zip(&bare)
+            .map(|(c, b)| {
+                c.info
+                    .title
+                    .as_deref()
+                    .and_then(|t| titles::titled_name(b, t))
+            })
+            .collect();
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for name in bare.iter().chain(titled.iter().flatten()) {
+            *count.entry(name.as_str()).or_default() += 1;
+        }
+        titled
+            .iter()
+            .zip(&bare)
+            .map(|(t, b)| match t {
+                Some(t) if count.get(t.as_str()) == Some(&1) => t.clone(),
+                _ => b.clone(),
+            })
+            .collect()
     }
 
     fn branch_children(&self, prefix: &[String]) -> Vec<(String, NodeId)> {

@@ -27,6 +27,8 @@ pub struct Mount {
     pub log: Option<PathBuf>,
     /// Variables given to the daemon (and again at `remount`), never to the test process.
     env: Vec<(String, String)>,
+    /// More arguments of `wip mount` (`--titled`).
+    args: Vec<String>,
     stop_watchdog: Option<mpsc::Sender<()>>,
     watchdog: Option<JoinHandle<()>>,
 }
@@ -78,8 +80,17 @@ impl Mount {
         Mount::start_with_env(manifest, &[])
     }
 
+    /// Like `start`, with more arguments of `wip mount` (`--titled`).
+    pub fn start_with_args(manifest: Option<&str>, args: &[&str]) -> Mount {
+        Mount::start_with_env_args(manifest, &[], args)
+    }
+
     /// Like `start`, with these variables in the daemon's environment (and only there).
     pub fn start_with_env(manifest: Option<&str>, env: &[(&str, &str)]) -> Mount {
+        Mount::start_with_env_args(manifest, env, &[])
+    }
+
+    fn start_with_env_args(manifest: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Mount {
         let root = tempfile::tempdir().expect("tempdir");
         std::fs::write(root.path().join("hello.txt"), "hello\nworld\n").unwrap();
         std::fs::create_dir(root.path().join("src")).unwrap();
@@ -89,7 +100,7 @@ impl Mount {
         )
         .unwrap();
         let state = tempfile::tempdir().expect("tempdir");
-        Mount::start_in_with_env(manifest, root, state, env)
+        Mount::start_in_with(manifest, root, state, env, args)
     }
 
     pub fn start_in(
@@ -97,14 +108,15 @@ impl Mount {
         root: tempfile::TempDir,
         state: tempfile::TempDir,
     ) -> Mount {
-        Mount::start_in_with_env(manifest, root, state, &[])
+        Mount::start_in_with(manifest, root, state, &[], &[])
     }
 
-    fn start_in_with_env(
+    fn start_in_with(
         manifest: Option<&str>,
         root: tempfile::TempDir,
         state: tempfile::TempDir,
         env: &[(&str, &str)],
+        args: &[&str],
     ) -> Mount {
         let mount = tempfile::Builder::new()
             .prefix("wip-mnt-")
@@ -121,6 +133,7 @@ impl Mount {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            args: args.iter().map(|a| a.to_string()).collect(),
             stop_watchdog: None,
             watchdog: None,
         };
@@ -169,6 +182,7 @@ impl Mount {
             .arg("-f")
             .arg("--state")
             .arg(&self.state)
+            .args(&self.args)
             .current_dir(&self.root)
             .env("WIP_LOG", "warn,fuser::session=error")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -392,4 +406,62 @@ pub fn fixtures() -> PathBuf {
         dir
     })
     .clone()
+}
+
+/// A mount made with `wip mount` (in the background), unmounted when dropped.
+pub struct Background {
+    pub dir: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    pub out: Output,
+}
+
+impl Background {
+    pub fn mount(manifest: &str, args: &[&str]) -> Background {
+        let dir = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let file = state.path().join("manifest.toml");
+        std::fs::write(&file, manifest).unwrap();
+        let mut cmd = wip_command();
+        cmd.arg("mount")
+            .arg(dir.path())
+            .arg("--state")
+            .arg(state.path())
+            .arg("--manifest")
+            .arg(&file)
+            .args(args)
+            .stdin(Stdio::null());
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        Background {
+            dir,
+            _state: state,
+            out,
+        }
+    }
+
+    pub fn status(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join(".wip/status")).unwrap()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if is_mounted(self.dir.path()) {
+            let ok = wip_command()
+                .arg("umount")
+                .arg(self.dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                lazy_umount(self.dir.path());
+            }
+        }
+    }
 }

@@ -8,9 +8,10 @@ does what MODE says:
     crash   exits with status 3 in the middle of the call
     hang    never answers (nor anything after it)
     junk    prints a line that is not JSON-RPC instead of an answer
-Two more modes misbehave from the start:
+More modes misbehave from the start:
     mute    never answers initialize
     future  answers initialize with protocol version 99
+    slow    answers initialize after $MISBEHAVE_START_MS ms (default 1500), then behaves
 Its stderr says what it does, so the daemon's log shows it. $MISBEHAVE_NOTE, if set, is
 appended to its root's description (to see a manifest's `env` arrive).
 """
@@ -49,6 +50,8 @@ def main():
             if MODE == "mute":
                 print("misbehave: not answering initialize", file=sys.stderr, flush=True)
                 continue
+            if MODE == "slow":
+                time.sleep(int(os.environ.get("MISBEHAVE_START_MS", "1500")) / 1000)
             ok(mid, {"protocol": "wip-host-protocol", "version": 99 if MODE == "future" else 1,
                      "name": f"misbehave-{MODE}"})
         elif method == "entry":

@@ -25,9 +25,10 @@ use serde_json::{json, Value};
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult,
-    OpSpec,
+    Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
+    HostResult, OpSpec,
 };
+use crate::world::time::parse_iso;
 
 use crate::hosts::text::{one_line, plural};
 use store::{Conversation, State, Store};
@@ -344,6 +345,15 @@ impl Inner {
         )
     }
 
+    /// A conversation's entry; its title (for titled names) is its first question.
+    fn conversation_info(&self, c: &Conversation) -> EntryInfo {
+        EntryInfo::new(
+            self.conversation_description(c),
+            self.reference(&conversation_path(c.id)),
+        )
+        .titled(one_line(&c.question, 60))
+    }
+
     fn root_description(&self) -> HostResult<String> {
         let (total, working) = self.store.counts()?;
         let what = match &self.description {
@@ -407,10 +417,7 @@ impl Inner {
                 info
             }
             Node::Conversation(id) => match self.store.conversation(id)? {
-                Some(c) => EntryInfo::new(
-                    self.conversation_description(&c),
-                    self.reference(&conversation_path(id)),
-                ),
+                Some(c) => self.conversation_info(&c),
                 None => return Ok(None),
             },
             Node::Messages(id) => match self.store.conversation(id)? {
@@ -471,10 +478,7 @@ impl Inner {
                 rows.iter()
                     .map(|c| Child {
                         name: c.id.to_string(),
-                        info: EntryInfo::new(
-                            self.conversation_description(c),
-                            self.reference(&conversation_path(c.id)),
-                        ),
+                        info: self.conversation_info(c),
                     })
                     .collect()
             }
@@ -1015,6 +1019,27 @@ impl Host for AgentHost {
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
         let node = self.inner.existing(path)?;
         self.inner.list(node)
+    }
+
+    /// A message's text; a conversation's transcript (as its `read_body` shows it).
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        Ok(match node {
+            Node::Conversation(id) => match self.inner.store.conversation(id)? {
+                Some(c) => Some(
+                    Body::bytes(self.inner.transcript_text(id)?).modified(parse_iso(&c.updated)),
+                ),
+                None => None,
+            },
+            Node::Message(id, n) => self
+                .inner
+                .store
+                .message(id, n)?
+                .map(|m| Body::bytes(m.content).modified(parse_iso(&m.created))),
+            _ => None,
+        })
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {

@@ -182,6 +182,15 @@ fn ask_answers_and_makes_a_conversation() {
     let all = call(&h, "conversations/1", "read_body", json!({})).unwrap();
     assert!(all.result.contains("--- 1 · user · "), "{}", all.result);
     assert!(all.result.contains("--- 2 · agent · "), "{}", all.result);
+    // The same texts are the entries' bodies, read without a call.
+    let text = |path: &str| {
+        let b = h.body(&p(path)).unwrap().expect("a body");
+        assert!(b.modified.is_some(), "{path}");
+        String::from_utf8(b.bytes.unwrap().to_vec()).unwrap()
+    };
+    assert_eq!(text("conversations/1/messages/2"), body.result);
+    assert_eq!(text("conversations/1"), all.result);
+    assert!(h.body(&p("conversations")).unwrap().is_none());
     assert_eq!(
         h.entry(&p("conversations/1/messages/2"))
             .unwrap()

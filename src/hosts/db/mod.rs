@@ -36,7 +36,8 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec,
 };
 
 /// How long a lock on the database may be waited for.
@@ -64,6 +65,10 @@ pub struct DbSettings {
     /// Tables whose rows are offered to the world's search index (default: none).
     #[serde(default)]
     pub search: Vec<String>,
+    /// Title columns by table (`titles = { Track = "Name" }`): with titled names on, a
+    /// table's rows list as `KEY TITLE` (`rows/1 For Those About To Rock`).
+    #[serde(default)]
+    pub titles: std::collections::BTreeMap<String, String>,
 }
 
 fn default_page_size() -> usize {
@@ -201,6 +206,8 @@ pub struct DbHost {
     page_size: usize,
     /// Tables offered to search (`DbSettings::search`).
     search: Vec<String>,
+    /// Title columns by table (`DbSettings::titles`).
+    titles: std::collections::BTreeMap<String, String>,
     main: Mutex<Connection>,
     main_deadline: Deadline,
     readers: Mutex<Vec<Reader>>,
@@ -400,6 +407,26 @@ impl DbHost {
                 });
             }
         }
+        for (table, column) in &settings.titles {
+            let t =
+                schema::table(&main, table)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| DbError::Database {
+                        path: file.clone(),
+                        message: format!("titles names the table {table:?}, which does not exist"),
+                    })?;
+            if !t.columns.iter().any(|c| &c.name == column) {
+                let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+                return Err(DbError::Database {
+                    path: file.clone(),
+                    message: format!(
+                        "titles names the column {column:?} of table {table:?}, which has none (its columns: {})",
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
         let budget_ms = Arc::new(AtomicU64::new(
             ctx.wait_within_call(None)
                 .unwrap_or(1_000)
@@ -434,6 +461,7 @@ impl DbHost {
             writable: settings.writable,
             page_size: settings.page_size,
             search: settings.search,
+            titles: settings.titles,
             main: Mutex::new(main),
             main_deadline,
             readers: Mutex::new(readers),
@@ -550,6 +578,19 @@ impl Host for DbHost {
         self.list(&node)
     }
 
+    /// A row (of a table, a view or a stored query) as one JSON object.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        if !matches!(node, Node::Row(..) | Node::ViewRow(..) | Node::QueryRow(..))
+            || !self.exists(&node)?
+        {
+            return Ok(None);
+        }
+        Ok(self.row_json(&node)?.map(Body::bytes))
+    }
+
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
         let node = self.existing(path)?;
         Ok(ops::names(&node)
@@ -589,6 +630,11 @@ impl Host for DbHost {
     /// A statement may run for the whole budget: calls go to the runtime's workers.
     fn bounded_calls(&self) -> bool {
         false
+    }
+
+    // `call` evaluates the op's conditions itself and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
     }
 
     /// Another process may change the database (and its schema) at any time.

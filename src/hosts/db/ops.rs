@@ -471,6 +471,46 @@ impl DbHost {
         Node::Row(table.to_string(), super::keys::encode_key(key)).path()
     }
 
+    /// A row's `body`: one JSON object, column → value (a rowid table's key first; blobs
+    /// as lowercase hex strings), pretty-printed.
+    pub(super) fn row_json(&self, node: &Node) -> HostResult<Option<String>> {
+        let mut obj = Map::new();
+        match node {
+            Node::Row(table, seg) => {
+                let conn = self.main();
+                let (t, key, values) = self.existing_row(&conn, table, seg)?;
+                if let Key::Rowid(name) = &t.key {
+                    obj.insert(name.clone(), json_value(&key[0]));
+                }
+                for (c, v) in t.columns.iter().zip(&values) {
+                    obj.insert(c.name.clone(), json_value(v));
+                }
+            }
+            Node::ViewRow(v, n) => {
+                let Some((names, values)) = super::view::view_row(&self.main(), v, *n)? else {
+                    return Ok(None);
+                };
+                for (c, v) in names.iter().zip(&values) {
+                    obj.insert(c.clone(), json_value(v));
+                }
+            }
+            Node::QueryRow(id, n) => {
+                let q = self.stored_or_missing(*id)?;
+                let page = self.page_of(&q, n - 1, 1)?;
+                let Some(values) = page.rows.first() else {
+                    return Ok(None);
+                };
+                for (c, v) in page.columns.iter().zip(values) {
+                    obj.insert(c.clone(), json_value(v));
+                }
+            }
+            _ => return Ok(None),
+        }
+        let text = serde_json::to_string_pretty(&Value::Object(obj))
+            .map_err(|e| HostError::Backend(format!("cannot render the row: {e}")))?;
+        Ok(Some(format!("{text}\n")))
+    }
+
     fn row_body(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
         let conn = self.main();
         let (t, key, values) = self.existing_row(&conn, table, seg)?;

@@ -325,7 +325,7 @@ impl DbHost {
         }))
     }
 
-    fn stored_or_missing(&self, id: i64) -> HostResult<Stored> {
+    pub(super) fn stored_or_missing(&self, id: i64) -> HostResult<Stored> {
         self.stored(id)?
             .ok_or_else(|| HostError::NotFound(format!("no query {id}")))
     }
@@ -469,7 +469,7 @@ impl DbHost {
         })
     }
 
-    fn page_of(&self, q: &Stored, offset: u64, limit: usize) -> HostResult<Page> {
+    pub(super) fn page_of(&self, q: &Stored, offset: u64, limit: usize) -> HostResult<Page> {
         self.page(q, offset, limit)
             .map_err(|e| HostError::Backend(format!("query {} no longer runs: {e}", q.id)))
     }

@@ -91,6 +91,7 @@ fn open(ctx: &HostContext, file: &str, writable: bool) -> DbHost {
         writable,
         page_size: 200,
         search: Vec::new(),
+        titles: Default::default(),
     };
     match DbHost::open("db/test", settings, ctx) {
         Ok(h) => h,
@@ -762,6 +763,7 @@ fn opening() {
         writable: true,
         page_size: 200,
         search: Vec::new(),
+        titles: Default::default(),
     };
     let err = DbHost::open("db/x", settings, &c).err().expect("error");
     assert!(err.to_string().contains("does not exist"), "{err}");
@@ -782,6 +784,7 @@ fn opening() {
         writable: false,
         page_size: 200,
         search: Vec::new(),
+        titles: Default::default(),
     };
     assert!(DbHost::open("db/junk", settings, &c).is_err());
     // Settings are strict.
@@ -884,6 +887,7 @@ fn rows_of_the_configured_tables_are_offered_to_search() {
         writable: false,
         page_size: 200,
         search: vec!["Artist".to_string(), "Playlist".to_string()],
+        titles: Default::default(),
     };
     let h = DbHost::open("db/test", settings, &f.ctx()).expect("open");
     let (mut all, mut cursor) = (Vec::new(), None);
@@ -922,6 +926,7 @@ fn rows_of_the_configured_tables_are_offered_to_search() {
         writable: false,
         page_size: 200,
         search: vec!["NoSuch".to_string()],
+        titles: Default::default(),
     };
     let err = DbHost::open("db/test", bad, &f.ctx()).err().expect("error");
     assert!(err.to_string().contains("NoSuch"), "{err}");
@@ -956,4 +961,71 @@ fn loading_extensions_is_forbidden_and_nul_bytes_are_invalid() {
     ));
     assert!(words.contains("NUL byte"), "{words}");
     assert_eq!(f.count("Track"), 3);
+}
+
+#[test]
+fn rows_carry_the_title_column_the_manifest_names() {
+    let f = Fixture::new();
+    let open_with = |titles: &[(&str, &str)]| {
+        let settings = DbSettings {
+            file: "test.db".to_string(),
+            writable: false,
+            page_size: 200,
+            search: Vec::new(),
+            titles: titles
+                .iter()
+                .map(|(t, c)| (t.to_string(), c.to_string()))
+                .collect(),
+        };
+        DbHost::open("db/test", settings, &f.ctx())
+    };
+    let h = open_with(&[("Artist", "Name"), ("Big", "v")]).expect("open");
+    let rows = h.children(&p("tables/Artist/rows")).unwrap();
+    let titles: Vec<Option<&str>> = rows.iter().map(|c| c.info.title.as_deref()).collect();
+    assert_eq!(titles, vec![Some("AC/DC"), Some("Accept")]);
+    let one = h.entry(&p("tables/Artist/rows/1")).unwrap().unwrap();
+    assert_eq!(one.title.as_deref(), Some("AC/DC"));
+    assert_eq!(
+        one.description, rows[0].info.description,
+        "the title changes no description"
+    );
+    // A table without a title column has none.
+    let album = h.entry(&p("tables/Album/rows/1")).unwrap().unwrap();
+    assert_eq!(album.title, None);
+    // A title column that is not a telling column is read all the same.
+    let big = h.entry(&p("tables/Big/rows/7")).unwrap().unwrap();
+    assert_eq!(big.title.as_deref(), Some("value 7"));
+    // Names that do not exist are refused with words.
+    let e = open_with(&[("Nope", "Name")])
+        .err()
+        .expect("error")
+        .to_string();
+    assert!(e.contains("titles names the table \"Nope\""), "{e}");
+    let e = open_with(&[("Artist", "Title")])
+        .err()
+        .expect("error")
+        .to_string();
+    assert!(
+        e.contains("column \"Title\" of table \"Artist\"") && e.contains("ArtistId, Name"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_row_body_is_one_json_object() {
+    let f = Fixture::new();
+    let h = f.host(false);
+    let body = h
+        .body(&p("tables/Track/rows/3"))
+        .unwrap()
+        .expect("a row has a body");
+    let v: Value = serde_json::from_slice(&body.bytes.unwrap()).unwrap();
+    assert_eq!(
+        v,
+        json!({"TrackId": 3, "Name": "Balls to the Wall", "AlbumId": 2, "Composer": null,
+               "Milliseconds": 342562})
+    );
+    assert_eq!(body.write, None);
+    assert!(h.body(&p("tables/Track")).unwrap().is_none());
+    assert!(h.body(&p("tables/Track/rows/99")).unwrap().is_none());
 }

@@ -230,6 +230,34 @@ impl DbHost {
         EntryInfo::new(line, self.reference(node))
     }
 
+    /// The columns a table row's entry reads: its telling columns, then the manifest's
+    /// title column if it is not among them; and where the title is.
+    fn row_columns(&self, t: &Table) -> (Vec<String>, usize, Option<usize>) {
+        let mut cols = telling_columns(t);
+        let shown = cols.len();
+        let title = self.titles.get(&t.name).map(|c| {
+            cols.iter().position(|x| x == c).unwrap_or_else(|| {
+                cols.push(c.clone());
+                cols.len() - 1
+            })
+        });
+        (cols, shown, title)
+    }
+
+    /// A table row's entry from the values of `row_columns`.
+    fn table_row_info(
+        &self,
+        node: &Node,
+        (cols, shown, title): &(Vec<String>, usize, Option<usize>),
+        values: &[SqlValue],
+    ) -> EntryInfo {
+        let info = self.row_info(node, line(&cols[..*shown], &values[..*shown]));
+        match title.and_then(|i| values.get(i)) {
+            None | Some(SqlValue::Null) | Some(SqlValue::Blob(_)) => info,
+            Some(v) => info.titled(full(v)),
+        }
+    }
+
     /// The entry at `node`, or `None` if it does not exist.
     pub(super) fn info(&self, node: &Node) -> HostResult<Option<EntryInfo>> {
         let r = self.reference(node);
@@ -315,9 +343,9 @@ impl DbHost {
                 let Some(key) = self.key_of(&t, seg) else {
                     return Ok(None);
                 };
-                let cols = telling_columns(&t);
-                Ok(read_row(&conn, &t, &key, &cols)?
-                    .map(|values| self.row_info(node, line(&cols, &values))))
+                let cols = self.row_columns(&t);
+                Ok(read_row(&conn, &t, &key, &cols.0)?
+                    .map(|values| self.table_row_info(node, &cols, &values)))
             }
             Node::View(name) => {
                 let conn = self.main();
@@ -443,10 +471,16 @@ impl DbHost {
             Node::TableRows(name) => {
                 let conn = self.main();
                 let t = self.table_of(&conn, name)?;
-                let cols = telling_columns(&t);
-                self.key_page(&conn, &t, &cols, self.page_size)?
+                let cols = self.row_columns(&t);
+                self.key_page(&conn, &t, &cols.0, self.page_size)?
                     .into_iter()
-                    .map(|(k, values)| self.child(Node::Row(name.clone(), k), line(&cols, &values)))
+                    .map(|(k, values)| {
+                        let node = Node::Row(name.clone(), k);
+                        Child {
+                            name: node.path().last().cloned().unwrap_or_default(),
+                            info: self.table_row_info(&node, &cols, &values),
+                        }
+                    })
                     .collect()
             }
             Node::ViewRows(name) => {

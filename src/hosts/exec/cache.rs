@@ -148,6 +148,7 @@ mod tests {
             indexable: true,
             modified: None,
             kind: None,
+            title: None,
         }
     }
 

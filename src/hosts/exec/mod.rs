@@ -22,13 +22,14 @@ use serde_json::{json, Value};
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec, Readiness,
 };
 use cache::CrashLog;
 use client::{Client, Failed, Failure, Health};
 use protocol::{
-    ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireCaller,
-    WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
+    ChildrenPage, DocumentsPage, InitializeParams, ResolveResult, RuntimeInfo, WireBody,
+    WireCaller, WireEntry, WireGuard, WireIdentity, WireOp, WireOutcome,
 };
 use transport::Endpoint;
 
@@ -433,6 +434,21 @@ impl Host for ExecHost {
         Ok(page.into_documents())
     }
 
+    /// The entry's `modified`, from the entry the host gave (kept for the cache lifetime).
+    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(self.wire_entry(path)?.and_then(|e| e.info().modified))
+    }
+
+    /// Asked only of hosts that declare the `body` capability.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        if !self.client.hello().is_some_and(|h| h.capabilities.body) {
+            return Ok(None);
+        }
+        let v = self.read("body", json!({ "path": path }))?;
+        let b: Option<WireBody> = self.decode("body", v)?;
+        Ok(b.map(WireBody::into_body))
+    }
+
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
         if !self.client.hello().is_some_and(|h| h.capabilities.resolve) {
             return Vec::new();
@@ -455,9 +471,25 @@ impl Host for ExecHost {
         false
     }
 
+    // The protocol requires a host's `call` to check its guard and answer blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     fn cache_ttl(&self) -> Duration {
         self.ttl
             .or_else(|| self.client.ttl_hint())
             .unwrap_or(Duration::from_millis(DEFAULT_TTL_MS))
+    }
+
+    fn readiness(&self) -> Readiness {
+        match self.client.health() {
+            Health::Up => Readiness::Ready,
+            Health::NeverTried => Readiness::Starting("connecting".to_string()),
+            Health::Down(why, next) => Readiness::Down(format!(
+                "{why}; next attempt in {:.1} s",
+                next.as_secs_f64()
+            )),
+        }
     }
 }

@@ -192,6 +192,9 @@ pub struct Capabilities {
     /// It sends `changed` notifications.
     #[serde(default)]
     pub changes: bool,
+    /// It answers `body` (an entry's content as its `body` file).
+    #[serde(default)]
+    pub body: bool,
     /// How long the kernel may cache what it shows, unless the manifest says otherwise.
     #[serde(default)]
     pub cache_ttl_ms: Option<u64>,
@@ -216,6 +219,9 @@ pub struct WireEntry {
     /// Which of the kinds declared in `initialize` this entry is (its ops are that kind's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// A short human title: with titled names on, the parent lists `NAME TITLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 fn yes() -> bool {
@@ -237,6 +243,7 @@ impl WireEntry {
             reference: self.reference.clone(),
             indexable: self.indexable,
             modified,
+            title: self.title.clone().filter(|t| !t.trim().is_empty()),
         }
     }
 
@@ -250,6 +257,44 @@ impl WireEntry {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs_f64()),
             kind: None,
+            title: info.title.clone(),
+        }
+    }
+}
+
+/// `body` result (or `null`: the entry has none).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WireBody {
+    /// The whole content (UTF-8 text).
+    pub text: String,
+    /// When it last changed, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<f64>,
+    /// The op that replaces the whole content (writing `body` calls it), when the caller
+    /// may run it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<WireBodyWrite>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WireBodyWrite {
+    pub op: String,
+    /// The op's string argument that receives the content.
+    pub arg: String,
+}
+
+impl WireBody {
+    pub fn into_body(self) -> crate::world::host::Body {
+        let modified = self
+            .modified
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s));
+        let body = crate::world::host::Body::bytes(self.text).modified(modified);
+        match self.write {
+            Some(w) => body.written_by(&w.op, &w.arg),
+            None => body,
         }
     }
 }

@@ -53,10 +53,12 @@ fn wire_types_round_trip() {
         indexable: false,
         modified: Some(1_700_000_000.5),
         kind: None,
+        title: Some("sleep 300".into()),
     };
     let v = serde_json::to_value(&entry).unwrap();
     assert_eq!(v["ref"], "proc://h/7/99");
     assert_eq!(serde_json::from_value::<WireEntry>(v).unwrap(), entry);
+    assert_eq!(entry.info().title.as_deref(), Some("sleep 300"));
     // Defaults: indexable, no time; unknown fields ignored.
     let e: WireEntry =
         serde_json::from_value(json!({"description": "d", "ref": "r", "colour": "red"})).unwrap();

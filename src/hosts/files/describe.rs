@@ -203,6 +203,7 @@ impl FilesHost {
                     reference: file_ref(real),
                     indexable: !cycle,
                     modified: self.beneath.metadata(real).and_then(|m| m.modified()).ok(),
+                    title: None,
                 }
             }
             Node::File { real, link } => {

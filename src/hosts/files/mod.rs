@@ -1,6 +1,7 @@
 //! The files host: a local directory as a world.
 //!
-//! Every directory and file under the root is an entry. Files offer `read` (numbered lines),
+//! Every directory and file under the root is an entry; a regular file's `body` is its bytes
+//! (read by offset, written through `write`). Files offer `read` (numbered lines),
 //! `write` (atomic), `edit` (exact, unique replacement) and `stat`; directories offer `list`,
 //! `stat` and the same `read`/`write`/`edit` on a `path` relative to them. The `inside_root`
 //! policy guard keeps every target inside the root by resolving symlinks on disk, one
@@ -16,6 +17,7 @@
 //! FUSE mount.
 
 mod beneath;
+mod body;
 mod describe;
 pub mod documents;
 mod ops;
@@ -32,7 +34,8 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec,
 };
 
 use resolve::Node;
@@ -262,6 +265,18 @@ impl Host for FilesHost {
     ) -> HostResult<CallOutcome> {
         let loc = self.located(path)?;
         self.run(&loc, op, args)
+    }
+
+    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        self.mtime(path)
+    }
+
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        self.file_body(path)
+    }
+
+    fn read_body(&self, path: &[String], offset: u64, size: u32) -> HostResult<Vec<u8>> {
+        self.file_body_at(path, offset, size)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

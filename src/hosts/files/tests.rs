@@ -881,3 +881,49 @@ fn a_symlink_swapped_in_after_the_check_is_not_followed() {
         "OUTSIDE"
     );
 }
+
+#[test]
+fn a_file_body_is_its_bytes_read_by_offset() {
+    let w = world();
+    let body = w
+        .host
+        .body(&p("bin.dat"))
+        .unwrap()
+        .expect("a file has a body");
+    assert_eq!(
+        (body.size, body.bytes.is_none()),
+        (4, true),
+        "read by offset"
+    );
+    assert_eq!(body.write.as_ref().map(|b| b.op.as_str()), Some("write"));
+    assert_eq!(w.host.read_body(&p("bin.dat"), 1, 2).unwrap(), [1, 2]);
+    assert_eq!(w.host.read_body(&p("bin.dat"), 3, 100).unwrap(), [3]);
+    assert!(w.host.read_body(&p("bin.dat"), 9, 100).unwrap().is_empty());
+    assert_eq!(
+        body.modified,
+        fs::metadata(w.root.join("bin.dat"))
+            .unwrap()
+            .modified()
+            .ok()
+    );
+    // Directories have none.
+    assert!(w.host.body(&p("src")).unwrap().is_none());
+    assert!(w.host.body(&p("")).unwrap().is_none());
+}
+
+#[test]
+fn a_read_only_mount_shows_read_only_bodies() {
+    let w = world_with(
+        FilesSettings {
+            read_only: true,
+            ..FilesSettings::default()
+        },
+        false,
+    );
+    let body = w.host.body(&p("a.txt")).unwrap().unwrap();
+    assert_eq!(body.write, None);
+    assert_eq!(
+        w.host.read_body(&p("a.txt"), 0, 100).unwrap(),
+        b"one\ntwo\nthree\n"
+    );
+}

@@ -23,8 +23,9 @@ use serde_json::Value;
 
 use crate::hosts::HostContext;
 use crate::world::host::{
-    CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
+use crate::world::time::parse_iso;
 use client::Client;
 
 pub use client::{github_message, next_link, reset_words, GhError};
@@ -603,6 +604,34 @@ impl GithubHost {
         }
     }
 
+    /// The text of a body and when it last changed (GitHub's timestamp).
+    fn body_of(&self, node: &Node) -> HostResult<Option<(String, Option<String>)>> {
+        Ok(match node {
+            Node::Item(r, k, n) => self.item(r, *k, *n, true)?.map(|p| {
+                (
+                    tree::s(&p.body, "body").to_string(),
+                    Some(tree::s(&p.body, "updated_at").to_string()),
+                )
+            }),
+            Node::Review(r, n, id) => self
+                .reviews_of(r, *n)?
+                .into_iter()
+                .find(|v| v["id"].as_u64() == Some(*id))
+                .map(|v| {
+                    (
+                        tree::s(&v, "body").to_string(),
+                        Some(tree::s(&v, "submitted_at").to_string()),
+                    )
+                }),
+            Node::File(r, n, f) => self
+                .files_of(r, *n)?
+                .into_iter()
+                .find(|v| tree::s(v, "filename") == f)
+                .map(|v| (ops::file_patch(&v), None)),
+            _ => None,
+        })
+    }
+
     fn search_run(&self, id: u64) -> Option<SearchRun> {
         self.searches
             .lock()
@@ -636,6 +665,9 @@ impl Host for GithubHost {
             return Ok(None);
         }
         let mut info = EntryInfo::new(self.describe(&node)?, self.reference(&node));
+        if let Some(title) = self.title_of(&node)? {
+            info = info.titled(title);
+        }
         if let Node::Hit(id, k) = &node {
             if let Some(h) = self
                 .search_run(*id)
@@ -652,6 +684,27 @@ impl Host for GithubHost {
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
         let node = self.existing(path)?;
         self.list_children(&node)
+    }
+
+    /// Entries show the start of the cache window (see `window`), as `entry` does.
+    fn modified(&self, _path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(Some(self.window()))
+    }
+
+    /// An issue's or pull request's body (markdown), a review's text, a changed file's
+    /// patch; read from the same cached pages (with ETags) as the rest.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        Ok(self.body_of(&node)?.map(|(text, at)| {
+            let text = if text.is_empty() || text.ends_with('\n') {
+                text
+            } else {
+                text + "\n"
+            };
+            Body::bytes(text).modified(at.as_deref().and_then(parse_iso).or(Some(self.window())))
+        }))
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {

@@ -810,7 +810,7 @@ impl GithubHost {
 }
 
 /// A file of a pull request as a unified diff section.
-fn file_patch(v: &Value) -> String {
+pub(super) fn file_patch(v: &Value) -> String {
     let f = s(v, "filename");
     let prev = v
         .get("previous_filename")

@@ -392,6 +392,16 @@ impl GithubHost {
         })
     }
 
+    /// An issue's or pull request's title, for titled names (from the cached item).
+    pub(super) fn title_of(&self, node: &Node) -> HostResult<Option<String>> {
+        Ok(match node {
+            Node::Item(r, k, n) => self
+                .item(r, *k, *n, false)?
+                .map(|p| flat(s(&p.body, "title"))),
+            _ => None,
+        })
+    }
+
     fn child(&self, node: Node, description: String) -> Child {
         let path = node.path();
         Child {
@@ -491,7 +501,9 @@ impl GithubHost {
                         continue;
                     }
                     let line = self.item_line(Kind::Issue, n, &v);
-                    out.push(self.child(Node::Item(r.clone(), Kind::Issue, n), line));
+                    let mut c = self.child(Node::Item(r.clone(), Kind::Issue, n), line);
+                    c.info = c.info.titled(flat(s(&v, "title")));
+                    out.push(c);
                 }
             }
             Node::Pulls(r) => {
@@ -502,7 +514,9 @@ impl GithubHost {
                     };
                     self.client.seed(&format!("{}/pulls/{n}", r.api()), &v);
                     let line = self.item_line(Kind::Pull, n, &v);
-                    out.push(self.child(Node::Item(r.clone(), Kind::Pull, n), line));
+                    let mut c = self.child(Node::Item(r.clone(), Kind::Pull, n), line);
+                    c.info = c.info.titled(flat(s(&v, "title")));
+                    out.push(c);
                 }
             }
             Node::Item(r, Kind::Pull, n) => {

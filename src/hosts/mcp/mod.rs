@@ -29,8 +29,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::hosts::HostContext;
+use crate::world::cache::TtlCache;
 use crate::world::host::{
-    CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec, Readiness,
 };
 
 use crate::hosts::text::one_line;
@@ -177,6 +179,8 @@ pub struct McpHost {
     command_line: String,
     /// Resource URIs read through a template this mount, reachable by path.
     seen_uris: Mutex<HashSet<String>>,
+    /// Resource contents read as bodies, kept briefly: a `stat` then `cat` asks once.
+    bodies: TtlCache<String, Arc<[u8]>>,
 }
 
 impl McpHost {
@@ -231,6 +235,7 @@ impl McpHost {
             mount: mount.to_string(),
             command_line,
             seen_uris: Mutex::new(HashSet::new()),
+            bodies: TtlCache::new(Duration::from_secs(1), 256),
         })
     }
 
@@ -317,7 +322,8 @@ impl McpHost {
                 d.push_str(&format!(" · {}", one_line(desc, 200)));
             }
             d.push_str(" · read it with ops/read_body");
-            return Some(EntryInfo::new(d, uri));
+            let title = r.title.as_deref().unwrap_or(&r.name).to_string();
+            return Some(EntryInfo::new(d, uri).titled(title));
         }
         let template = c
             .templates
@@ -473,6 +479,44 @@ impl McpHost {
         outcome
     }
 
+    /// A resource's contents as bytes: text as it is, blobs decoded from base64, parts in
+    /// the server's order.
+    fn resource_bytes(&self, uri: &str) -> HostResult<Arc<[u8]>> {
+        use base64::Engine as _;
+        self.bodies.get_or_try(uri.to_string(), || {
+            let peer = self.client.peer()?;
+            let what = format!("resources/read {uri}");
+            let result = self
+                .client
+                .request(&what, self.client.call_timeout(), async {
+                    peer.read_resource(ReadResourceRequestParams::new(uri.to_string()))
+                        .await
+                })?;
+            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let mut out = Vec::new();
+            for c in value
+                .get("contents")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(t) = c.get("text").and_then(Value::as_str) {
+                    out.extend_from_slice(t.as_bytes());
+                } else if let Some(b) = c.get("blob").and_then(Value::as_str) {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(b.trim())
+                        .map_err(|e| {
+                            HostError::Backend(format!(
+                                "protocol error: the blob of {uri} is not base64: {e}"
+                            ))
+                        })?;
+                    out.extend_from_slice(&bytes);
+                }
+            }
+            Ok(Arc::from(out))
+        })
+    }
+
     fn read_resource(&self, uri: &str) -> HostResult<String> {
         let peer = self.client.peer()?;
         let what = format!("resources/read {uri}");
@@ -544,6 +588,23 @@ impl McpHost {
 }
 
 impl Host for McpHost {
+    /// A resource's contents (blobs decoded), when its guard lets you read it.
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        let Node::Resource(uri) = &node else {
+            return Ok(None);
+        };
+        let (c, phase) = self.catalog();
+        if self.resource_info(&c, uri).is_none()
+            || self.check_guard(&c, &phase, &node, "read_body").is_err()
+        {
+            return Ok(None);
+        }
+        Ok(Some(Body::bytes(self.resource_bytes(uri)?.to_vec())))
+    }
+
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
         let Some(node) = Node::parse(path) else {
             return Ok(None);
@@ -820,9 +881,23 @@ impl Host for McpHost {
         false
     }
 
+    // `call` runs `check_guard` first and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
+        true
+    }
+
     /// The server's lists change on their own; the runtime is told of each change, but the
     /// set of ops of an entry is not among what it invalidates: keep the kernel's copies short.
     fn cache_ttl(&self) -> Duration {
         Duration::from_secs(1)
+    }
+
+    fn readiness(&self) -> Readiness {
+        let phase = self.client.shared.lock().phase.clone();
+        match phase {
+            Phase::Ready => Readiness::Ready,
+            Phase::Starting { .. } => Readiness::Starting(phase_words(&phase)),
+            other => Readiness::Down(phase_words(&other)),
+        }
     }
 }

@@ -103,7 +103,17 @@ CREATE TABLE IF NOT EXISTS fixes (
 ";
 
 pub(super) fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    // Added after the first release: databases made before lack it.
+    let has_edited: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('comments') WHERE name = 'edited_at'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_edited {
+        conn.execute_batch("ALTER TABLE comments ADD COLUMN edited_at TEXT")?;
+    }
+    Ok(())
 }
 
 pub(super) fn project_name(conn: &Connection) -> rusqlite::Result<Option<String>> {

@@ -1,11 +1,15 @@
 //! The tracker host: an embedded issue tracker on SQLite (issues, pull requests, comments,
 //! checks, reviews, labels, users), seeded with a small demo project on first run.
 //!
+//! Items, comments, reviews and checks have a `body` (their text; an item's and your
+//! comments' are writable through `edit_body`), and every entry its last change as `mtime`.
+//!
 //! Tree, host-relative: `issues/N/comments/K`, `pulls/N/{comments,checks,reviews}/…`,
 //! `labels/NAME`, `users/NAME`. Issues and pull requests share one number sequence. Every call
 //! re-checks its guard inside one `BEGIN IMMEDIATE` transaction, so a guard holds atomically
 //! with the change it allows, across threads and across processes sharing the database.
 
+mod body;
 mod db;
 mod documents;
 mod ops;
@@ -25,7 +29,8 @@ use serde_json::Value;
 use crate::hosts::HostContext;
 use crate::manifest::Identity;
 use crate::world::host::{
-    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
+    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
+    OpSpec,
 };
 
 /// The `[[host]]` table of a tracker, minus `kind` and `path`.
@@ -296,10 +301,11 @@ impl TrackerHost {
     }
 
     /// Run `f` on one consistent snapshot (a deferred transaction, rolled back after).
+    /// Reads run outside a transaction: BEGIN and ROLLBACK would double the statements of
+    /// a lookup, and a read that spans two statements sees committed states only (WAL).
     fn read<T>(&self, f: impl FnOnce(&Connection) -> HostResult<T>) -> HostResult<T> {
-        let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
-        f(&tx)
+        let conn = self.lock();
+        f(&conn)
     }
 
     /// The node at `path`, which must exist.
@@ -348,7 +354,8 @@ impl Host for TrackerHost {
             if !db::exists(conn, &node)? {
                 return Ok(None);
             }
-            Ok(Some(self.info(conn, &node)?))
+            let info = self.info(conn, &node)?;
+            Ok(Some(info.modified(self.modified_in(conn, &node)?)))
         })
     }
 
@@ -377,6 +384,25 @@ impl Host for TrackerHost {
         })
     }
 
+    fn guards(&self, path: &[String], ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
+        Some(self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            let item = self.item_of(conn, &node)?;
+            ops.iter()
+                .map(|op| {
+                    ops::offered(&node, op)?;
+                    Ok(Guard::new(self.conditions_with(
+                        conn,
+                        &node,
+                        item.as_ref(),
+                        op,
+                        None,
+                    )?))
+                })
+                .collect()
+        }))
+    }
+
     fn call(
         &self,
         path: &[String],
@@ -396,8 +422,32 @@ impl Host for TrackerHost {
         Ok(outcome)
     }
 
+    fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        self.read(|conn| self.modified_in(conn, &node))
+    }
+
+    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(None);
+        };
+        self.read(|conn| {
+            if !db::exists(conn, &node)? {
+                return Ok(None);
+            }
+            self.body_in(conn, &node)
+        })
+    }
+
     /// SQLite with a 10 s busy timeout: every call ends well within the call timeout.
     fn bounded_calls(&self) -> bool {
+        true
+    }
+
+    // `run` evaluates the conditions inside the call's transaction and answers Blocked.
+    fn checks_guard_in_call(&self) -> bool {
         true
     }
 

@@ -16,6 +16,7 @@ use crate::world::host::{
 
 const ISSUE_OPS: &[&str] = &[
     "read_body",
+    "edit_body",
     "get_metadata",
     "comment",
     "close",
@@ -26,6 +27,7 @@ const ISSUE_OPS: &[&str] = &[
 ];
 const PULL_OPS: &[&str] = &[
     "read_body",
+    "edit_body",
     "get_metadata",
     "comment",
     "close",
@@ -46,7 +48,8 @@ pub(super) fn names(node: &Node) -> &'static [&'static str] {
         Node::Root | Node::Issues => &["create_issue"],
         Node::Item(Kind::Issue, _) => ISSUE_OPS,
         Node::Item(Kind::Pull, _) => PULL_OPS,
-        Node::Comment(..) | Node::Review(..) => &["read_body"],
+        Node::Comment(..) => &["read_body", "edit_body"],
+        Node::Review(..) => &["read_body"],
         Node::Check(..) => &["read_log"],
         Node::Label(_) | Node::User(_) => &["issues"],
         Node::Pulls
@@ -106,6 +109,13 @@ pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
             Node::Review(..) => ("Read the review's full text and verdict.".to_string(), none()),
             _ => (format!("Read the {what}'s full text (markdown) with a header of its state."), none()),
         },
+        "edit_body" => (
+            match node {
+                Node::Comment(..) => "Replace the comment's text (markdown) with body; writing its `body` file does this.".to_string(),
+                _ => format!("Replace the {what}'s text (markdown) with body; writing its `body` file does this."),
+            },
+            object_schema(json!({"body": {"type": "string", "description": "the whole new text (markdown)"}}), &["body"]),
+        ),
         "get_metadata" => (
             format!("All fields of the {what} as JSON: state, author, labels, assignees, dates{}.",
                 if what == "pull request" { ", checks, reviews, branches" } else { "" }),
@@ -335,6 +345,26 @@ impl TrackerHost {
                 false,
                 format!(
                     "{}: readers cannot write — cannot be satisfied by you",
+                    self.you()
+                ),
+            ),
+        }
+    }
+
+    /// Maintainers may edit any comment; others their own.
+    fn can_edit_comment(&self, author: &str, n: i64, c: i64) -> Condition {
+        match self.me.role {
+            Role::Maintainer => Condition::check("can_edit", true, self.you()),
+            _ if author == self.me.user && self.me.role != Role::Reader => Condition::check(
+                "can_edit",
+                true,
+                format!("you wrote comment {c} on #{n}"),
+            ),
+            _ => Condition::check(
+                "can_edit",
+                false,
+                format!(
+                    "comment {c} on #{n} is by {author} and {}: only its author and maintainers may edit it — cannot be satisfied by you",
                     self.you()
                 ),
             ),
@@ -605,11 +635,28 @@ impl TrackerHost {
         op: &str,
         args: Option<&Value>,
     ) -> HostResult<Vec<Condition>> {
-        let item = match node {
+        let item = self.item_of(conn, node)?;
+        self.conditions_with(conn, node, item.as_ref(), op, args)
+    }
+
+    /// The issue or pull request a node is, if it is one (guards need its state).
+    pub(super) fn item_of(&self, conn: &Connection, node: &Node) -> HostResult<Option<Item>> {
+        Ok(match node {
             Node::Item(_, n) => Some(db::item_req(conn, *n)?),
             _ => None,
-        };
-        let item_ref = item.as_ref();
+        })
+    }
+
+    /// The guard conditions of `op` on a node whose item (if any) was already read, so
+    /// the guards of all of an entry's ops read it once.
+    pub(super) fn conditions_with(
+        &self,
+        conn: &Connection,
+        node: &Node,
+        item_ref: Option<&Item>,
+        op: &str,
+        args: Option<&Value>,
+    ) -> HostResult<Vec<Condition>> {
         let need = || {
             item_ref
                 .ok_or_else(|| HostError::NotFound(format!("{op} needs an issue or pull request")))
@@ -629,6 +676,14 @@ impl TrackerHost {
                 c
             }
             "comment" => vec![self.can_comment("comment")],
+            "edit_body" => match node {
+                Node::Comment(_, n, c) => {
+                    let cm = db::comment(conn, *n, *c)?
+                        .ok_or_else(|| HostError::NotFound(format!("no comment {c} on #{n}")))?;
+                    vec![self.can_edit_comment(&cm.author, *n, *c)]
+                }
+                _ => vec![self.can_write("edit", Some(need()?))],
+            },
             "close" => {
                 let it = need()?;
                 vec![self.open_cond(it), self.can_write("close", Some(it))]
@@ -735,6 +790,24 @@ impl TrackerHost {
                 ))),
                 None => Err(HostError::NotFound(format!("no comment {c} on #{n}"))),
             },
+            (Node::Comment(_, n, c), "edit_body") => {
+                let body = opt_str(args, "body")?.unwrap_or_default();
+                let now = db::now();
+                exec(
+                    conn,
+                    "UPDATE comments SET body = ?3, edited_at = ?4 WHERE number = ?1 AND seq = ?2",
+                    params![n, c, body, now],
+                )?;
+                db::touch(conn, *n, &now)?;
+                let item = db::item_req(conn, *n)?;
+                let mut out = CallOutcome::text(format!(
+                    "replaced the text of comment {c} on #{n} ({})",
+                    plural(body.len() as i64, "byte", "bytes")
+                ));
+                out.changed = item_changed(conn, &item, false)?;
+                out.changed.push(node.path());
+                Ok(out)
+            }
             (Node::Review(n, r), "read_body") => match db::review(conn, *n, *r)? {
                 Some(rv) => Ok(CallOutcome::text(format!(
                     "Review {r} on PR #{n} by {} on {} · {}\n\n{}",
@@ -862,6 +935,20 @@ impl TrackerHost {
                 Ok(CallOutcome::text(item.diff.clone().unwrap_or_else(|| {
                     format!("(PR #{n} has no recorded changes)")
                 })))
+            }
+            "edit_body" => {
+                let body = opt_str(args, "body")?.unwrap_or_default();
+                exec(
+                    conn,
+                    "UPDATE items SET body = ?2, updated_at = ?3 WHERE number = ?1",
+                    params![n, body, now],
+                )?;
+                let mut out = CallOutcome::text(format!(
+                    "replaced the text of {name} ({})",
+                    plural(body.len() as i64, "byte", "bytes")
+                ));
+                out.changed = item_changed(conn, item, false)?;
+                Ok(out)
             }
             "comment" => {
                 let body = req_str(args, "body")?;

@@ -816,3 +816,127 @@ fn date_helpers_roundtrip() {
     assert_eq!(db::iso(0), "1970-01-01T00:00:00Z");
     assert_eq!(db::iso(1_790_000_000), "2026-09-21T14:13:20Z");
 }
+
+#[test]
+fn guards_of_all_ops_at_once_are_each_ops_guard() {
+    // Every seeded pull request's guards (ready, flaky, red, waiting, own, merged,
+    // conflicting) and some issues, open and closed: the batch must say what each guard
+    // says alone.
+    let (_d, h) = demo();
+    let pulls = h.children(&p("pulls")).unwrap();
+    let mut paths: Vec<String> = pulls.iter().map(|c| format!("pulls/{}", c.name)).collect();
+    assert_eq!(paths.len(), 7);
+    // Issue 1 is closed in the seed, 42 open.
+    paths.extend(["issues/42", "issues/1", "", "issues", "labels"].map(String::from));
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    for path in paths {
+        let specs = h.ops(&p(&path)).unwrap();
+        let names: Vec<&str> = specs.iter().map(|o| o.name.as_str()).collect();
+        let all = h.guards(&p(&path), &names).expect("batched").unwrap();
+        assert_eq!(all.len(), names.len(), "{path}");
+        for (name, g) in names.iter().zip(&all) {
+            assert_eq!(g, &guard(&h, &path, name), "{path} {name}");
+        }
+    }
+}
+
+#[test]
+fn what_a_listing_says_of_each_child_is_what_its_entry_says() {
+    // The runtime reuses a listing's infos for the children's `description` and `ref`,
+    // whose sizes the kernel trusts: they must be the same texts.
+    let (_d, h) = demo();
+    ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
+    let mut todo = vec![String::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        for child in h.children(&p(&path)).unwrap() {
+            let at = if path.is_empty() {
+                child.name.clone()
+            } else {
+                format!("{path}/{}", child.name)
+            };
+            let entry = h.entry(&p(&at)).unwrap().expect("listed, so it exists");
+            // What the runtime reuses (times come from `Host::modified`, asked apart).
+            let shown = |i: &EntryInfo| {
+                (
+                    i.description.clone(),
+                    i.reference.clone(),
+                    i.title.clone(),
+                    i.indexable,
+                )
+            };
+            assert_eq!(shown(&child.info), shown(&entry), "{at}");
+            seen += 1;
+            // Every collection, and a few items' subtrees (checks, reviews, comments).
+            let depth = at.matches('/').count();
+            if depth == 0 || at == "issues/42" || at == "pulls/50" || depth >= 2 {
+                todo.push(at);
+            }
+        }
+    }
+    assert!(seen > 60, "compared {seen} entries");
+}
+
+#[test]
+fn bodies_are_the_texts_and_edit_body_replaces_them() {
+    let (_dir, h) = demo();
+    let body = h
+        .body(&p("issues/42"))
+        .unwrap()
+        .expect("an issue has a body");
+    let text = String::from_utf8(body.bytes.clone().unwrap().to_vec()).unwrap();
+    let item = h.read(|c| db::item_req(c, 42)).unwrap();
+    assert_eq!(text.trim_end(), item.body.trim_end());
+    assert!(text.ends_with('\n'));
+    assert_eq!(body.size, text.len() as u64);
+    assert_eq!(
+        body.write.as_ref().map(|w| w.op.as_str()),
+        Some("edit_body")
+    );
+    let before = h.modified(&p("issues/42")).unwrap().unwrap();
+    assert_eq!(body.modified, Some(before));
+    // Comments, reviews and checks have one; collections do not.
+    assert!(h.body(&p("issues/42/comments/1")).unwrap().is_some());
+    assert!(h.body(&p("issues")).unwrap().is_none());
+    assert!(h.body(&p("issues/42/comments")).unwrap().is_none());
+
+    ok(
+        &h,
+        "issues/42",
+        "edit_body",
+        json!({"body": "Rewritten.\n"}),
+    );
+    let after = h.body(&p("issues/42")).unwrap().unwrap();
+    assert_eq!(after.bytes.unwrap().as_ref(), b"Rewritten.\n");
+    assert!(h.modified(&p("issues/42")).unwrap().unwrap() > before);
+    ok(
+        &h,
+        "issues/42/comments/1",
+        "edit_body",
+        json!({"body": "edited"}),
+    );
+    let c = h.body(&p("issues/42/comments/1")).unwrap().unwrap();
+    assert_eq!(c.bytes.unwrap().as_ref(), b"edited\n");
+}
+
+#[test]
+fn a_body_you_may_not_edit_is_read_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sam = open_as(
+        dir.path(),
+        "sam",
+        Role::Contributor,
+        TrackerSettings::default(),
+    );
+    // #42 is not sam's: read-only, and the op says why.
+    let body = sam.body(&p("issues/42")).unwrap().unwrap();
+    assert_eq!(body.write, None);
+    assert!(!guard(&sam, "issues/42", "edit_body").allowed());
+    assert!(matches!(
+        call(&sam, "issues/42", "edit_body", json!({"body": "x"})),
+        Err(HostError::Blocked(_))
+    ));
+    let reader = open_as(dir.path(), "rob", Role::Reader, TrackerSettings::default());
+    let c = reader.body(&p("issues/42/comments/1")).unwrap().unwrap();
+    assert_eq!(c.write, None);
+}

@@ -30,8 +30,21 @@ pub(super) fn excerpt(text: &str, max: usize) -> String {
 
 impl TrackerHost {
     pub(super) fn info(&self, conn: &Connection, node: &Node) -> HostResult<EntryInfo> {
+        if let Node::Item(_, n) = node {
+            let item = db::item_req(conn, *n)?;
+            return self.item_info(conn, &item);
+        }
         let description = self.describe(conn, node)?;
         Ok(EntryInfo::new(description, self.reference(node)))
+    }
+
+    /// An issue or pull request: its line, its ref, and its title for titled names.
+    fn item_info(&self, conn: &Connection, item: &Item) -> HostResult<EntryInfo> {
+        let node = Node::Item(item.kind, item.number);
+        Ok(
+            EntryInfo::new(self.item_line(conn, item)?, self.reference(&node))
+                .titled(item.title.clone()),
+        )
     }
 
     fn describe(&self, conn: &Connection, node: &Node) -> HostResult<String> {
@@ -272,13 +285,9 @@ impl TrackerHost {
                     Kind::Pull
                 };
                 for item in db::items_newest(conn, kind, page)? {
-                    let n = Node::Item(kind, item.number);
                     out.push(Child {
                         name: item.number.to_string(),
-                        info: crate::world::host::EntryInfo::new(
-                            self.item_line(conn, &item)?,
-                            self.reference(&n),
-                        ),
+                        info: self.item_info(conn, &item)?,
                     });
                 }
             }

@@ -422,6 +422,19 @@ fn a_blocked_guard_refuses_at_open_even_where_approval_is_asked() {
 }
 
 #[test]
+fn a_call_a_person_must_approve_is_checked_first_even_by_a_host_that_checks_in_the_call() {
+    // The runtime skips its own guard evaluation for such hosts, but never holds a call
+    // for a person that the host would refuse.
+    let f = fixture(vec![rule("mem/ops/close", Action::Approve)]);
+    f.host.checks_in_call.store(true, Ordering::SeqCst);
+    let doc = open(&f, "close", AGENT);
+    f.host.closed.store(true, Ordering::SeqCst);
+    assert_eq!(write(&doc, b"\n"), Err(libc::EPERM));
+    assert!(f.world.journal().pending_approvals(10).unwrap().is_empty());
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
 fn a_manifest_rule_overrides_a_hosts_default() {
     let f = fixture(Vec::new());
     let guard = f.world.guard(&root(), "drop").unwrap().render();

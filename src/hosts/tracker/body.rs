@@ -1,0 +1,90 @@
+//! Bodies and times of tracker entries: an issue's or pull request's markdown, a comment's
+//! or review's text, a check's log; writable through `edit_body` where you may edit it.
+//! An item's time is its last change (`updated_at`, moved by every change of it or its
+//! comments); a comment's its last edit.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{db, db_err, ops, Node, TrackerHost};
+use crate::world::host::{Body, HostResult};
+use crate::world::time::parse_iso;
+
+impl TrackerHost {
+    pub(super) fn body_in(&self, conn: &Connection, node: &Node) -> HostResult<Option<Body>> {
+        let body = match node {
+            Node::Item(_, n) => match db::item(conn, *n)? {
+                Some(item) => Body::bytes(text(item.body)).modified(parse_iso(&item.updated_at)),
+                None => return Ok(None),
+            },
+            Node::Comment(_, n, c) => match db::comment(conn, *n, *c)? {
+                Some(cm) => Body::bytes(text(cm.body)).modified(comment_time(conn, *n, *c)?),
+                None => return Ok(None),
+            },
+            Node::Review(n, r) => match db::review(conn, *n, *r)? {
+                Some(rv) => Body::bytes(text(rv.body)).modified(parse_iso(&rv.created_at)),
+                None => return Ok(None),
+            },
+            Node::Check(n, name) => match db::check(conn, *n, name)? {
+                Some(c) => Body::bytes(text(c.log))
+                    .modified(self.modified_in(conn, &Node::Item(super::Kind::Pull, *n))?),
+                None => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let editable = ops::names(node).contains(&"edit_body")
+            && self
+                .conditions(conn, node, "edit_body", None)?
+                .iter()
+                .all(|c| c.ok);
+        Ok(Some(if editable {
+            body.written_by("edit_body", "body")
+        } else {
+            body
+        }))
+    }
+
+    /// When an entry last changed, where the tracker records it.
+    pub(super) fn modified_in(
+        &self,
+        conn: &Connection,
+        node: &Node,
+    ) -> HostResult<Option<std::time::SystemTime>> {
+        Ok(match node {
+            Node::Item(_, n)
+            | Node::Comments(_, n)
+            | Node::Checks(n)
+            | Node::Reviews(n)
+            | Node::Check(n, _) => conn
+                .prepare_cached("SELECT updated_at FROM items WHERE number = ?1")
+                .and_then(|mut st| st.query_row([n], |r| r.get::<_, String>(0)).optional())
+                .map_err(db_err)?
+                .as_deref()
+                .and_then(parse_iso),
+            Node::Comment(_, n, c) => comment_time(conn, *n, *c)?,
+            Node::Review(n, r) => {
+                db::review(conn, *n, *r)?.and_then(|rv| parse_iso(&rv.created_at))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A comment's last edit, else its creation.
+fn comment_time(conn: &Connection, n: i64, c: i64) -> HostResult<Option<std::time::SystemTime>> {
+    let at: Option<String> = conn
+        .prepare_cached(
+            "SELECT coalesce(edited_at, created_at) FROM comments WHERE number = ?1 AND seq = ?2",
+        )
+        .and_then(|mut st| st.query_row(params![n, c], |r| r.get(0)).optional())
+        .map_err(db_err)?;
+    Ok(at.as_deref().and_then(parse_iso))
+}
+
+/// Text files end with one newline (a body written without one is kept as written).
+fn text(s: String) -> String {
+    if s.is_empty() || s.ends_with('\n') {
+        s
+    } else {
+        s + "\n"
+    }
+}

@@ -1,0 +1,70 @@
+//! Mounting as a normal user (uid 65534 through setpriv), inside a private mount namespace
+//! so that nothing it mounts can outlive the test: through fusermount3, and, when
+//! `/dev/fuse` is closed to the user, with fusermount3's own words instead of a wrong hint.
+
+mod common;
+
+use std::time::Duration;
+
+/// A directory the unprivileged user owns, with a copy of the binary it can run.
+fn sandbox() -> (tempfile::TempDir, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("wip-user-")
+        .tempdir()
+        .unwrap();
+    let d = dir.path().display().to_string();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "set -e; chmod 755 {d}; mkdir mnt state root; echo hi > root/a.txt; \
+             cp \"$WIP\" {d}/wip; chmod 755 {d}/wip; chown -R 65534:65534 mnt state root"
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{out:?}");
+    (dir, d)
+}
+
+#[test]
+fn a_normal_user_mounts_reads_and_unmounts() {
+    let (dir, d) = sandbox();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "timeout 90 unshare -m --propagation private bash -c '
+              cd {d}/root
+              setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={d} bash -c \"
+                {d}/wip mount --state {d}/state {d}/mnt >/dev/null &&
+                cat {d}/mnt/files/a.txt/body && {d}/wip umount {d}/mnt\"
+              grep -c \" {d}/mnt \" /proc/self/mountinfo || true'"
+        ),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout, "hi\n0\n", "read, then unmounted: {out:?}");
+}
+
+#[test]
+fn a_closed_dev_fuse_is_reported_in_fusermount3_words() {
+    let (dir, d) = sandbox();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "timeout 90 unshare -m --propagation private bash -c '
+              mknod {d}/fuse c 10 229 && chmod 600 {d}/fuse && mount --bind {d}/fuse /dev/fuse
+              cd {d}/root
+              setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={d} \
+                {d}/wip mount -f --state {d}/state {d}/mnt'"
+        ),
+        Duration::from_secs(120),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("fusermount3"), "{stderr}");
+    assert!(stderr.contains("/dev/fuse"), "{stderr}");
+    assert!(
+        !stderr.contains("needs fusermount3"),
+        "a wrong hint: {stderr}"
+    );
+}
