@@ -161,6 +161,7 @@ impl Mount {
             _dirs: vec![root, state, mount],
             daemon: None,
             log: Some(log),
+            args: Vec::new(),
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
