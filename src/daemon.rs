@@ -151,32 +151,7 @@ fn load_manifest(path: Option<&Path>) -> Result<(Manifest, String)> {
         }
         None => (Manifest::default_world(), DEFAULT_MANIFEST.to_string()),
     };
-    Ok((manifest, redact(&text)))
-}
-
-/// Blank out values of keys that look secret (`token`, `secret`, `password`, `key`).
-pub fn redact(text: &str) -> String {
-    text.lines()
-        .map(|line| {
-            let Some((k, _)) = line.split_once('=') else {
-                return line.to_string();
-            };
-            let key = k.trim().to_ascii_lowercase();
-            if ["token", "secret", "password", "api_key", "apikey"]
-                .iter()
-                .any(|s| key.contains(s))
-            {
-                format!("{} = \"<redacted>\"", k.trim_end())
-            } else if line.contains("://") {
-                // A URL's password (`postgresql://user:pw@host/db`).
-                crate::world::shared::redact_url(line)
-            } else {
-                line.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    Ok((manifest, crate::secrets::redact_manifest(&text)))
 }
 
 /// Exclusive use of a state directory (an advisory `flock` on `daemon.lock`, which names
@@ -741,13 +716,16 @@ mod tests {
     fn config_text_hides_tokens_and_url_passwords() {
         let text = "[state]\nurl = \"postgresql://wip:s3cret@db/wip\"\n\
                     [[host]]\ntoken = \"abc\"\nbase_uri = \"http://127.0.0.1:8080\"\n";
-        let shown = redact(text);
+        let shown = crate::secrets::redact_manifest(text);
         assert!(
             !shown.contains("s3cret") && !shown.contains("abc"),
             "{shown}"
         );
         assert!(
-            shown.contains("url = \"postgresql://wip:<redacted>@db/wip\""),
+            shown.contains(&format!(
+                "url = \"postgresql://wip:{}@db/wip\"",
+                crate::secrets::REDACTED
+            )),
             "{shown}"
         );
         assert!(

@@ -6,6 +6,8 @@
 pub mod control;
 pub mod daemon;
 pub mod fuse;
+pub mod fuzz;
 pub mod hosts;
 pub mod manifest;
+pub mod secrets;
 pub mod world;

@@ -378,33 +378,38 @@ fn read_only_policy_is_eacces() {
     );
 }
 
+/// A world whose `slow` files host sits on a file system whose reads block until released.
+fn slow_world(slow: &common::slow_fs::Slow, world: &str) -> String {
+    format!(
+        "{world}[[host]]\nkind = \"files\"\npath = \"files\"\n\
+         [[host]]\nkind = \"files\"\npath = \"slow\"\nroot = {:?}\n",
+        slow.path().display().to_string()
+    )
+}
+
 #[test]
 fn a_call_that_hangs_times_out() {
-    let m = Mount::start(Some(
-        "[world]\ncall_timeout_ms = 1000\n[[host]]\nkind = \"files\"\npath = \"files\"\n",
-    ));
-    let fifo = m.root.join("pipe");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let slow = common::slow_fs::Slow::mount();
+    let m = Mount::start(Some(&slow_world(
+        &slow,
+        "[world]\ncall_timeout_ms = 1000\n",
+    )));
+    // The read blocks in the kernel, inside the backend's file system.
     let started = std::time::Instant::now();
-    assert_eq!(m.call("files/pipe/ops/read", "\n"), Err(ETIMEDOUT));
+    assert_eq!(m.call("slow/ops/read", "path=late.txt\n"), Err(ETIMEDOUT));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    assert!(m.result("files/pipe/ops/read").contains("timed out"));
+    assert!(m.result("slow/ops/read").contains("timed out"));
     // The mount stays responsive, and the late outcome lands in the run once it finishes.
     assert!(m.read("files/hello.txt/description").contains("file"));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&fifo)
-        .unwrap()
-        .write_all(b"late\n")
-        .unwrap();
+    assert!(m.read("slow/description").contains("1 entry"));
+    slow.release();
     let id = m
-        .ok("ls files/pipe/ops/read/runs")
+        .ok("ls slow/ops/read/runs")
         .lines()
         .next()
         .unwrap()
         .to_string();
-    let run = format!("files/pipe/ops/read/runs/{id}");
+    let run = format!("slow/ops/read/runs/{id}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let r = m.read(&format!("{run}/result"));
@@ -618,28 +623,30 @@ fn reading_everything_runs_nothing() {
 
 #[test]
 fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
+    let slow = common::slow_fs::Slow::mount();
     let root = tempfile::tempdir().unwrap();
-    let fifo = root.path().join("pipe");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     std::fs::write(root.path().join("hello.txt"), "hi\n").unwrap();
     let mut m = Mount::start_in(
-        Some("[[host]]\nkind = \"files\"\npath = \"files\"\n"),
+        Some(&slow_world(&slow, "")),
         root,
         tempfile::tempdir().unwrap(),
     );
-    // A call that blocks in the backend (reading a FIFO nobody writes).
-    let call = m.path("files/pipe/ops/read/call");
+    // A call that blocks in the backend (a read its file system does not answer).
+    let call = m.path("slow/ops/read/call");
     let hung = std::thread::spawn(move || {
-        let _ = std::fs::write(call, "\n");
+        let _ = std::fs::write(call, "path=late.txt\n");
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while m.journal_count() == 0 {
         assert!(std::time::Instant::now() < deadline, "call never started");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // The killed daemon's read, already in the backend's file system, is answered only
+    // later: the daemon dies then, without recording the call's end.
+    let releaser = slow.release_after(std::time::Duration::from_secs(1));
     m.kill_daemon();
     let _ = hung.join();
+    let _ = releaser.join();
     // The dead mount: `wip umount` recovers the mount point.
     let out = std::process::Command::new(common::WIP)
         .arg("umount")
@@ -653,10 +660,10 @@ fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
     );
     assert!(!common::is_mounted(&m.mount));
     m.remount();
-    let runs = m.ok("ls files/pipe/ops/read/runs");
+    let runs = m.ok("ls slow/ops/read/runs");
     let id = runs.lines().next().unwrap();
     assert_eq!(
-        m.read(&format!("files/pipe/ops/read/runs/{id}/status")),
+        m.read(&format!("slow/ops/read/runs/{id}/status")),
         "interrupted\n"
     );
     assert!(m.read(".wip/log").contains("interrupted"));

@@ -16,6 +16,15 @@ pub mod search;
 pub mod text;
 pub mod tracker;
 
+/// The environment a host's child (agent, exec host, MCP server) starts from: never the
+/// daemon's whole environment, which may hold tokens. See `secrets::child_env_from`.
+pub fn child_env(
+    own: &std::collections::BTreeMap<String, String>,
+    pass_env: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    crate::secrets::child_env_from(std::env::vars(), pass_env, own)
+}
+
 /// What every host may know about the mount it is part of.
 #[derive(Clone, Debug)]
 pub struct HostContext {

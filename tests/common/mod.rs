@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod slow_fs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{mpsc, OnceLock};
@@ -21,6 +23,8 @@ pub struct Mount {
     pub root: PathBuf,
     _dirs: Vec<tempfile::TempDir>,
     daemon: Option<Child>,
+    /// Where the daemon's stderr (its log) goes, if not to the test's.
+    pub log: Option<PathBuf>,
     /// Variables given to the daemon (and again at `remount`), never to the test process.
     env: Vec<(String, String)>,
     /// More arguments of `wip mount` (`--titled`).
@@ -124,6 +128,7 @@ impl Mount {
             root: std::fs::canonicalize(root.path()).unwrap(),
             _dirs: vec![root, state, mount],
             daemon: None,
+            log: None,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -136,6 +141,36 @@ impl Mount {
             std::fs::write(m.state.join("manifest.toml"), text).unwrap();
         }
         m.spawn_daemon(manifest.is_some());
+        m.arm_watchdog();
+        m
+    }
+
+    /// `start_with_env`, with the daemon's log written to `log`.
+    pub fn start_logged(manifest: &str, env: &[(&str, &str)], log: PathBuf) -> Mount {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::write(root.path().join("hello.txt"), "hello\nworld\n").unwrap();
+        let state = tempfile::tempdir().expect("tempdir");
+        let mount = tempfile::Builder::new()
+            .prefix("wip-mnt-")
+            .tempdir()
+            .expect("tempdir");
+        let mut m = Mount {
+            mount: mount.path().to_path_buf(),
+            state: state.path().to_path_buf(),
+            root: std::fs::canonicalize(root.path()).unwrap(),
+            _dirs: vec![root, state, mount],
+            daemon: None,
+            log: Some(log),
+            args: Vec::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            stop_watchdog: None,
+            watchdog: None,
+        };
+        std::fs::write(m.state.join("manifest.toml"), manifest).unwrap();
+        m.spawn_daemon(true);
         m.arm_watchdog();
         m
     }
@@ -154,7 +189,16 @@ impl Mount {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(match &self.log {
+                Some(path) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .expect("daemon log"),
+                ),
+                None => Stdio::inherit(),
+            });
         if with_manifest {
             cmd.arg("--manifest").arg(self.state.join("manifest.toml"));
         }

@@ -12,7 +12,7 @@
 mod store;
 #[cfg(test)]
 mod tests;
-mod turn;
+pub(crate) mod turn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -64,6 +64,10 @@ pub struct AgentSettings {
     /// Extra environment variables of the command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment to hand to the command as they are (by
+    /// default it gets only PATH, HOME, LANG, LC_*, TERM, TZ, USER, TMPDIR and WIP_*).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// How many conversations (and messages) a listing shows.
     #[serde(default = "default_page_size")]
     pub page_size: usize,
@@ -259,7 +263,7 @@ impl AgentHost {
                 program: Program {
                     program,
                     args: args.to_vec(),
-                    env: settings.env,
+                    env: crate::hosts::child_env(&settings.env, &settings.pass_env),
                     dir: ctx.launch_dir.clone(),
                     timeout: Duration::from_millis(settings.timeout_ms),
                 },

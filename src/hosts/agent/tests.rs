@@ -41,6 +41,7 @@ fn settings(extra: &[&str]) -> AgentSettings {
         timeout_ms: 60_000,
         wait_limit_ms: Some(20_000),
         env: BTreeMap::new(),
+        pass_env: Vec::new(),
         page_size: 200,
     }
 }

@@ -55,10 +55,10 @@ pub struct Program {
 impl Program {
     /// The command as shown in descriptions: `python3 reviewer.py`.
     pub fn display(&self) -> String {
-        std::iter::once(self.program.display().to_string())
+        let argv: Vec<String> = std::iter::once(self.program.display().to_string())
             .chain(self.args.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(" ")
+            .collect();
+        crate::secrets::shown_command(&argv)
     }
 }
 
@@ -354,6 +354,7 @@ fn execute(
     let mut cmd = Command::new(&program.program);
     cmd.args(&program.args)
         .current_dir(&program.dir)
+        .env_clear()
         .envs(&program.env)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())

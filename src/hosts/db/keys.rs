@@ -182,6 +182,37 @@ pub(super) fn decode_key(segment: &str, affinities: &[Affinity]) -> Option<Vec<V
     (encode_key(&values) == segment).then_some(values)
 }
 
+/// One fuzz input against the name and key codecs: no panic, and every name that decodes is
+/// the canonical spelling of what it decodes to.
+pub(crate) fn fuzz_one(input: &[u8]) {
+    let text = String::from_utf8_lossy(input);
+    let (head, segment) = text.split_at(text.char_indices().nth(1).map_or(text.len(), |(i, _)| i));
+    if let Some(name) = decode_name(segment) {
+        assert_eq!(encode_name(&name), segment, "decode_name is not canonical");
+    }
+    let name = encode_name(&text);
+    assert_eq!(
+        decode_name(&name).as_deref(),
+        Some(&*text),
+        "encode_name does not round-trip"
+    );
+    let all = [
+        Affinity::Integer,
+        Affinity::Text,
+        Affinity::Blob,
+        Affinity::Real,
+        Affinity::Numeric,
+    ];
+    let pick = head.bytes().next().unwrap_or(0) as usize;
+    let n = 1 + segment.matches(',').count().min(3);
+    let affinities: Vec<Affinity> = (0..n).map(|i| all[(pick + i * 3) % all.len()]).collect();
+    if let Some(values) = decode_key(segment, &affinities) {
+        assert_eq!(encode_key(&values), segment, "decode_key is not canonical");
+        assert_eq!(decode_key(&encode_key(&values), &affinities), Some(values));
+    }
+    let _ = affinity(segment);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

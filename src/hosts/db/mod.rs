@@ -17,7 +17,7 @@
 //! still take that long, so calls run on the runtime's workers, never a FUSE thread.
 
 mod documents;
-mod keys;
+pub(crate) mod keys;
 mod ops;
 mod query;
 mod schema;

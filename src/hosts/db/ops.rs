@@ -73,10 +73,24 @@ fn where_schema() -> Value {
         "description": "SQL condition (runs on the read-only connection), e.g. \"Composer LIKE ?\""})
 }
 
+/// SQL text ends at a NUL byte for SQLite: what follows would be silently dropped.
+fn no_nul(s: &str, what: &str) -> HostResult<()> {
+    if s.contains('\0') {
+        return Err(HostError::InvalidArgs(format!(
+            "{what} holds a NUL byte, which SQL text cannot hold (SQLite would stop reading there)"
+        )));
+    }
+    Ok(())
+}
+
+/// A string argument that becomes SQL text (`sql`, `where`).
 fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
     match map.get(key) {
         None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::String(s)) => {
+            no_nul(s, &format!("`{key}`"))?;
+            Ok(Some(s))
+        }
         Some(_) => Err(HostError::InvalidArgs(format!("`{key}` must be a string"))),
     }
 }
@@ -93,7 +107,13 @@ fn params_arg(map: &Map<String, Value>) -> HostResult<Vec<Value>> {
 
 fn object_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<&'a Map<String, Value>> {
     match map.get(key) {
-        Some(Value::Object(o)) => Ok(o),
+        Some(Value::Object(o)) => {
+            // Column names are quoted into the statement.
+            for column in o.keys() {
+                no_nul(column, &format!("column name {column:?} in `{key}`"))?;
+            }
+            Ok(o)
+        }
         _ => Err(HostError::InvalidArgs(format!(
             "`{key}` must be an object of column: value"
         ))),

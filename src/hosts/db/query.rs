@@ -59,6 +59,9 @@ const VALUE_PRAGMAS: &[&str] = &[
 /// Rows a `query` result shows in its text.
 const PREVIEW: usize = 20;
 
+/// SQL functions that load code, refused like every other forbidden SQL.
+const LOADING_FUNCTIONS: &[&str] = &["load_extension", "fts3_tokenizer"];
+
 fn describe_action(action: &AuthAction<'_>) -> String {
     match action {
         AuthAction::Insert { table_name } => format!("INSERT into {table_name}"),
@@ -81,6 +84,7 @@ fn describe_action(action: &AuthAction<'_>) -> String {
             "a transaction statement".to_string()
         }
         AuthAction::AlterTable { table_name, .. } => format!("ALTER TABLE {table_name}"),
+        AuthAction::Function { function_name } => format!("the function {function_name}()"),
         other => format!("{other:?}"),
     }
 }
@@ -93,10 +97,11 @@ pub(super) fn install_authorizer(
 ) -> rusqlite::Result<()> {
     conn.authorizer(Some(move |ctx: AuthContext<'_>| {
         let allowed = match &ctx.action {
-            AuthAction::Select
-            | AuthAction::Read { .. }
-            | AuthAction::Function { .. }
-            | AuthAction::Recursive => true,
+            AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => true,
+            // Loading a shared library runs its code in the daemon.
+            AuthAction::Function { function_name } => !LOADING_FUNCTIONS
+                .iter()
+                .any(|f| function_name.eq_ignore_ascii_case(f)),
             AuthAction::Pragma {
                 pragma_name,
                 pragma_value,
@@ -244,7 +249,9 @@ impl DbHost {
                 self.budget().as_secs_f64()
             ));
         }
-        if error_code(&e) == Some(ErrorCode::AuthorizationForStatementDenied) {
+        // A denied function is reported as a plain error whose words say so.
+        let denied_function = sqlite_words(&e).contains("not authorized to use function");
+        if error_code(&e) == Some(ErrorCode::AuthorizationForStatementDenied) || denied_function {
             if let Some(what) = reader.denied() {
                 return HostError::Forbidden(format!(
                     "{}: {what} is not allowed (queries run on a read-only connection that only reads)",

@@ -933,6 +933,37 @@ fn rows_of_the_configured_tables_are_offered_to_search() {
 }
 
 #[test]
+fn loading_extensions_is_forbidden_and_nul_bytes_are_invalid() {
+    let f = Fixture::new();
+    let h = f.host(true);
+    for sql in [
+        "SELECT load_extension('/tmp/evil.so')",
+        "SELECT LOAD_EXTENSION('x', 'init')",
+        "SELECT fts3_tokenizer('simple')",
+    ] {
+        let words = forbidden(query(&h, sql));
+        assert!(words.contains("is not allowed"), "{sql}: {words}");
+    }
+    let words = invalid(query(&h, "SELECT 1\0; DROP TABLE Track"));
+    assert!(words.contains("NUL byte"), "{words}");
+    let words = invalid(call(
+        &h,
+        "tables/Track",
+        "count",
+        json!({"where": "1\0) OR (1"}),
+    ));
+    assert!(words.contains("NUL byte"), "{words}");
+    let words = invalid(call(
+        &h,
+        "tables/Track",
+        "insert",
+        json!({"values": {"Name\0\"": "x"}}),
+    ));
+    assert!(words.contains("NUL byte"), "{words}");
+    assert_eq!(f.count("Track"), 3);
+}
+
+#[test]
 fn rows_carry_the_title_column_the_manifest_names() {
     let f = Fixture::new();
     let open_with = |titles: &[(&str, &str)]| {

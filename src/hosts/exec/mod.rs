@@ -57,6 +57,10 @@ pub struct ExecSettings {
     /// Extra environment variables for the command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment to hand to the command as they are (by
+    /// default it gets only PATH, HOME, LANG, LC_*, TERM, TZ, USER, TMPDIR and WIP_*).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// How long the kernel may cache what the host shows; default: what the host asks for
     /// in its capabilities, else 1 s (a program's world usually changes on its own).
     #[serde(default)]
@@ -143,7 +147,7 @@ impl ExecHost {
                 }
                 Endpoint::Command {
                     argv: argv.clone(),
-                    env: settings.env.clone(),
+                    env: crate::hosts::child_env(&settings.env, &settings.pass_env),
                     cwd: ctx.launch_dir.clone(),
                 }
             }

@@ -55,7 +55,7 @@ impl Endpoint {
     /// How a message names it: the command line or the address.
     pub fn describe(&self) -> String {
         match self {
-            Endpoint::Command { argv, .. } => format!("`{}`", argv.join(" ")),
+            Endpoint::Command { argv, .. } => format!("`{}`", crate::secrets::shown_command(argv)),
             Endpoint::Unix(p) => format!("unix:{}", p.display()),
             Endpoint::Tcp(a) => format!("tcp:{a}"),
         }
@@ -103,6 +103,7 @@ pub fn open(endpoint: &Endpoint, timeout: Duration) -> io::Result<Link> {
             };
             let mut child = Command::new(&program)
                 .args(args)
+                .env_clear()
                 .envs(env)
                 .current_dir(cwd)
                 .stdin(Stdio::piped())

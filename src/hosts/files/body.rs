@@ -1,7 +1,6 @@
 //! A file's `body`: its exact bytes, read by offset from the file (never whole into
 //! memory), writable through `write` when the guard of `write` allows it now.
 
-use std::fs;
 use std::os::unix::fs::FileExt;
 
 use crate::world::host::{Body, HostError, HostResult};
@@ -19,7 +18,7 @@ impl FilesHost {
         let Node::File { real, .. } = &loc.node else {
             return Ok(None);
         };
-        let meta = match fs::metadata(real) {
+        let meta = match self.beneath.metadata(real) {
             Ok(m) if m.is_file() => m,
             _ => return Ok(None),
         };
@@ -46,7 +45,20 @@ impl FilesHost {
                 self.display(path)
             )));
         };
-        let file = fs::File::open(real).map_err(|e| self.io_error(&self.display(path), e))?;
+        // Below the root, no symlink followed, special files never opened.
+        let file = match self
+            .beneath
+            .open_regular(real)
+            .map_err(|e| self.io_error(&self.display(path), e))?
+        {
+            Ok((file, _)) => file,
+            Err(_) => {
+                return Err(HostError::NotFound(format!(
+                    "{} is not a regular file: it has no body",
+                    self.display(path)
+                )))
+            }
+        };
         let mut buf = vec![0u8; size as usize];
         let mut filled = 0;
         while filled < buf.len() {
@@ -65,7 +77,7 @@ impl FilesHost {
     pub(super) fn mtime(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
         Ok(match self.locate(path)?.map(|l| l.node) {
             Some(Node::Dir { real, .. }) | Some(Node::File { real, .. }) => {
-                fs::metadata(real).and_then(|m| m.modified()).ok()
+                self.beneath.metadata(&real).and_then(|m| m.modified()).ok()
             }
             _ => None,
         })

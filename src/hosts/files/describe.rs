@@ -99,8 +99,7 @@ struct Sniff {
     lines: Option<usize>,
 }
 
-fn sniff(path: &Path, size: u64) -> std::io::Result<Sniff> {
-    let file = fs::File::open(path)?;
+fn sniff(file: fs::File, size: u64) -> std::io::Result<Sniff> {
     let want = if size <= COUNT_LINES_UP_TO {
         COUNT_LINES_UP_TO
     } else {
@@ -203,7 +202,7 @@ impl FilesHost {
                     description,
                     reference: file_ref(real),
                     indexable: !cycle,
-                    modified: std::fs::metadata(real).and_then(|m| m.modified()).ok(),
+                    modified: self.beneath.metadata(real).and_then(|m| m.modified()).ok(),
                     title: None,
                 }
             }
@@ -216,7 +215,7 @@ impl FilesHost {
                     format!("{prefix}{}", self.file_summary(real)),
                     file_ref(real),
                 )
-                .modified(std::fs::metadata(real).and_then(|m| m.modified()).ok())
+                .modified(self.beneath.metadata(real).and_then(|m| m.modified()).ok())
             }
             Node::Broken { at, target, why } => EntryInfo::new(
                 format!(
@@ -255,22 +254,21 @@ impl FilesHost {
 
     /// `file · 1.2 KiB · 34 lines · text · modified 2026-11-30 12:04 UTC`
     pub(super) fn file_summary(&self, real: &Path) -> String {
-        let meta = match fs::metadata(real) {
-            Ok(m) => m,
+        let modified = |meta: &fs::Metadata| {
+            meta.modified()
+                .map(|t| format!(" · modified {}", format_time(t)))
+                .unwrap_or_default()
+        };
+        // Never open a FIFO or device to describe it: the open could block or act.
+        let (file, meta) = match self.beneath.open_regular(real) {
+            Ok(Ok(found)) => found,
+            Ok(Err(meta)) => return format!("{}{}", kind_name(&meta.file_type()), modified(&meta)),
             Err(e) => return format!("file · unreadable: {e}"),
         };
-        let modified = meta
-            .modified()
-            .map(|t| format!(" · modified {}", format_time(t)))
-            .unwrap_or_default();
-        let ft = meta.file_type();
-        if !ft.is_file() {
-            // Never open a FIFO or device to describe it: the open could block.
-            return format!("{}{modified}", kind_name(&ft));
-        }
+        let modified = modified(&meta);
         let size = meta.len();
         let mut parts = vec!["file".to_string(), human_size(size)];
-        match sniff(real, size) {
+        match sniff(file, size) {
             Ok(Sniff { binary: true, .. }) => parts.push("binary".into()),
             Ok(Sniff { lines, .. }) => {
                 if let Some(n) = lines {

@@ -8,7 +8,6 @@
 //! indexed at their own path), files over 1 MiB, binaries (a NUL byte) and invalid UTF-8.
 //! HTML files (`.html`, `.htm`) are converted to text with a real HTML parser.
 
-use std::fs;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
@@ -145,7 +144,8 @@ impl Walk<'_> {
             let path = dir.join(&name);
             segs.push(name);
             let full = if ft.is_dir() {
-                if path.join("CACHEDIR.TAG").is_file() {
+                let tag = path.join("CACHEDIR.TAG");
+                if self.host.beneath.lstat(&tag).is_ok_and(|m| m.is_file()) {
                     false
                 } else {
                     self.dir(&path, segs, below)?
@@ -166,20 +166,21 @@ impl Walk<'_> {
 
     fn file(&mut self, path: &Path, segs: &[String]) {
         self.last = Some(segs.to_vec());
-        if let Some(doc) = file_document(path, segs) {
+        if let Some(doc) = file_document(self.host, path, segs) {
             self.out.push(doc);
         }
     }
 }
 
 /// The document of one regular file, or None if it is not indexable text.
-fn file_document(path: &Path, segs: &[String]) -> Option<Document> {
-    let meta = fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_DOCUMENT_BYTES {
-        return None;
-    }
-    let bytes = fs::read(path).ok()?;
-    if bytes.len() as u64 > MAX_DOCUMENT_BYTES || bytes.contains(&0) {
+fn file_document(host: &FilesHost, path: &Path, segs: &[String]) -> Option<Document> {
+    // Read below the root, links not followed, special files never opened.
+    let (bytes, capped, meta) = host
+        .beneath
+        .read_capped(path, MAX_DOCUMENT_BYTES)
+        .ok()?
+        .ok()?;
+    if capped || bytes.contains(&0) {
         return None;
     }
     let text = String::from_utf8(bytes).ok()?;

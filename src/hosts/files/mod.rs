@@ -5,7 +5,9 @@
 //! `write` (atomic), `edit` (exact, unique replacement) and `stat`; directories offer `list`,
 //! `stat` and the same `read`/`write`/`edit` on a `path` relative to them. The `inside_root`
 //! policy guard keeps every target inside the root by resolving symlinks on disk, one
-//! component at a time, never by looking at the text alone.
+//! component at a time, never by looking at the text alone; every access is then made from a
+//! descriptor of the root without following any symlink (`beneath`), so a path swapped
+//! after the check cannot lead out.
 //!
 //! Names that are not valid UTF-8 are skipped (one warning per host): the tree's names are
 //! UTF-8, and a lossy mapping would not lead back to the file.
@@ -14,6 +16,7 @@
 //! to step onto it before touching the disk, so nothing here ever calls back into our own
 //! FUSE mount.
 
+mod beneath;
 mod body;
 mod describe;
 pub mod documents;
@@ -51,6 +54,10 @@ pub struct FilesSettings {
     /// How many children a listing shows; the rest stay reachable by name.
     #[serde(default = "default_page_size")]
     pub page_size: usize,
+    /// Refuse `read`, `write` and `edit` of a file with more than one hard link: a hard link
+    /// to a file outside the root looks like any file inside it.
+    #[serde(default)]
+    pub refuse_hard_links: bool,
 }
 
 fn default_page_size() -> usize {
@@ -63,6 +70,7 @@ impl Default for FilesSettings {
             root: None,
             read_only: false,
             page_size: default_page_size(),
+            refuse_hard_links: false,
         }
     }
 }
@@ -88,10 +96,13 @@ pub struct FilesHost {
     mount_path: String,
     /// Canonical root.
     root: PathBuf,
+    /// The root held open: every access resolves from it.
+    beneath: beneath::Beneath,
     /// Absolute mount point of the world, hidden wherever it appears under the root.
     mount_point: Option<PathBuf>,
     read_only: bool,
     page_size: usize,
+    refuse_hard_links: bool,
     warned_non_utf8: AtomicBool,
     temp_counter: AtomicU64,
 }
@@ -132,12 +143,18 @@ impl FilesHost {
                 });
             }
         }
+        let beneath = beneath::Beneath::open(&root).map_err(|source| FilesError::Root {
+            path: root.clone(),
+            source,
+        })?;
         Ok(FilesHost {
             mount_path: mount_path.trim_matches('/').to_string(),
             root,
+            beneath,
             mount_point,
             read_only: settings.read_only,
             page_size: settings.page_size,
+            refuse_hard_links: settings.refuse_hard_links,
             warned_non_utf8: AtomicBool::new(false),
             temp_counter: AtomicU64::new(0),
         })

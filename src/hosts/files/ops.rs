@@ -5,8 +5,8 @@
 //! another writer on the disk, which no local filesystem lets us close).
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -144,34 +144,6 @@ pub(super) struct Plan {
     target: Option<Target>,
 }
 
-/// Whether this process may write `path` (the OS's answer, e.g. EACCES or EROFS).
-fn may_write(path: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-}
-
-fn exists_condition(t: &Target) -> Condition {
-    if !t.exists {
-        return Condition::check(
-            "exists",
-            false,
-            format!("{} does not exist (write creates it)", t.display),
-        );
-    }
-    match fs::metadata(&t.physical) {
-        Ok(m) if m.is_dir() => Condition::check(
-            "exists",
-            false,
-            format!("{} is a directory, not a file: use its list op", t.display),
-        ),
-        Ok(_) => Condition::check("exists", true, format!("{} exists", t.display)),
-        Err(e) => Condition::check("exists", false, format!("{}: {e}", t.display)),
-    }
-}
-
 fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
     match map.get(key) {
         None => Ok(None),
@@ -206,16 +178,6 @@ fn bool_arg(map: &Map<String, Value>, key: &str) -> HostResult<bool> {
     }
 }
 
-/// At most `READ_CAP` bytes of a file, and whether there was more.
-fn read_capped(path: &Path) -> io::Result<(Vec<u8>, bool)> {
-    let file = fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(READ_CAP + 1).read_to_end(&mut bytes)?;
-    let capped = bytes.len() as u64 > READ_CAP;
-    bytes.truncate(READ_CAP as usize);
-    Ok((bytes, capped))
-}
-
 fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
     if let Some(p) = path {
         if !list.contains(&p) {
@@ -229,6 +191,73 @@ fn parent_of(path: &[String]) -> Option<Vec<String>> {
 }
 
 impl FilesHost {
+    fn exists_condition(&self, t: &Target) -> Condition {
+        if !t.exists {
+            return Condition::check(
+                "exists",
+                false,
+                format!("{} does not exist (write creates it)", t.display),
+            );
+        }
+        match self.beneath.metadata(&t.physical) {
+            Ok(m) if m.is_dir() => Condition::check(
+                "exists",
+                false,
+                format!("{} is a directory, not a file: use its list op", t.display),
+            ),
+            Ok(_) => Condition::check("exists", true, format!("{} exists", t.display)),
+            Err(e) => Condition::check("exists", false, format!("{}: {e}", t.display)),
+        }
+    }
+
+    /// The refusal of what is not a regular file (a FIFO would block the open, a device
+    /// could act on it), or of a file with several hard links when the settings ask.
+    fn refuse_special(&self, t: &Target, meta: &fs::Metadata, op: &str) -> HostResult<()> {
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            return Err(HostError::InvalidArgs(format!(
+                "{} is a directory: use its list op",
+                t.display
+            )));
+        }
+        if !ft.is_file() {
+            return Err(HostError::InvalidArgs(format!(
+                "{} is a {}: {op} works on regular files only",
+                t.display,
+                kind_name(&ft)
+            )));
+        }
+        if self.refuse_hard_links && meta.nlink() > 1 {
+            return Err(HostError::Forbidden(format!(
+                "{} has {} hard links: refused (refuse_hard_links = true; a hard link may share a file outside the root)",
+                t.display,
+                meta.nlink()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The content of the regular file of a target, at most `READ_CAP` bytes.
+    fn read_target(&self, t: &Target, op: &str) -> HostResult<(Vec<u8>, bool, fs::Metadata)> {
+        match self
+            .beneath
+            .read_capped(&t.physical, READ_CAP)
+            .map_err(|e| self.io_error(&t.display, e))?
+        {
+            Ok((bytes, capped, meta)) => {
+                self.refuse_special(t, &meta, op)?;
+                Ok((bytes, capped, meta))
+            }
+            Err(meta) => {
+                self.refuse_special(t, &meta, op)?;
+                Err(HostError::Backend(format!(
+                    "{}: not a regular file",
+                    t.display
+                )))
+            }
+        }
+    }
+
     pub(super) fn op_specs(&self, node: &Node) -> Vec<OpSpec> {
         let on_dir = matches!(node, Node::Dir { .. });
         ops_of(node)
@@ -274,7 +303,7 @@ impl FilesHost {
         if self.read_only {
             return self.read_only_condition();
         }
-        if t.exists && !may_write(&t.physical) {
+        if t.exists && !self.beneath.may_write(&t.physical) {
             return Condition::policy(
                 "writable",
                 false,
@@ -284,7 +313,7 @@ impl FilesHost {
         // The nearest existing directory gets the temporary file (or the new directories).
         let mut dir = t.physical.parent().map(Path::to_path_buf);
         while let Some(d) = &dir {
-            if fs::symlink_metadata(d).is_ok() || !d.starts_with(&self.root) {
+            if !d.starts_with(&self.root) || self.beneath.lstat(d).is_ok() {
                 break;
             }
             dir = d.parent().map(Path::to_path_buf);
@@ -298,7 +327,7 @@ impl FilesHost {
             return self.read_only_condition();
         }
         if let Some(d) = dir {
-            if !may_write(d) {
+            if !self.beneath.may_write(d) {
                 return Condition::policy(
                     "writable",
                     false,
@@ -405,7 +434,7 @@ impl FilesHost {
                 conditions.push(self.inside(&here));
                 let t = Target {
                     physical: real.clone(),
-                    exists: fs::symlink_metadata(real).is_ok(),
+                    exists: self.beneath.lstat(real).is_ok(),
                     display: here,
                     view: Some(loc.segs.clone()),
                 };
@@ -413,7 +442,7 @@ impl FilesHost {
                     conditions.push(self.writable(&t));
                 }
                 if matches!(op, Op::Read | Op::Edit | Op::Stat) {
-                    conditions.push(exists_condition(&t));
+                    conditions.push(self.exists_condition(&t));
                 }
                 target = Some(t);
             }
@@ -448,7 +477,7 @@ impl FilesHost {
                                     conditions.push(self.writable(&t));
                                 }
                                 if matches!(op, Op::Read | Op::Edit) {
-                                    conditions.push(exists_condition(&t));
+                                    conditions.push(self.exists_condition(&t));
                                 }
                                 target = Some(t);
                             }
@@ -502,14 +531,7 @@ impl FilesHost {
     }
 
     fn read(&self, t: &Target, offset: u64, limit: u64) -> HostResult<CallOutcome> {
-        let meta = fs::metadata(&t.physical).map_err(|e| self.io_error(&t.display, e))?;
-        if meta.is_dir() {
-            return Err(HostError::InvalidArgs(format!(
-                "{} is a directory: use its list op",
-                t.display
-            )));
-        }
-        let (bytes, capped) = read_capped(&t.physical).map_err(|e| self.io_error(&t.display, e))?;
+        let (bytes, capped, meta) = self.read_target(t, "read")?;
         if is_binary(&bytes) {
             return Ok(CallOutcome::text(format!(
                 "{} is a binary file ({}): read shows text only\n",
@@ -556,7 +578,7 @@ impl FilesHost {
     }
 
     fn write(&self, t: &Target, content: &str, create_dirs: bool) -> HostResult<CallOutcome> {
-        let existing = match fs::metadata(&t.physical) {
+        let existing = match self.beneath.lstat(&t.physical) {
             Ok(m) => Some(m),
             Err(e) if is_gone(&e) => None,
             Err(e) => return Err(self.io_error(&t.display, e)),
@@ -568,20 +590,14 @@ impl FilesHost {
                     t.display
                 )));
             }
-            if !m.is_file() {
-                return Err(HostError::InvalidArgs(format!(
-                    "{} is a {}: write replaces regular files only",
-                    t.display,
-                    kind_name(&m.file_type())
-                )));
-            }
+            self.refuse_special(t, m, "write")?;
         }
         let mut new_dir = None;
         if existing.is_none() {
             let parent = t.physical.parent().ok_or_else(|| {
                 HostError::InvalidArgs(format!("{} has no parent directory", t.display))
             })?;
-            match fs::metadata(parent) {
+            match self.beneath.metadata(parent) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
                     return Err(HostError::InvalidArgs(format!(
@@ -597,16 +613,10 @@ impl FilesHost {
                         )));
                     }
                     // Remember the topmost new directory: its parent's listing changes.
-                    let mut top = parent.to_path_buf();
-                    while let Some(up) = top.parent() {
-                        if fs::symlink_metadata(up).is_ok() {
-                            break;
-                        }
-                        top = up.to_path_buf();
-                    }
-                    fs::create_dir_all(parent)
+                    new_dir = self
+                        .beneath
+                        .create_dirs(parent)
                         .map_err(|e| self.io_error(&self.display_physical(parent), e))?;
-                    new_dir = Some(top);
                 }
                 Err(e) => return Err(self.io_error(&self.display_physical(parent), e)),
             }
@@ -653,21 +663,13 @@ impl FilesHost {
                 "old_string and new_string are the same: nothing to change".to_string(),
             ));
         }
-        let meta = fs::metadata(&t.physical).map_err(|e| self.io_error(&t.display, e))?;
-        if !meta.is_file() {
-            return Err(HostError::InvalidArgs(format!(
-                "{} is a {}: edit works on regular files",
-                t.display,
-                kind_name(&meta.file_type())
-            )));
-        }
-        if meta.len() > READ_CAP {
+        let (bytes, capped, meta) = self.read_target(t, "edit")?;
+        if capped {
             return Err(HostError::InvalidArgs(format!(
                 "{} is larger than {READ_CAP_WORDS}: edit works on smaller files",
                 t.display
             )));
         }
-        let (bytes, _) = read_capped(&t.physical).map_err(|e| self.io_error(&t.display, e))?;
         let text = String::from_utf8(bytes).map_err(|_| {
             HostError::InvalidArgs(format!(
                 "{} is not UTF-8 text: edit works on text files",
@@ -714,7 +716,10 @@ impl FilesHost {
                 )))
             }
         };
-        let meta = fs::metadata(real).map_err(|e| self.io_error(&here, e))?;
+        let meta = self
+            .beneath
+            .metadata(real)
+            .map_err(|e| self.io_error(&here, e))?;
         let ft = meta.file_type();
         let mut out = format!("path: {here}\ndisk path: {}\n", real.display());
         out.push_str(&format!("type: {}", kind_name(&ft)));
@@ -743,9 +748,10 @@ impl FilesHost {
             let lines = if meta.len() > READ_CAP {
                 format!("not counted (larger than {READ_CAP_WORDS})")
             } else {
-                match read_capped(real) {
-                    Ok((bytes, _)) if is_binary(&bytes) => "none (binary)".to_string(),
-                    Ok((bytes, _)) => count_lines(&bytes).to_string(),
+                match self.beneath.read_capped(real, READ_CAP) {
+                    Ok(Ok((bytes, _, _))) if is_binary(&bytes) => "none (binary)".to_string(),
+                    Ok(Ok((bytes, _, _))) => count_lines(&bytes).to_string(),
+                    Ok(Err(m)) => format!("none ({})", kind_name(&m.file_type())),
                     Err(e) => format!("unreadable: {e}"),
                 }
             };
@@ -766,14 +772,18 @@ impl FilesHost {
         for (name, ft) in names.iter().take(self.page_size) {
             let path = real.join(name);
             let (kind, size) = if ft.is_symlink() {
-                let to = fs::read_link(&path)
+                let to = self
+                    .beneath
+                    .read_link(&path)
                     .map(|t| t.display().to_string())
                     .unwrap_or_else(|e| format!("? ({e})"));
                 (format!("symlink → {to}"), "-".to_string())
             } else if ft.is_dir() {
                 ("directory".to_string(), "-".to_string())
             } else {
-                let size = fs::symlink_metadata(&path)
+                let size = self
+                    .beneath
+                    .lstat(&path)
                     .map(|m| human_size(m.len()))
                     .unwrap_or_else(|_| "?".to_string());
                 (kind_name(ft).to_string(), size)
@@ -791,39 +801,16 @@ impl FilesHost {
         Ok(CallOutcome::text(out))
     }
 
-    /// Replace `path` by writing a temporary file in the same directory and renaming it
-    /// over, so readers never see half a file. An existing file's permissions (and owner,
-    /// where we may) are kept.
-    fn atomic_write(
+    /// Replace `path` atomically (see `Beneath::write_atomic`), with a temporary name no
+    /// other write of this process uses.
+    pub(super) fn atomic_write(
         &self,
         path: &Path,
         bytes: &[u8],
         existing: Option<&fs::Metadata>,
     ) -> io::Result<()> {
-        let dir = path
-            .parent()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".wip-write-{}-{n}.tmp", std::process::id()));
-        let result = (|| {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            f.write_all(bytes)?;
-            if let Some(m) = existing {
-                use std::os::unix::fs::MetadataExt;
-                // Keeping the owner needs privileges we may not have; the content matters more.
-                let _ = std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()));
-                f.set_permissions(m.permissions())?;
-            }
-            f.sync_all()?;
-            drop(f);
-            fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        let tmp = format!(".wip-write-{}-{n}.tmp", std::process::id());
+        self.beneath.write_atomic(path, &tmp, bytes, existing)
     }
 }

@@ -3,6 +3,8 @@
 //! Symlinks are resolved by hand, one component at a time, so that (1) a link leading out of
 //! the root is caught wherever it sits in the path, and (2) the mount point is refused before
 //! any system call touches it (a `stat` of our own mount from inside the daemon could hang).
+//! The walk only decides where a path leads; every look at the disk below the root goes
+//! through `beneath`, so a directory swapped for a symlink meanwhile is never followed.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -178,13 +180,13 @@ impl FilesHost {
                         cur = next;
                         continue;
                     }
-                    match fs::symlink_metadata(&next) {
+                    match self.beneath.lstat_any(&next) {
                         Ok(meta) if meta.file_type().is_symlink() => {
                             links += 1;
                             if links > MAX_LINKS {
                                 return Ok(fail(next.clone(), Problem::Loop { link: next }));
                             }
-                            let target = fs::read_link(&next)?;
+                            let target = self.beneath.read_link_any(&next)?;
                             steps.push_front(Step::LinkDone {
                                 link: next,
                                 target: target.clone(),
@@ -241,7 +243,7 @@ impl FilesHost {
                 .walk(&self.root, &rel)
                 .map_err(|e| self.io_error(&self.display(middle), e))?;
             // Entries below a link that leaves the root are not part of the tree.
-            if walked.problem.is_some() || !walked.exists || !walked.path.is_dir() {
+            if walked.problem.is_some() || !walked.exists || !self.is_dir_at(&walked.path) {
                 return Ok(None);
             }
             walked.path
@@ -258,7 +260,7 @@ impl FilesHost {
         if self.is_mount(&at) {
             return Ok(None);
         }
-        let meta = match fs::symlink_metadata(&at) {
+        let meta = match self.beneath.lstat(&at) {
             Ok(m) => m,
             Err(e) if is_gone(&e) => return Ok(None),
             Err(e) => return Err(self.io_error(&self.display_physical(&at), e)),
@@ -277,7 +279,10 @@ impl FilesHost {
             }));
         }
         let shown = self.display_physical(&at);
-        let target = fs::read_link(&at).map_err(|e| self.io_error(&shown, e))?;
+        let target = self
+            .beneath
+            .read_link(&at)
+            .map_err(|e| self.io_error(&shown, e))?;
         let walked = self
             .walk(dir, Path::new(name))
             .map_err(|e| self.io_error(&shown, e))?;
@@ -291,7 +296,7 @@ impl FilesHost {
             None if !walked.exists => "dangles (its target does not exist)".to_string(),
             None => {
                 let link = Some(target);
-                return Ok(Some(if walked.path.is_dir() {
+                return Ok(Some(if self.is_dir_at(&walked.path) {
                     Node::Dir {
                         real: walked.path,
                         link,
@@ -307,13 +312,15 @@ impl FilesHost {
         Ok(Some(Node::Broken { at, target, why }))
     }
 
+    /// Whether the physical path is a directory (reached below the root, links not followed).
+    pub(super) fn is_dir_at(&self, physical: &Path) -> bool {
+        self.beneath.metadata(physical).is_ok_and(|m| m.is_dir())
+    }
+
     /// Names in a physical directory, sorted, without the mount point and non-UTF-8 names.
     pub(super) fn read_dir_sorted(&self, dir: &Path) -> io::Result<Vec<(String, fs::FileType)>> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            // An entry that vanishes mid-listing is simply not listed.
-            let Ok(entry) = entry else { continue };
-            let name = entry.file_name();
+        for (name, meta) in self.beneath.read_dir(dir)? {
             let Some(text) = name.to_str() else {
                 self.warn_non_utf8(dir, &name);
                 continue;
@@ -321,7 +328,7 @@ impl FilesHost {
             if self.is_mount(&dir.join(&name)) {
                 continue;
             }
-            let Ok(ft) = entry.file_type() else { continue };
+            let ft = meta.file_type();
             // A link to the mount point is the mount point under another name.
             if ft.is_symlink()
                 && self

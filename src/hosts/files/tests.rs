@@ -605,6 +605,283 @@ fn time_formatting() {
     assert_eq!(super::describe::human_size(1229), "1.2 KiB");
 }
 
+/// Whether the outside directory is exactly as the race test laid it out.
+fn outside_untouched(outside: &Path) -> Result<(), String> {
+    let mut names: Vec<String> = fs::read_dir(outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    if names != ["f.txt", "outside-only.txt", "secret.txt"] {
+        return Err(format!("outside holds {names:?}"));
+    }
+    let f = fs::read_to_string(outside.join("f.txt")).unwrap();
+    if f != "OUTSIDE\n" {
+        return Err(format!("outside f.txt became {f:?}"));
+    }
+    Ok(())
+}
+
+/// An attacker with a shell in the root swaps a directory with a symlink to outside
+/// (`renameat2(RENAME_EXCHANGE)`, in a loop) while read, write, edit, list, stat, describe
+/// and the documents for search run: none of them may ever see or touch outside.
+#[test]
+fn swapping_a_directory_for_a_symlink_never_leads_out() {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    let w = world();
+    fs::create_dir(w.root.join("d")).unwrap();
+    fs::write(w.root.join("d/f.txt"), "inside\n").unwrap();
+    fs::write(w.outside.join("f.txt"), "OUTSIDE\n").unwrap();
+    fs::write(w.outside.join("outside-only.txt"), "OUTSIDE\n").unwrap();
+    symlink(&w.outside, w.root.join("l")).unwrap();
+    let secs = std::env::var("WIP_RACE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20u64);
+    let stop = AtomicBool::new(false);
+    let swaps = AtomicUsize::new(0);
+    let tries = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
+    let escapes = std::sync::Mutex::new(Vec::<String>::new());
+    let escape = |what: String| escapes.lock().unwrap().push(what);
+    let end = Instant::now() + Duration::from_secs(secs);
+    let (d, l) = (w.root.join("d"), w.root.join("l"));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                renameat_with(CWD, &d, CWD, &l, RenameFlags::EXCHANGE).unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let worker = |n: usize| {
+            let mut i = 0usize;
+            while Instant::now() < end {
+                i += 1;
+                tries.fetch_add(1, Ordering::Relaxed);
+                let text = match n {
+                    0 => call(&w, "", "read", json!({"path": "d/f.txt"})).map(|o| o.result),
+                    1 => call(&w, "d/f.txt", "read", json!({})).map(|o| o.result),
+                    2 => call(
+                        &w,
+                        "",
+                        "write",
+                        json!({"path": format!("d/new-{i}.txt"), "content": "x"}),
+                    )
+                    .map(|o| o.result),
+                    3 => call(
+                        &w,
+                        "",
+                        "edit",
+                        json!({"path": "d/f.txt", "old_string": "side", "new_string": "SIDE"}),
+                    )
+                    .and_then(|_| {
+                        call(
+                            &w,
+                            "d/f.txt",
+                            "edit",
+                            json!({"old_string": "SIDE", "new_string": "side"}),
+                        )
+                    })
+                    .map(|o| o.result),
+                    4 => call(&w, "d", "list", json!({})).map(|o| o.result),
+                    5 => call(&w, "d", "stat", json!({})).map(|o| o.result),
+                    6 => w.host.children(&p("d")).map(|c| {
+                        c.iter()
+                            .map(|c| format!("{} {}\n", c.name, c.info.description))
+                            .collect()
+                    }),
+                    7 => w
+                        .host
+                        .entry(&p("d/outside-only.txt"))
+                        .map(|e| e.map(|e| e.description).unwrap_or_default()),
+                    _ => w.host.documents(None, 1000).map(|(docs, _)| {
+                        docs.iter()
+                            .map(|d| format!("{} {}\n", d.path.join("/"), d.text))
+                            .collect()
+                    }),
+                };
+                match text {
+                    Ok(t) if t.contains("OUTSIDE") || t.contains("outside-only") => {
+                        escape(format!("op {n}: {t}"))
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if let Err(e) = outside_untouched(&w.outside) {
+                    escape(format!("op {n}: {e}"));
+                }
+            }
+        };
+        let handles: Vec<_> = (0..9).map(|n| s.spawn(move || worker(n))).collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let escapes = escapes.into_inner().unwrap();
+    let (swaps, tries, refused) = (swaps.into_inner(), tries.into_inner(), refused.into_inner());
+    eprintln!(
+        "{swaps} swaps, {tries} tries, {refused} refused, {} escapes",
+        escapes.len()
+    );
+    assert!(
+        escapes.is_empty(),
+        "{} escapes: {:?}",
+        escapes.len(),
+        &escapes[..escapes.len().min(5)]
+    );
+    // The race was run: the swapper swapped, and some tries met the symlink.
+    assert!(
+        swaps > 1000 && refused > 0,
+        "{swaps} swaps, {refused} refused"
+    );
+    // No temporary file of an atomic write is left anywhere.
+    for dir in [w.root.join("d"), w.root.join("l"), w.outside.clone()] {
+        for e in fs::read_dir(&dir).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with(".wip-write-"), "{name} left in {dir:?}");
+        }
+    }
+}
+
+#[test]
+fn fifos_devices_and_sockets_are_refused_at_once() {
+    let w = world();
+    let fifo = w.root.join("pipe");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let sock = std::os::unix::net::UnixListener::bind(w.root.join("sock")).unwrap();
+    // No reader or writer on the other end: an open of the FIFO would block forever.
+    for (path, op, args) in [
+        ("pipe", "read", json!({})),
+        ("", "read", json!({"path": "pipe"})),
+        ("pipe", "write", json!({"content": "x"})),
+        ("", "write", json!({"path": "pipe", "content": "x"})),
+        (
+            "pipe",
+            "edit",
+            json!({"old_string": "a", "new_string": "b"}),
+        ),
+        ("sock", "read", json!({})),
+        (
+            "",
+            "edit",
+            json!({"path": "sock", "old_string": "a", "new_string": "b"}),
+        ),
+    ] {
+        match call(&w, path, op, args) {
+            Err(HostError::InvalidArgs(words)) => {
+                assert!(words.contains("regular files only"), "{words}")
+            }
+            other => panic!("{op} of {path}: {other:?}"),
+        }
+    }
+    let fifo_desc = desc(&w, "pipe");
+    assert!(fifo_desc.starts_with("fifo"), "{fifo_desc}");
+    let stat = call(&w, "pipe", "stat", json!({})).unwrap().result;
+    assert!(stat.contains("type: fifo"), "{stat}");
+    // The null device, if the root held one, is never opened either.
+    let devnull = w.root.join("null");
+    if rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &devnull,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_ok()
+    {
+        let r = call(&w, "null", "read", json!({}));
+        assert!(matches!(r, Err(HostError::InvalidArgs(_))), "{r:?}");
+    }
+    drop(sock);
+}
+
+#[test]
+fn a_failed_write_leaves_no_temporary_file() {
+    let w = world();
+    fs::create_dir(w.root.join("dir")).unwrap();
+    fs::write(w.root.join("dir/x"), "x").unwrap();
+    // The rename over a non-empty directory fails after the temporary file was written.
+    let r = w.host.atomic_write(&w.root.join("dir"), b"content", None);
+    assert!(r.is_err(), "{r:?}");
+    let left: Vec<_> = fs::read_dir(&w.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".wip-write-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(fs::read_to_string(w.root.join("dir/x")).unwrap(), "x");
+}
+
+#[test]
+fn hard_links_are_refused_when_the_settings_ask() {
+    let settings = FilesSettings {
+        refuse_hard_links: true,
+        ..FilesSettings::default()
+    };
+    let w = world_with(settings, false);
+    fs::hard_link(w.outside.join("secret.txt"), w.root.join("linked.txt")).unwrap();
+    for (op, args) in [
+        ("read", json!({"path": "linked.txt"})),
+        ("write", json!({"path": "linked.txt", "content": "x"})),
+        (
+            "edit",
+            json!({"path": "linked.txt", "old_string": "secret", "new_string": "x"}),
+        ),
+    ] {
+        match call(&w, "", op, args) {
+            Err(HostError::Forbidden(words)) => assert!(words.contains("hard links"), "{words}"),
+            other => panic!("{op}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        fs::read_to_string(w.outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
+    // Without the setting a hard link is a file like any other (documented).
+    let w = world();
+    fs::hard_link(w.outside.join("secret.txt"), w.root.join("linked.txt")).unwrap();
+    let text = call(&w, "", "read", json!({"path": "linked.txt"}))
+        .unwrap()
+        .result;
+    assert!(text.contains("secret"), "{text}");
+}
+
+#[test]
+fn a_symlink_swapped_in_after_the_check_is_not_followed() {
+    let w = world();
+    // The walk resolved `src` as a directory; by the time of the access it is a symlink.
+    let physical = w.root.join("src/main.rs");
+    fs::rename(w.root.join("src"), w.root.join("src.real")).unwrap();
+    symlink(&w.outside, w.root.join("src")).unwrap();
+    fs::write(w.outside.join("main.rs"), "OUTSIDE").unwrap();
+    let e = w.host.beneath.read_capped(&physical, 100).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    let e = w
+        .host
+        .beneath
+        .write_atomic(&physical, ".t", b"x", None)
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    assert!(w.host.beneath.read_dir(&w.root.join("src")).is_err());
+    assert_eq!(
+        fs::read_to_string(w.outside.join("main.rs")).unwrap(),
+        "OUTSIDE"
+    );
+}
+
 #[test]
 fn a_file_body_is_its_bytes_read_by_offset() {
     let w = world();

@@ -360,6 +360,8 @@ impl GithubHost {
         settings: GithubSettings,
         _ctx: &HostContext,
     ) -> Result<GithubHost, GithubError> {
+        // The token is the daemon's alone: no child of another host inherits it.
+        crate::secrets::withhold_env(&settings.token_env);
         let (token, source) = find_token(&settings.token_env, settings.gh);
         Self::with_token(mount_path, settings, token, source)
     }

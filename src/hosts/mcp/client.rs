@@ -501,7 +501,7 @@ async fn supervise(shared: Arc<Shared>, settings: Arc<McpSettings>, timeout: Dur
         } else {
             format!("{why} (its stderr since it started: {})", tail.join(" | "))
         };
-        tracing::warn!(target: "wip::mcp", "{}: {why}; restarting in {}", settings.command.join(" "), seconds(delay));
+        tracing::warn!(target: "wip::mcp", "{}: {why}; restarting in {}", crate::secrets::shown_command(&settings.command), seconds(delay));
         shared.set_phase(Phase::Down {
             why,
             retry_at: Instant::now() + delay,
@@ -539,7 +539,9 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         return "no command".to_string();
     };
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).envs(&settings.env);
+    cmd.args(args)
+        .env_clear()
+        .envs(crate::hosts::child_env(&settings.env, &settings.pass_env));
     if let Some(dir) = &settings.cwd {
         cmd.current_dir(dir);
     }
@@ -551,7 +553,12 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         .stderr(Stdio::piped());
     let mut child = match wrap.spawn() {
         Ok(c) => c,
-        Err(e) => return format!("cannot start `{}`: {e}", settings.command.join(" ")),
+        Err(e) => {
+            return format!(
+                "cannot start `{}`: {e}",
+                crate::secrets::shown_command(&settings.command)
+            )
+        }
     };
     let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
         let _ = Box::into_pin(child.kill()).await;
@@ -639,7 +646,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     }
     catalog.unknown_allowed = super::unknown_allowed(settings, &catalog);
     for w in &catalog.unknown_allowed {
-        tracing::warn!(target: "wip::mcp", "{}: {w}", settings.command.join(" "));
+        tracing::warn!(target: "wip::mcp", "{}: {w}", crate::secrets::shown_command(&settings.command));
     }
     {
         let mut st = shared.lock();
@@ -672,7 +679,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
                     Ok(()) => {
                         let unknown = super::unknown_allowed(settings, &catalog);
                         for w in unknown.iter().filter(|w| !catalog.unknown_allowed.contains(w)) {
-                            tracing::warn!(target: "wip::mcp", "{}: {w}", settings.command.join(" "));
+                            tracing::warn!(target: "wip::mcp", "{}: {w}", crate::secrets::shown_command(&settings.command));
                         }
                         catalog.unknown_allowed = unknown;
                         shared.lock().catalog = catalog;

@@ -49,6 +49,10 @@ pub struct McpSettings {
     /// Environment variables added to the server's.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment to hand to the command as they are (by
+    /// default it gets only PATH, HOME, LANG, LC_*, TERM, TZ, USER, TMPDIR and WIP_*).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// Working directory of the server; default: where `wip mount` runs.
     #[serde(default)]
     pub cwd: Option<PathBuf>,

@@ -385,6 +385,7 @@ fn settings(command: &[&str]) -> McpSettings {
     McpSettings {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: Default::default(),
+        pass_env: Vec::new(),
         cwd: None,
         allow: Vec::new(),
         allow_tools: Vec::new(),
