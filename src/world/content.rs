@@ -232,8 +232,17 @@ impl World {
     /// When an entry last changed, as its host knows it. A host that cannot say now (a
     /// server restarting) costs the time, never the `stat`: the mount's start is shown.
     fn entry_modified(&self, e: &EntryRef) -> WorldResult<Option<SystemTime>> {
+        if let Some(t) = self.mtimes.get(e) {
+            return Ok(t);
+        }
         match self.host(e)?.host.modified(&e.path) {
-            Ok(t) => Ok(t),
+            Ok(t) => {
+                // Every node of the entry shows it: a walk asks once per entry.
+                if self.keeps_infos(e) {
+                    self.mtimes.insert(e.clone(), t);
+                }
+                Ok(t)
+            }
             Err(err) => {
                 tracing::debug!(path = ?e.path, "no modification time: {err}");
                 Ok(None)
@@ -278,10 +287,22 @@ impl World {
 
     /// The body of an entry, which must have one.
     pub(super) fn body_of(&self, e: &EntryRef) -> WorldResult<Body> {
-        self.host(e)?
-            .host
-            .body(&e.path)?
+        self.entry_body(e)?
             .ok_or_else(|| WorldError::not_found("this entry has no body (any more)"))
+    }
+
+    /// What the host gives as the entry's body, reused for a moment (see `keeps_infos`).
+    pub(super) fn entry_body(&self, e: &EntryRef) -> WorldResult<Option<Body>> {
+        if let Some(b) = self.bodies.get(e) {
+            return Ok(Some(b));
+        }
+        let body = self.host(e)?.host.body(&e.path)?;
+        if let Some(b) = &body {
+            if self.keeps_infos(e) {
+                self.bodies.insert(e.clone(), b.clone());
+            }
+        }
+        Ok(body)
     }
 
     /// Bytes `offset..offset+size` of what an open file shows: from its snapshot, or, for

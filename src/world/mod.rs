@@ -105,6 +105,11 @@ pub struct World {
     guards: TtlCache<(Target, String), Guard>,
     ops_cache: TtlCache<Target, OpList>,
     infos: TtlCache<EntryRef, host::EntryInfo>,
+    /// When entries last changed, reused like `infos` (every node of an entry shows it).
+    mtimes: TtlCache<EntryRef, Option<std::time::SystemTime>>,
+    /// Entries' bodies as their hosts last gave them, reused like `infos` (a listing shows
+    /// `body` and the next `stat` sizes it).
+    bodies: TtlCache<EntryRef, host::Body>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
     watch: Arc<run::Watch>,
@@ -178,6 +183,8 @@ impl World {
             guards: TtlCache::new(GUARD_CACHE, 1024),
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
             infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
+            mtimes: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
+            bodies: TtlCache::new(INFO_CACHE, 20_000),
             sink: Mutex::new(None),
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),
@@ -290,13 +297,17 @@ impl World {
     /// change behind the mount's back (a directory on disk, GitHub's rate limit) and are
     /// asked each time.
     pub(crate) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
-        let short = self
-            .hosts
-            .get(e.host)
-            .is_none_or(|m| m.host.cache_ttl() < STABLE_TTL);
-        if !short {
+        if self.keeps_infos(e) {
             self.infos.insert(e.clone(), info.clone());
         }
+    }
+
+    /// Whether what `e`'s host says of it may be reused for a moment: only for hosts whose
+    /// entries change through calls alone (their kernel cache lifetime is the stable one).
+    pub(crate) fn keeps_infos(&self, e: &EntryRef) -> bool {
+        self.hosts
+            .get(e.host)
+            .is_some_and(|m| m.host.cache_ttl() >= STABLE_TTL)
     }
 
     /// A call can discover an entry before anyone looked up its ancestors: ask the host

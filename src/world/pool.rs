@@ -144,6 +144,12 @@ mod tests {
             let (tx, rx) = mpsc::channel();
             pool.run(move || tx.send(()).unwrap()).unwrap();
             rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            // The job has answered; its worker marks itself idle right after.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while pool.stats().idle < 2 {
+                assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
+                std::thread::yield_now();
+            }
             assert_eq!(pool.stats().threads, 2, "a job started a new thread");
         }
     }

@@ -615,6 +615,8 @@ impl World {
         self.guards.clear();
         self.ops_cache.clear();
         self.infos.clear();
+        self.mtimes.clear();
+        self.bodies.clear();
     }
 
     /// Result text, discovered world paths and changed nodes of a successful call.

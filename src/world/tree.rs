@@ -186,7 +186,7 @@ impl World {
                 let mut out = info(&target);
                 let m = self.host(e)?;
                 // A body the host cannot give now leaves the listing (and `ls`) whole.
-                match m.host.body(&e.path) {
+                match self.entry_body(e) {
                     Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
                     Ok(None) => {}
                     Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
