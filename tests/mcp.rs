@@ -334,6 +334,29 @@ fn everything_server_resources_templates_prompts() {
         ]
     );
     let p = format!("{e}/prompts");
+    // A prompt without arguments has a body, its text; reading it is no call.
+    let calls = m.journal_count();
+    let text = m.ok(&format!("cat {p}/simple-prompt/body"));
+    assert!(
+        text.starts_with("user: ") && text.contains("simple prompt") && text.ends_with('\n'),
+        "{text}"
+    );
+    assert_eq!(
+        m.ok(&format!("wc -c < {p}/simple-prompt/body")).trim(),
+        text.len().to_string()
+    );
+    assert!(m
+        .read(&format!("{p}/simple-prompt/description"))
+        .contains("body: its messages without arguments"));
+    // One that needs arguments has none, and its description says to use ops/get.
+    let out = m.sh(&format!("cat {p}/args-prompt/body"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+    assert!(!ls(&m, &format!("{p}/args-prompt")).contains(&"body".to_string()));
+    assert!(m
+        .read(&format!("{p}/args-prompt/description"))
+        .contains("no body (it needs arguments): ops/get renders it"));
+    assert_eq!(m.journal_count(), calls, "{}", m.read(".wip/log"));
     m.call(&format!("{p}/simple-prompt/ops/get"), "\n").unwrap();
     assert!(m
         .result(&format!("{p}/simple-prompt/ops/get"))
@@ -440,6 +463,10 @@ fn destructive_and_open_world_tools_need_the_manifest() {
         m.call("mcp/everything/prompts/simple-prompt/ops/get", "\n"),
         Err(EACCES)
     );
+    // Its body is still there: no caller steers a prompt that takes no arguments.
+    assert!(m
+        .read("mcp/everything/prompts/simple-prompt/body")
+        .contains("simple prompt"));
     assert_eq!(
         m.call(
             "mcp/everything/templates/Dynamic Text Resource/ops/read",

@@ -258,10 +258,39 @@ pub struct BodyWrite {
     pub arg: String,
 }
 
+/// The most a body given whole (`Body::bytes`) holds: such a body is kept in memory and
+/// handed to the kernel at `open`, unlike a ranged one. A longer content is cut (see
+/// `bounded`).
+pub const MAX_WHOLE_BODY: usize = 16 << 20;
+
+/// `bytes` cut to at most `max` bytes when longer: the first bytes (back to a UTF-8
+/// character boundary when the content is text), then one line saying it was cut and
+/// how long the whole is, so a reader never takes a part for the whole.
+pub fn bounded(mut bytes: Vec<u8>, max: usize) -> Vec<u8> {
+    if bytes.len() <= max {
+        return bytes;
+    }
+    let marker = format!(
+        "\n[body cut here: the content is {} bytes, a body shows at most {max}; the entry's ops read it whole]\n",
+        bytes.len()
+    );
+    let mut keep = max.saturating_sub(marker.len());
+    // Do not split a character: back off over an incomplete sequence at the cut.
+    if let Err(e) = std::str::from_utf8(&bytes[..keep]) {
+        if e.error_len().is_none() {
+            keep = e.valid_up_to();
+        }
+    }
+    bytes.truncate(keep);
+    bytes.extend_from_slice(&marker.as_bytes()[..marker.len().min(max)]);
+    bytes
+}
+
 impl Body {
-    /// A body given whole.
+    /// A body given whole, at most `MAX_WHOLE_BODY` bytes (a longer one is cut, with a
+    /// closing line that says so).
     pub fn bytes(bytes: impl Into<Vec<u8>>) -> Body {
-        let bytes: Vec<u8> = bytes.into();
+        let bytes = bounded(bytes.into(), MAX_WHOLE_BODY);
         Body {
             size: bytes.len() as u64,
             bytes: Some(std::sync::Arc::from(bytes)),
@@ -520,6 +549,50 @@ impl Changes {
                 host: self.host,
                 paths,
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_within_the_bound_is_whole() {
+        let b = Body::bytes(vec![7u8; MAX_WHOLE_BODY]);
+        assert_eq!(b.size, MAX_WHOLE_BODY as u64);
+        assert_eq!(bounded(b"abc".to_vec(), 3), b"abc");
+    }
+
+    #[test]
+    fn a_longer_body_is_cut_with_a_line_that_says_so() {
+        let b = Body::bytes(vec![b'x'; MAX_WHOLE_BODY + 10]);
+        let bytes = b.bytes.expect("given whole");
+        assert_eq!(b.size, bytes.len() as u64);
+        assert!(bytes.len() <= MAX_WHOLE_BODY);
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert!(text.starts_with("xxxx"));
+        assert!(
+            text.ends_with(&format!(
+                "\n[body cut here: the content is {} bytes, a body shows at most {MAX_WHOLE_BODY}; the entry's ops read it whole]\n",
+                MAX_WHOLE_BODY + 10
+            )),
+            "{}",
+            &text[text.len() - 200..]
+        );
+    }
+
+    #[test]
+    fn a_cut_text_keeps_whole_characters() {
+        // "é" is two bytes: a cut in its middle backs off before it.
+        let text = "é".repeat(200);
+        for max in [150, 151] {
+            let cut = bounded(text.clone().into_bytes(), max);
+            let cut = String::from_utf8(cut).expect("still UTF-8");
+            let (head, marker) = cut.split_once('\n').unwrap();
+            assert!(text.starts_with(head) && !head.is_empty());
+            assert!(marker.starts_with("[body cut here: the content is 400 bytes"));
+            assert!(cut.len() <= max);
         }
     }
 }

@@ -44,7 +44,9 @@ many exist, and any one is reachable by name (`cd tracker/issues/42`).
 An object with content has a file `body`: a file's exact bytes, an issue's markdown, a
 comment's text, a row as JSON, a resource, a message. Read it like any file, with any tool:
 `cat tracker/issues/42/body`, `grep -r WORD files/`, `grep -l crash tracker/issues/*/body`,
-`less`, `tail -c`, `cmp`, `cp`. Reading runs nothing and records nothing.
+`less`, `tail -c`, `cmp`, `cp`. Reading runs nothing and records nothing. Only a file's
+body is read by offset; any other shows at most 16 MiB and a longer one ends with a line
+`[body cut here: …]`.
 A `body` you may change is writable (`-rw-`): `cat > body`, `printf … >> body`, an editor's
 save. What the file holds when you close it replaces the content as ONE call of the op the
 host names (the files host's `write`, the tracker's `edit_body`), with its guard, its run in

@@ -9,7 +9,9 @@
 //!   `read_body`; URIs a template produces are reachable by path too (not listed);
 //! - `templates/NAME/` with `read` (one argument per template variable): reads the resource
 //!   the template names and reports its `resources/URI/` entry as discovered;
-//! - `prompts/NAME/` with `get` (the prompt's arguments): the rendered messages.
+//! - `prompts/NAME/` with `get` (the prompt's arguments): the rendered messages; a prompt
+//!   that needs no argument and that no caller steers (it takes none, or the policy allows
+//!   its `get`) also has a `body`: its messages fetched with no arguments.
 //!
 //! The server starts in the background at mount time (see `client`); until it is ready the
 //! root's description says so and every guard fails its `server` condition.
@@ -170,6 +172,14 @@ impl Node {
     }
 }
 
+/// What a resource's description says of its `body` file (it is given whole: bounded).
+fn body_bound() -> String {
+    format!(
+        " (its body file shows at most {} MiB of it)",
+        crate::world::host::MAX_WHOLE_BODY >> 20
+    )
+}
+
 /// The mcp host.
 pub struct McpHost {
     client: Client,
@@ -181,6 +191,8 @@ pub struct McpHost {
     seen_uris: Mutex<HashSet<String>>,
     /// Resource contents read as bodies, kept briefly: a `stat` then `cat` asks once.
     bodies: TtlCache<String, Arc<[u8]>>,
+    /// Prompts' texts read as bodies, by prompt name, kept the same way.
+    prompt_bodies: TtlCache<String, Arc<[u8]>>,
 }
 
 impl McpHost {
@@ -236,6 +248,7 @@ impl McpHost {
             command_line,
             seen_uris: Mutex::new(HashSet::new()),
             bodies: TtlCache::new(Duration::from_secs(1), 256),
+            prompt_bodies: TtlCache::new(Duration::from_secs(1), 256),
         })
     }
 
@@ -321,7 +334,7 @@ impl McpHost {
             if let Some(desc) = &r.description {
                 d.push_str(&format!(" · {}", one_line(desc, 200)));
             }
-            d.push_str(" · read it with ops/read_body");
+            d.push_str(&format!(" · read it with ops/read_body{}", body_bound()));
             let title = r.title.as_deref().unwrap_or(&r.name).to_string();
             return Some(EntryInfo::new(d, uri).titled(title));
         }
@@ -341,7 +354,10 @@ impl McpHost {
             .map(|t| format!(" (from template {})", t.name))
             .unwrap_or_default();
         let mut info = EntryInfo::new(
-            format!("resource {uri}{from} · read it with ops/read_body"),
+            format!(
+                "resource {uri}{from} · read it with ops/read_body{}",
+                body_bound()
+            ),
             uri,
         );
         info.indexable = false;
@@ -574,6 +590,36 @@ impl McpHost {
         }
     }
 
+    /// Whether a prompt has a `body`: no argument is required, and no caller steers it
+    /// (it takes none, or the policy allows its `get`). A prompt runs server code, which
+    /// reading a file must not start where the policy keeps `get` from it.
+    fn prompt_has_body(&self, c: &Catalog, p: &rmcp::model::Prompt) -> bool {
+        let args = p.arguments.as_deref().unwrap_or_default();
+        if args.iter().any(|a| a.required == Some(true)) {
+            return false;
+        }
+        args.is_empty()
+            || self
+                .op_policy(c, &Node::Prompt(p.name.clone()), "get")
+                .is_ok_and(|cond| cond.is_none_or(|cond| cond.ok))
+    }
+
+    /// The server's answer to `prompts/get` with `args`, as JSON.
+    fn get_prompt(&self, name: &str, args: Map<String, Value>) -> HostResult<Value> {
+        let peer = self.client.peer()?;
+        let mut params = GetPromptRequestParams::new(name.to_string());
+        if !args.is_empty() {
+            params.arguments = Some(args);
+        }
+        let what = format!("prompts/get {name}");
+        let result = self
+            .client
+            .request(&what, self.client.call_timeout(), async {
+                peer.get_prompt(params).await
+            })?;
+        Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
+    }
+
     /// The tool an op of the root stands for (op names are tool names, encoded as segments).
     fn tool_name(op: &str) -> HostResult<String> {
         decode_name(op).ok_or_else(|| HostError::NotFound(format!("no tool {op:?}")))
@@ -585,15 +631,31 @@ impl McpHost {
 }
 
 impl Host for McpHost {
-    /// A resource's contents (blobs decoded), when its guard lets you read it.
+    /// A resource's contents (blobs decoded), when its guard lets you read it; a prompt's
+    /// messages fetched with no arguments, when it has a body (`prompt_has_body`).
     fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
         let Some(node) = Node::parse(path) else {
             return Ok(None);
         };
+        let (c, phase) = self.catalog();
+        if let Node::Prompt(n) = &node {
+            if !c
+                .prompts
+                .iter()
+                .any(|p| &p.name == n && self.prompt_has_body(&c, p))
+                || self.check_guard(&c, &phase, &node, "get").is_err()
+            {
+                return Ok(None);
+            }
+            let text = self.prompt_bodies.get_or_try(n.clone(), || {
+                let value = self.get_prompt(n, Map::new())?;
+                Ok(Arc::from(render::prompt_body(&value).into_bytes()))
+            })?;
+            return Ok(Some(Body::bytes(text.to_vec())));
+        }
         let Node::Resource(uri) = &node else {
             return Ok(None);
         };
-        let (c, phase) = self.catalog();
         if self.resource_info(&c, uri).is_none()
             || self.check_guard(&c, &phase, &node, "read_body").is_err()
         {
@@ -666,7 +728,13 @@ impl Host for McpHost {
                 if let Some(desc) = &p.description {
                     d.push_str(&format!(" · {}", one_line(desc, 200)));
                 }
-                d.push_str(" · ops/get renders it");
+                d.push_str(if self.prompt_has_body(&c, p) {
+                    " · body: its messages without arguments; ops/get renders it"
+                } else if p.arguments.iter().flatten().any(|a| a.required == Some(true)) {
+                    " · no body (it needs arguments): ops/get renders it"
+                } else {
+                    " · no body (this host's policy does not allow its get): ops/get renders it"
+                });
                 EntryInfo::new(d, self.reference(&format!("prompts/{}", encode_name(&n))))
             }),
         })
@@ -834,19 +902,7 @@ impl Host for McpHost {
                     .ok_or_else(|| Self::not_found(path))?;
                 let args = Self::prompt_op(p).check_args(args)?;
                 self.check_guard(&c, &phase, &node, op)?;
-                let n = n.clone();
-                let peer = self.client.peer()?;
-                let mut params = GetPromptRequestParams::new(n.clone());
-                if !args.is_empty() {
-                    params.arguments = Some(args);
-                }
-                let what = format!("prompts/get {n}");
-                let result = self
-                    .client
-                    .request(&what, self.client.call_timeout(), async {
-                        peer.get_prompt(params).await
-                    })?;
-                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let value = self.get_prompt(n, args)?;
                 let mut uris = Vec::new();
                 let text = render::prompt_text(&value, &mut uris);
                 Ok(self.with_uris(CallOutcome::text(text), &uris))

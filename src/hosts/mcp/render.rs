@@ -432,6 +432,20 @@ pub fn prompt_text(result: &Value, uris: &mut Vec<String>) -> String {
     if let Some(d) = result.get("description").and_then(Value::as_str) {
         out.push(format!("description: {d}"));
     }
+    out.extend(prompt_messages(result, uris));
+    out.join("\n")
+}
+
+/// A prompt's text as its `body` shows it: the messages alone, each `role: text`,
+/// ending with one newline.
+pub fn prompt_body(result: &Value) -> String {
+    let mut text = prompt_messages(result, &mut Vec::new()).join("\n");
+    text.push('\n');
+    text
+}
+
+fn prompt_messages(result: &Value, uris: &mut Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
     for m in result
         .get("messages")
         .and_then(Value::as_array)
@@ -450,7 +464,7 @@ pub fn prompt_text(result: &Value, uris: &mut Vec<String>) -> String {
         };
         out.push(format!("{role}: {text}"));
     }
-    out.join("\n")
+    out
 }
 
 /// An RFC 6570 URI template, enough of it for resource templates: literals and

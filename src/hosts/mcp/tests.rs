@@ -366,6 +366,12 @@ fn contents_rendered_as_text() {
     assert!(tool_result_text(&only, &mut uris).contains("\"sum\": 42"));
     let prompt = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]});
     assert_eq!(prompt_text(&prompt, &mut uris), "user: hi");
+    // A body is the messages alone, each `role: text`, the server's description left out.
+    let two = json!({"description": "a greeting", "messages": [
+        {"role": "user", "content": {"type": "text", "text": "hi"}},
+        {"role": "assistant", "content": {"type": "text", "text": "hello\nthere"}}
+    ]});
+    assert_eq!(prompt_body(&two), "user: hi\nassistant: hello\nthere\n");
 }
 
 fn ctx() -> HostContext {
