@@ -293,16 +293,7 @@ impl World {
 
     /// What the host gives as the entry's body, reused for a moment (see `keeps_infos`).
     pub(super) fn entry_body(&self, e: &EntryRef) -> WorldResult<Option<Body>> {
-        if let Some(b) = self.bodies.get(e) {
-            return Ok(Some(b));
-        }
-        let body = self.host(e)?.host.body(&e.path)?;
-        if let Some(b) = &body {
-            if self.keeps_infos(e) {
-                self.bodies.insert(e.clone(), b.clone());
-            }
-        }
-        Ok(body)
+        self.reused(&self.bodies, e, |h| h.body(&e.path))
     }
 
     /// Bytes `offset..offset+size` of what an open file shows: from its snapshot, or, for

@@ -155,22 +155,7 @@ impl Known {
             return pg_locate(db, words, limit);
         }
         let conn = self.reader()?;
-        let mut sql =
-            String::from("SELECT path, ref, description, indexable FROM known WHERE indexable = 1");
-        let mut args: Vec<String> = Vec::new();
-        for w in words {
-            args.push(format!(
-                "%{}%",
-                w.replace('\\', "\\\\")
-                    .replace('%', "\\%")
-                    .replace('_', "\\_")
-            ));
-            let i = args.len();
-            sql.push_str(&format!(
-                " AND (path LIKE ?{i} ESCAPE '\\' OR description LIKE ?{i} ESCAPE '\\')"
-            ));
-        }
-        sql.push_str(&format!(" ORDER BY length(path), path LIMIT {limit}"));
+        let (sql, args) = locate_query(words, limit, "indexable = 1", "LIKE", '?');
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map(rusqlite::params_from_iter(args.iter()), row)?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -242,9 +227,17 @@ fn pg_row(r: &postgres::Row) -> Result<KnownEntry, postgres::Error> {
     })
 }
 
-fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
-    let mut sql =
-        String::from("SELECT path, ref, description, indexable FROM known WHERE indexable");
+/// The `locate` query for either engine: every word (any case) in the path or the
+/// description, `%` and `_` taken literally; its text and its `like` patterns, numbered
+/// from 1 after `mark` (`?` for SQLite, `$` for PostgreSQL).
+fn locate_query(
+    words: &[String],
+    limit: usize,
+    indexable: &str,
+    like: &str,
+    mark: char,
+) -> (String, Vec<String>) {
+    let mut sql = format!("SELECT path, ref, description, indexable FROM known WHERE {indexable}");
     let mut args: Vec<String> = Vec::new();
     for w in words {
         args.push(format!(
@@ -255,10 +248,15 @@ fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<K
         ));
         let i = args.len();
         sql.push_str(&format!(
-            " AND (path ILIKE ${i} ESCAPE '\\' OR description ILIKE ${i} ESCAPE '\\')"
+            " AND (path {like} {mark}{i} ESCAPE '\\' OR description {like} {mark}{i} ESCAPE '\\')"
         ));
     }
     sql.push_str(&format!(" ORDER BY length(path), path LIMIT {limit}"));
+    (sql, args)
+}
+
+fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    let (sql, args) = locate_query(words, limit, "indexable", "ILIKE", '$');
     let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
         .iter()
         .map(|a| a as &(dyn postgres::types::ToSql + Sync))

@@ -282,14 +282,27 @@ impl World {
     /// What the host says of an entry, reused for a moment after a listing or lookup said
     /// it (`None`: it does not exist; never cached).
     pub(crate) fn entry_info(&self, e: &EntryRef) -> WorldResult<Option<host::EntryInfo>> {
-        if let Some(info) = self.infos.get(e) {
-            return Ok(Some(info));
+        self.reused(&self.infos, e, |h| h.entry(&e.path))
+    }
+
+    /// What `cache` holds for `e`, else what `ask` gets from its host, kept when the host's
+    /// answers may be reused (`keeps_infos`; `None` is never kept).
+    pub(crate) fn reused<T: Clone>(
+        &self,
+        cache: &TtlCache<EntryRef, T>,
+        e: &EntryRef,
+        ask: impl FnOnce(&dyn Host) -> host::HostResult<Option<T>>,
+    ) -> WorldResult<Option<T>> {
+        if let Some(v) = cache.get(e) {
+            return Ok(Some(v));
         }
-        let info = self.host(e)?.host.entry(&e.path)?;
-        if let Some(i) = &info {
-            self.note_info(e, i);
+        let found = ask(self.host(e)?.host.as_ref())?;
+        if let Some(v) = &found {
+            if self.keeps_infos(e) {
+                cache.insert(e.clone(), v.clone());
+            }
         }
-        Ok(info)
+        Ok(found)
     }
 
     /// Keep what a host just said of an entry (see `entry_info`), for hosts whose entries

@@ -199,7 +199,7 @@ fn world() -> Fixture {
 }
 
 pub(super) fn root() -> Target {
-    Target::Entry(EntryRef::new(0, Vec::new()))
+    Target::Entry(entry())
 }
 
 pub(super) fn caller(session: u32) -> Caller {
