@@ -265,6 +265,7 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
         peers: Vec::new(),
         changes: Changes::detached(),
         call_timeout: manifest.world.call_timeout(),
+        mount: String::new(),
     };
     let mut mounted = Vec::new();
     for (index, spec) in manifest.hosts.iter().enumerate() {

@@ -3,6 +3,7 @@
 //! Data flows one way: kernel → `fuse` → `world` (router, guards, validation, journal) →
 //! a host in `hosts` → its backend.
 
+pub mod calendar;
 pub mod control;
 pub mod daemon;
 pub mod fuse;

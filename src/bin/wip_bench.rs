@@ -283,13 +283,8 @@ fn mcp_call(args: &[String]) -> Result<()> {
 /// What a host opened by the benchmark sees: no mount, no change feed, default timeouts.
 fn host_context() -> Result<wip::hosts::HostContext> {
     Ok(wip::hosts::HostContext {
-        state_dir: std::env::temp_dir(),
         launch_dir: std::env::current_dir()?,
-        mount_point: PathBuf::from("/nonexistent-bench-mount"),
-        identity: Default::default(),
-        peers: Vec::new(),
-        changes: wip::world::host::Changes::detached(),
-        call_timeout: wip::manifest::WorldSettings::default().call_timeout(),
+        ..wip::hosts::HostContext::for_tests(&std::env::temp_dir())
     })
 }
 

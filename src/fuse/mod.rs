@@ -104,8 +104,24 @@ pub struct WorldFs {
     mnt_id: OnceLock<Option<u64>>,
 }
 
-fn errno(e: &WorldError) -> Errno {
-    Errno::from_i32(e.errno())
+/// The errno a failed request answers, logged once here with its words, as
+/// mountpoint-s3's `fuse_error!` does: debug for what callers cause (ENOENT, EPERM, ...),
+/// warn for EIO, which means a backend failed.
+fn errno(request: &'static str, e: &WorldError) -> Errno {
+    let code = e.errno();
+    if code == libc::EIO {
+        tracing::warn!(request, errno = code, "{e}");
+    } else {
+        tracing::debug!(request, errno = code, "{e}");
+    }
+    Errno::from_i32(code)
+}
+
+/// A request refused for a reason of the mount itself (no such kernel op here), logged
+/// like `errno`'s.
+fn refused(request: &'static str, code: Errno) -> Errno {
+    tracing::debug!(request, errno = ?code, "refused");
+    code
 }
 
 impl WorldFs {
@@ -148,7 +164,9 @@ impl WorldFs {
     }
 
     fn node(&self, ino: INodeNo) -> Result<Arc<NodeId>, Errno> {
-        self.inodes().node(ino.0).ok_or(Errno::ENOENT)
+        self.inodes()
+            .node(ino.0)
+            .ok_or_else(|| refused("node", Errno::ENOENT))
     }
 
     fn session_of(req: &Request) -> u32 {
@@ -189,7 +207,9 @@ impl WorldFs {
         } else {
             0
         };
-        self.world.attr(node, session).map_err(|e| errno(&e))
+        self.world
+            .attr(node, session)
+            .map_err(|e| errno("attr_for", &e))
     }
 
     fn ttl(a: &NodeAttr) -> Duration {
@@ -235,7 +255,7 @@ impl WorldFs {
             }
         }
         let node = self.node(ino)?;
-        let listing: Listing = Arc::new(self.world.list(&node).map_err(|e| errno(&e))?);
+        let listing: Listing = Arc::new(self.world.list(&node).map_err(|e| errno("listing", &e))?);
         self.listings.insert(ino.0, Arc::clone(&listing));
         Ok(listing)
     }
@@ -249,7 +269,7 @@ impl WorldFs {
                 snapshot,
                 live,
             }) => (node.clone(), *session, snapshot.clone(), *live),
-            _ => return Err(Errno::EBADF),
+            _ => return Err(refused("read_file", Errno::EBADF)),
         };
         let fresh = match &snapshot {
             // A live file read from the start again (a reload) is rendered again.
@@ -263,17 +283,17 @@ impl WorldFs {
         };
         let snap = match fresh {
             Some(r) => {
-                let s = r.map_err(|e| errno(&e))?;
+                let s = r.map_err(|e| errno("read_file", &e))?;
                 if let Some(Handle::File { snapshot, .. }) = self.handles().get_mut(&fh) {
                     *snapshot = Some(s.clone());
                 }
                 s
             }
-            None => snapshot.ok_or(Errno::EBADF)?,
+            None => snapshot.ok_or_else(|| refused("read_file", Errno::EBADF))?,
         };
         self.world
             .read_at(&node, &snap, offset, size)
-            .map_err(|e| errno(&e))
+            .map_err(|e| errno("read_file", &e))
     }
 }
 
@@ -296,8 +316,13 @@ impl Filesystem for WorldFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let result = (|| {
             let parent = self.node(parent)?;
-            let name = name.to_str().ok_or(Errno::ENOENT)?;
-            let node = self.world.lookup(&parent, name).map_err(|e| errno(&e))?;
+            let name = name
+                .to_str()
+                .ok_or_else(|| refused("lookup", Errno::ENOENT))?;
+            let node = self
+                .world
+                .lookup(&parent, name)
+                .map_err(|e| errno("lookup", &e))?;
             let attr = self.attr_for(&node, req)?;
             let mut table = self.inodes();
             let ino = if attr.writable {
@@ -379,21 +404,21 @@ impl Filesystem for WorldFs {
                 || !same_time(atime)
                 || !same_time(mtime)
             {
-                return Err(Errno::EPERM);
+                return Err(refused("setattr", Errno::EPERM));
             }
             let Some(size) = size else {
                 return Ok(attr);
             };
             if let Some((doc, _)) = fh.and_then(|fh| self.body_doc(fh)) {
-                doc.truncate(size).map_err(|e| errno(&e))?;
+                doc.truncate(size).map_err(|e| errno("setattr", &e))?;
                 return Ok(NodeAttr { size, ..attr });
             }
             match (&*node, size) {
                 // `> call` truncates first: a no-op, the document starts with the write.
                 (NodeId::OpFile(_, _, OpFile::Call), 0) => Ok(attr),
                 // A body changes only through a descriptor open for writing.
-                (NodeId::Body(_), _) if attr.writable => Err(Errno::EPERM),
-                _ => Err(Errno::EACCES),
+                (NodeId::Body(_), _) if attr.writable => Err(refused("setattr", Errno::EPERM)),
+                _ => Err(refused("setattr", Errno::EACCES)),
             }
         });
         match result {
@@ -405,7 +430,7 @@ impl Filesystem for WorldFs {
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         match self
             .node(ino)
-            .and_then(|n| self.world.readlink(&n).map_err(|e| errno(&e)))
+            .and_then(|n| self.world.readlink(&n).map_err(|e| errno("readlink", &e)))
         {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(e),
@@ -415,13 +440,13 @@ impl Filesystem for WorldFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
             let node = self.node(ino)?;
-            let caching = self.world.caching(&node).map_err(|e| errno(&e))?;
+            let caching = self.world.caching(&node).map_err(|e| errno("open", &e))?;
             let writing = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
             if let (NodeId::OpFile(target, op, OpFile::Call), true) = (&*node, writing) {
                 // One writer per inode: a second one walks the path again (ESTALE) and
                 // gets an inode of its own, instead of waiting for the kernel's lock.
                 if !self.inodes().open_writer(ino.0, req.pid()) {
-                    return Err(Errno::ESTALE);
+                    return Err(refused("open", Errno::ESTALE));
                 }
                 let caller = Caller::from_pid(req.pid(), req.uid());
                 let doc = match self.world.open_call(target, op, &caller) {
@@ -429,7 +454,7 @@ impl Filesystem for WorldFs {
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
                         tracing::debug!(op, "call refused at open: {e}");
-                        return Err(errno(&e));
+                        return Err(errno("open", &e));
                     }
                 };
                 let fh = self.new_fh(Handle::Call { doc, ino: ino.0 });
@@ -437,7 +462,7 @@ impl Filesystem for WorldFs {
             }
             if let (NodeId::Body(entry), true) = (&*node, writing) {
                 if !self.inodes().open_writer(ino.0, req.pid()) {
-                    return Err(Errno::ESTALE);
+                    return Err(refused("open", Errno::ESTALE));
                 }
                 let caller = Caller::from_pid(req.pid(), req.uid());
                 let truncate = flags.0 & libc::O_TRUNC != 0;
@@ -447,14 +472,14 @@ impl Filesystem for WorldFs {
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
                         tracing::debug!("body write refused at open: {e}");
-                        return Err(errno(&e));
+                        return Err(errno("open", &e));
                     }
                 };
                 let fh = self.new_fh(Handle::Body { doc, ino: ino.0 });
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if writing {
-                return Err(Errno::EACCES);
+                return Err(refused("open", Errno::EACCES));
             }
             // Only `result` differs per session; reading /proc costs on every open.
             let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
@@ -498,7 +523,7 @@ impl Filesystem for WorldFs {
         if let Some((doc, _)) = self.call_doc(fh) {
             return doc.read(offset, size, move |r| match r {
                 Ok(bytes) => reply.data(&bytes),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(errno("read", &e)),
             });
         }
         if let Some((doc, _)) = self.body_doc(fh) {
@@ -526,15 +551,15 @@ impl Filesystem for WorldFs {
         if let Some((doc, _)) = self.body_doc(fh) {
             return match doc.write(offset, data) {
                 Ok(n) => reply.written(n),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(errno("write", &e)),
             };
         }
         let Some((doc, _)) = self.call_doc(fh) else {
-            return reply.error(Errno::EBADF);
+            return reply.error(refused("write", Errno::EBADF));
         };
         doc.write(data, move |r| match r {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(errno("write", &e)),
         });
     }
 
@@ -552,7 +577,7 @@ impl Filesystem for WorldFs {
                 || self.last_close(pid, ino),
                 move |r| match r {
                     Ok(()) => reply.ok(),
-                    Err(e) => reply.error(errno(&e)),
+                    Err(e) => reply.error(errno("flush", &e)),
                 },
             );
         }
@@ -563,7 +588,7 @@ impl Filesystem for WorldFs {
             || self.last_close(pid, ino),
             move |r| match r {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(errno("flush", &e)),
             },
         );
     }
@@ -599,7 +624,7 @@ impl Filesystem for WorldFs {
     /// OPENDIR/RELEASEDIR and cache every listing (FOPEN_CACHE_DIR) until we invalidate
     /// it, which is what makes a warm `find` cost no round trips.
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(Errno::ENOSYS);
+        reply.error(refused("opendir", Errno::ENOSYS));
     }
 
     fn readdir(
@@ -650,7 +675,7 @@ impl Filesystem for WorldFs {
         };
         let dir_attr = match self
             .node(ino)
-            .and_then(|n| self.world.attr(&n, 0).map_err(|e| errno(&e)))
+            .and_then(|n| self.world.attr(&n, 0).map_err(|e| errno("readdirplus", &e)))
         {
             Ok(a) => a,
             Err(e) => return reply.error(e),
@@ -712,7 +737,7 @@ impl Filesystem for WorldFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("mknod", Errno::EACCES));
     }
 
     fn mkdir(
@@ -724,15 +749,15 @@ impl Filesystem for WorldFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("mkdir", Errno::EACCES));
     }
 
     fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("unlink", Errno::EACCES));
     }
 
     fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("rmdir", Errno::EACCES));
     }
 
     fn symlink(
@@ -743,7 +768,7 @@ impl Filesystem for WorldFs {
         _target: &Path,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("symlink", Errno::EACCES));
     }
 
     fn rename(
@@ -756,7 +781,7 @@ impl Filesystem for WorldFs {
         _flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("rename", Errno::EACCES));
     }
 
     fn link(
@@ -767,7 +792,7 @@ impl Filesystem for WorldFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("link", Errno::EACCES));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -781,7 +806,7 @@ impl Filesystem for WorldFs {
         _flags: i32,
         reply: fuser::ReplyCreate,
     ) {
-        reply.error(Errno::EACCES);
+        reply.error(refused("create", Errno::EACCES));
     }
 
     /// `user.xdg.comment` (the description) and `user.wip.ref` (the ref), read-only.
@@ -797,11 +822,11 @@ impl Filesystem for WorldFs {
         // round trip to any host.
         let wanted = match name.to_str() {
             Some(n) if n.starts_with("user.") => n,
-            _ => return reply.error(Errno::NO_XATTR),
+            _ => return reply.error(refused("getxattr", Errno::NO_XATTR)),
         };
         let value = self
             .node(ino)
-            .and_then(|n| self.world.xattrs(&n).map_err(|e| errno(&e)))
+            .and_then(|n| self.world.xattrs(&n).map_err(|e| errno("getxattr", &e)))
             .map(|attrs| {
                 attrs
                     .into_iter()
@@ -810,7 +835,7 @@ impl Filesystem for WorldFs {
             });
         match value {
             Ok(Some(v)) => xattr_reply(v.as_bytes(), size, reply),
-            Ok(None) => reply.error(Errno::NO_XATTR),
+            Ok(None) => reply.error(refused("getxattr", Errno::NO_XATTR)),
             Err(e) => reply.error(e),
         }
     }
@@ -835,10 +860,10 @@ impl Filesystem for WorldFs {
         let result = self.node(ino).and_then(|node| self.attr_for(&node, req));
         match result {
             Ok(attr) => {
-                let refused = (mask.contains(fuser::AccessFlags::W_OK) && !attr.writable)
+                let denied = (mask.contains(fuser::AccessFlags::W_OK) && !attr.writable)
                     || (mask.contains(fuser::AccessFlags::X_OK) && attr.kind != NodeKind::Dir);
-                if refused {
-                    reply.error(Errno::EACCES);
+                if denied {
+                    reply.error(refused("access", Errno::EACCES));
                 } else {
                     reply.ok();
                 }
@@ -871,11 +896,11 @@ impl Filesystem for WorldFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::EPERM);
+        reply.error(refused("setxattr", Errno::EPERM));
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EPERM);
+        reply.error(refused("removexattr", Errno::EPERM));
     }
 
     /// No file here is a terminal or a device: ENOTTY, as a regular file answers (Python
@@ -892,7 +917,7 @@ impl Filesystem for WorldFs {
         _out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
-        reply.error(Errno::ENOTTY);
+        reply.error(refused("ioctl", Errno::ENOTTY));
     }
 }
 
@@ -902,7 +927,7 @@ fn xattr_reply(bytes: &[u8], size: u32, reply: fuser::ReplyXattr) {
     if size == 0 {
         reply.size(len);
     } else if size < len {
-        reply.error(Errno::ERANGE);
+        reply.error(refused("ioctl", Errno::ERANGE));
     } else {
         reply.data(bytes);
     }

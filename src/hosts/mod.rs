@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::manifest::{HostSpec, Identity, ManifestError};
 use crate::world::host::{Changes, Host};
+use crate::world::names::Paths;
 
 pub mod agent;
 pub mod db;
@@ -44,9 +45,32 @@ pub struct HostContext {
     pub call_timeout: std::time::Duration,
     /// Where this host reports entries that changed on their own (see `Changes`).
     pub changes: Changes,
+    /// Where the host being built is mounted in the world (`tracker`, `db/chinook`); set
+    /// by `build` from its `[[host]]` table.
+    pub mount: String,
 }
 
 impl HostContext {
+    /// A context for a host used without a mount (unit tests, benchmarks): state and launch
+    /// directory `dir`, the default identity and timeouts, no peers, changes go nowhere.
+    pub fn for_tests(dir: &std::path::Path) -> HostContext {
+        HostContext {
+            state_dir: dir.to_path_buf(),
+            launch_dir: dir.to_path_buf(),
+            mount_point: PathBuf::from("/nonexistent-wip-mount"),
+            identity: Identity::default(),
+            peers: Vec::new(),
+            call_timeout: crate::world::settings::WorldSettings::default().call_timeout(),
+            changes: Changes::detached(),
+            mount: String::new(),
+        }
+    }
+
+    /// The builder of every world path this host prints (its mount, then escaped names).
+    pub fn paths(&self) -> Paths {
+        Paths::new(&self.mount)
+    }
+
     /// A host's own limit on one wait, in ms: the manifest's `set`, else the world's call
     /// timeout less 5 s (at least 1 s). `Err((wait, call_timeout))` when it is not below the
     /// world's call timeout: such a wait would end in the runtime's ETIMEDOUT instead of
@@ -94,56 +118,54 @@ pub enum BuildError {
     UnknownKind(String),
 }
 
-/// Build the host a `[[host]]` table describes.
-pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildError> {
-    let fail = |message: String| BuildError::Host {
+/// How a host kind is opened: at its mount path, with its own settings table parsed into
+/// `S`, in the mount's context.
+type Open<S, H, E> = fn(&str, S, &HostContext) -> Result<H, E>;
+
+/// Open one host from its table (the common part of every kind).
+fn open<S, H, E>(
+    spec: &HostSpec,
+    ctx: &HostContext,
+    open: Open<S, H, E>,
+) -> Result<Arc<dyn Host>, BuildError>
+where
+    S: serde::de::DeserializeOwned,
+    H: Host + 'static,
+    E: std::fmt::Display,
+{
+    let ctx = HostContext {
+        mount: spec.path.clone(),
+        ..ctx.clone()
+    };
+    let host = open(&spec.path, spec.settings()?, &ctx).map_err(|e| BuildError::Host {
         kind: spec.kind.clone(),
         path: spec.path.clone(),
-        message,
-    };
-    match spec.kind.as_str() {
-        "tracker" => {
-            let host = tracker::TrackerHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "files" => {
-            let host = files::FilesHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "db" => {
-            let host = db::DbHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "search" => {
-            let host = search::SearchHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        // DESIGN's table calls the host `agents`; both names mount it.
-        "agent" | "agents" => {
-            let host = agent::AgentHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "exec" => {
-            let host = exec::ExecHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "mcp" => {
-            let host = mcp::McpHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        "github" => {
-            let host = github::GithubHost::open(&spec.path, spec.settings()?, ctx)
-                .map_err(|e| fail(e.to_string()))?;
-            Ok(Arc::new(host))
-        }
-        other => Err(BuildError::UnknownKind(other.to_string())),
+        message: e.to_string(),
+    })?;
+    Ok(Arc::new(host))
+}
+
+type Builder = fn(&HostSpec, &HostContext) -> Result<Arc<dyn Host>, BuildError>;
+
+/// Every host kind a manifest can name. DESIGN's table calls the agent host `agents`;
+/// both names mount it.
+const KINDS: &[(&str, Builder)] = &[
+    ("tracker", |s, c| open(s, c, tracker::TrackerHost::open)),
+    ("files", |s, c| open(s, c, files::FilesHost::open)),
+    ("db", |s, c| open(s, c, db::DbHost::open)),
+    ("search", |s, c| open(s, c, search::SearchHost::open)),
+    ("agent", |s, c| open(s, c, agent::AgentHost::open)),
+    ("agents", |s, c| open(s, c, agent::AgentHost::open)),
+    ("exec", |s, c| open(s, c, exec::ExecHost::open)),
+    ("mcp", |s, c| open(s, c, mcp::McpHost::open)),
+    ("github", |s, c| open(s, c, github::GithubHost::open)),
+];
+
+/// Build the host a `[[host]]` table describes.
+pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildError> {
+    match KINDS.iter().find(|(kind, _)| *kind == spec.kind) {
+        Some((_, build)) => build(spec, ctx),
+        None => Err(BuildError::UnknownKind(spec.kind.clone())),
     }
 }
 
@@ -154,15 +176,8 @@ mod tests {
 
     #[test]
     fn a_hosts_wait_stays_below_the_call_timeout() {
-        let mut ctx = HostContext {
-            state_dir: PathBuf::new(),
-            launch_dir: PathBuf::new(),
-            mount_point: PathBuf::new(),
-            identity: Identity::default(),
-            peers: Vec::new(),
-            changes: Changes::detached(),
-            call_timeout: Duration::from_secs(30),
-        };
+        let mut ctx = HostContext::for_tests(std::path::Path::new("/nonexistent"));
+        ctx.call_timeout = Duration::from_secs(30);
         assert_eq!(ctx.wait_within_call(None), Ok(25_000));
         assert_eq!(ctx.wait_within_call(Some(29_999)), Ok(29_999));
         assert_eq!(ctx.wait_within_call(Some(30_000)), Err((30_000, 30_000)));

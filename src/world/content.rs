@@ -11,9 +11,9 @@ use super::host::Readiness;
 use super::journal::{self, Run};
 use super::node::*;
 use super::root_ops::event_line;
-use super::time::parse_iso;
 use super::{line, readme, World};
 use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
+use crate::calendar::parse_iso;
 
 /// How many characters of a call's arguments and result `.wip/log` shows.
 const LOG_CUT: usize = 300;

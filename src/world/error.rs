@@ -109,7 +109,7 @@ impl From<HostError> for WorldError {
             }
             HostError::Forbidden(_) => ErrorKind::Forbidden,
             HostError::NotFound(_) => ErrorKind::NotFound,
-            HostError::Backend(_) => ErrorKind::Backend,
+            HostError::Backend(_) | HostError::Failed { .. } => ErrorKind::Backend,
             HostError::TimedOut(_) => ErrorKind::TimedOut,
         };
         WorldError::new(kind, e.to_string())

@@ -360,7 +360,53 @@ pub enum HostError {
     /// The backend did not answer in time (ETIMEDOUT).
     #[error("{0}")]
     TimedOut(String),
+    /// The backend failed with this error (EIO): what was being done, and the backend's
+    /// own error, kept as the source (rusqlite, io, octocrab) for logs and callers.
+    #[error("{context}: {source}")]
+    Failed {
+        context: String,
+        #[source]
+        source: ErrorSource,
+    },
 }
+
+impl HostError {
+    /// The backend failed at `context` with `source` (EIO), keeping the error itself.
+    pub fn failed(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> HostError {
+        HostError::Failed {
+            context: context.into(),
+            source: ErrorSource(std::sync::Arc::new(source)),
+        }
+    }
+}
+
+/// A backend's error as a `HostError`'s source: shared so the error stays `Clone`, equal
+/// by its words.
+#[derive(Clone, Debug)]
+pub struct ErrorSource(pub std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for ErrorSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ErrorSource {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for ErrorSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for ErrorSource {}
 
 pub type HostResult<T> = Result<T, HostError>;
 

@@ -21,14 +21,15 @@ pub mod journal;
 pub mod known;
 pub mod names;
 pub mod node;
+pub mod op;
 pub mod policy;
 mod pool;
 mod readme;
 mod remote;
 mod root_ops;
 mod run;
+pub mod settings;
 pub mod shared;
-pub mod time;
 pub mod titles;
 mod tree;
 
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::manifest::{Identity, WorldSettings};
+use crate::world::settings::{Identity, WorldSettings};
 pub use approvals::{Decided, Person, Verb};
 pub use body::BodyDoc;
 use cache::TtlCache;

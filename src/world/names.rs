@@ -51,8 +51,78 @@ pub fn canonical_number<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
+/// Where one host's entries are in the world: its mount path, then each segment of a
+/// host-relative path escaped as the tree shows it (`README.md` → `README.md~`). Every path
+/// a host prints (in guards, results, discovered entries, search hits) is built here, so
+/// each one exists in the tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Paths {
+    mount: String,
+}
+
+impl Paths {
+    /// For a host mounted at `mount` (`tracker`, `db/chinook`; `""`: the world's root).
+    pub fn new(mount: &str) -> Paths {
+        Paths {
+            mount: mount.trim_matches('/').to_string(),
+        }
+    }
+
+    /// The host's mount path in the world.
+    pub fn mount(&self) -> &str {
+        &self.mount
+    }
+
+    /// World path of the entry at host-relative `segments`.
+    pub fn entry<S: AsRef<str>>(&self, segments: &[S]) -> String {
+        let mut out = self.mount.clone();
+        for s in segments {
+            if !out.is_empty() {
+                out.push('/');
+            }
+            out.push_str(&escape(s.as_ref()));
+        }
+        out
+    }
+
+    /// World path of one of the entry's own files or folders (`body`, `description`,
+    /// `ops`), which is not escaped.
+    pub fn file<S: AsRef<str>>(&self, segments: &[S], own: &str) -> String {
+        let entry = self.entry(segments);
+        if entry.is_empty() {
+            own.to_string()
+        } else {
+            format!("{entry}/{own}")
+        }
+    }
+
+    /// World path of the entry's op `op` (its folder under `ops/`).
+    pub fn op<S: AsRef<str>>(&self, segments: &[S], op: &str) -> String {
+        self.file(segments, &format!("ops/{op}"))
+    }
+
+    /// World path of the `call` file of the entry's op `op`.
+    pub fn call<S: AsRef<str>>(&self, segments: &[S], op: &str) -> String {
+        self.file(segments, &format!("ops/{op}/call"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn printed_paths_escape_each_segment_and_keep_own_files() {
+        let p = Paths::new("/files/");
+        assert_eq!(p.entry(&["docs", "README.md"]), "files/docs/README.md~");
+        assert_eq!(p.entry(&["ops", "x"]), "files/ops~/x");
+        assert_eq!(p.entry::<&str>(&[]), "files");
+        assert_eq!(p.op(&["ops"], "read"), "files/ops~/ops/read");
+        assert_eq!(p.call(&["a"], "write"), "files/a/ops/write/call");
+        assert_eq!(p.file(&["body"], "body"), "files/body~/body");
+        let root = Paths::new("");
+        assert_eq!(root.entry(&["description"]), "description~");
+        assert_eq!(root.op::<&str>(&[], "search"), "ops/search");
+    }
+
     use super::*;
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::host::*;
 use super::node::{EntryRef, Target};
 use super::{CallDoc, Mounted, World};
-use crate::manifest::{Identity, WorldSettings};
+use crate::world::settings::{Identity, WorldSettings};
 
 /// A host with one root entry and a few ops:
 /// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`

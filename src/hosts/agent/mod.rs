@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::calendar::parse_iso;
 use crate::hosts::HostContext;
 use crate::world::host::{
     Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
     HostResult, OpSpec,
 };
-use crate::world::time::parse_iso;
 
 use crate::hosts::text::{one_line, plural};
 use store::{Conversation, State, Store};

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::turn::{Line, Reader};
 use super::*;
-use crate::manifest::Identity;
 use crate::world::host::HostChange;
 
 fn repo() -> PathBuf {
@@ -16,13 +15,10 @@ fn repo() -> PathBuf {
 
 fn ctx(state: &Path, changes: Changes) -> HostContext {
     HostContext {
-        state_dir: state.to_path_buf(),
         launch_dir: repo(),
         mount_point: state.join("mnt"),
-        identity: Identity::default(),
-        peers: Vec::new(),
         changes,
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        ..HostContext::for_tests(state)
     }
 }
 

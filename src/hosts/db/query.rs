@@ -171,7 +171,7 @@ fn now_utc() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let (y, m, d) = crate::world::time::civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = crate::calendar::civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",

@@ -8,7 +8,6 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::manifest::Identity;
 use crate::world::host::{CallOutcome, Caller, Host, HostError, HostResult};
 
 const SCHEMA: &str = "
@@ -76,12 +75,8 @@ impl Fixture {
 fn ctx(dir: &Path) -> HostContext {
     HostContext {
         state_dir: dir.join("state"),
-        launch_dir: dir.to_path_buf(),
         mount_point: dir.join("mnt"),
-        identity: Identity::default(),
-        peers: Vec::new(),
-        changes: crate::world::host::Changes::detached(),
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        ..HostContext::for_tests(dir)
     }
 }
 

@@ -525,7 +525,7 @@ pub fn rpc_error(e: &HostError) -> RpcError {
         ),
         HostError::Forbidden(_) => (code::FORBIDDEN, None),
         HostError::NotFound(_) => (code::NOT_FOUND, None),
-        HostError::Backend(_) => (code::BACKEND, None),
+        HostError::Backend(_) | HostError::Failed { .. } => (code::BACKEND, None),
         HostError::TimedOut(_) => (code::TIMED_OUT, None),
     };
     RpcError {

@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 
 use super::protocol::*;
 use super::*;
-use crate::manifest::Identity;
 use crate::world::host::{Caller, Changes, Condition, Guard, HostChange};
 
 fn repo() -> PathBuf {
@@ -20,13 +19,9 @@ fn repo() -> PathBuf {
 
 fn ctx(changes: Changes) -> HostContext {
     HostContext {
-        state_dir: std::env::temp_dir(),
         launch_dir: repo(),
-        mount_point: PathBuf::from("/nonexistent-exec-test-mount"),
-        identity: Identity::default(),
-        peers: Vec::new(),
         changes,
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        ..HostContext::for_tests(&std::env::temp_dir())
     }
 }
 

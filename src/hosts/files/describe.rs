@@ -41,7 +41,7 @@ pub(super) fn format_time(t: SystemTime) -> String {
     };
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = crate::world::time::civil_from_days(days);
+    let (y, m, d) = crate::calendar::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
         rem / 3600,

@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 
 use super::{FilesHost, FilesSettings};
 use crate::hosts::HostContext;
-use crate::manifest::Identity;
 use crate::world::host::{CallOutcome, Caller, Host, HostError, HostResult};
 
 struct World {
@@ -21,12 +20,9 @@ struct World {
 fn ctx(launch: &Path, mount: &Path) -> HostContext {
     HostContext {
         state_dir: launch.join(".state"),
-        launch_dir: launch.to_path_buf(),
         mount_point: mount.to_path_buf(),
-        identity: Identity::default(),
-        peers: Vec::new(),
-        changes: crate::world::host::Changes::detached(),
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        mount: "files".to_string(),
+        ..HostContext::for_tests(launch)
     }
 }
 

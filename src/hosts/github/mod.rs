@@ -21,11 +21,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::calendar::parse_iso;
 use crate::hosts::HostContext;
 use crate::world::host::{
     Body, CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
-use crate::world::time::parse_iso;
 use client::Client;
 
 pub use client::{github_message, next_link, reset_words, GhError};

@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value};
 
 use super::render::*;
 use super::*;
-use crate::manifest::{Identity, Manifest};
-use crate::world::host::{path_of, Changes};
+use crate::manifest::Manifest;
+use crate::world::host::path_of;
 
 #[test]
 fn names_map_reversibly_and_canonically() {
@@ -377,13 +377,8 @@ fn contents_rendered_as_text() {
 fn ctx() -> HostContext {
     let dir = std::env::temp_dir();
     HostContext {
-        state_dir: dir.clone(),
-        launch_dir: dir.clone(),
         mount_point: dir.join("wip-mcp-unit-mount"),
-        identity: Identity::default(),
-        peers: Vec::new(),
-        changes: Changes::detached(),
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        ..HostContext::for_tests(&dir)
     }
 }
 

@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use super::*;
 use crate::hosts::files::{FilesHost, FilesSettings};
 use crate::hosts::tracker::{TrackerHost, TrackerSettings};
-use crate::manifest::Identity;
 
 struct World {
     dir: tempfile::TempDir,
@@ -56,12 +55,8 @@ fn world() -> World {
     fs::write(root.join("big.txt"), "bigword ".repeat(200_000)).unwrap();
     let mut ctx = HostContext {
         state_dir: base.join("state"),
-        launch_dir: base.clone(),
         mount_point: base.join("mnt"),
-        identity: Identity::default(),
-        peers: Vec::new(),
-        changes: crate::world::host::Changes::detached(),
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        ..HostContext::for_tests(&base)
     };
     let tracker = Arc::new(TrackerHost::open("tracker", TrackerSettings::default(), &ctx).unwrap());
     let files = FilesHost::open(

@@ -6,8 +6,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{db, db_err, ops, Node, TrackerHost};
+use crate::calendar::parse_iso;
 use crate::world::host::{Body, HostResult};
-use crate::world::time::parse_iso;
 
 impl TrackerHost {
     pub(super) fn body_in(&self, conn: &Connection, node: &Node) -> HostResult<Option<Body>> {

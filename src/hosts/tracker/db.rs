@@ -132,7 +132,7 @@ pub(super) fn ensure_user(conn: &Connection, me: &Identity) -> rusqlite::Result<
 
 // ---------------------------------------------------------------- time
 
-pub(super) use crate::world::time::{civil_from_days, days_from_civil};
+pub(super) use crate::calendar::{civil_from_days, days_from_civil};
 
 /// Seconds since the epoch → `2026-10-02T14:03:00Z`.
 pub(super) fn iso(secs: i64) -> String {

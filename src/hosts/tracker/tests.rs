@@ -12,16 +12,13 @@ use crate::world::host::{Caller, Condition};
 
 fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
     HostContext {
-        state_dir: dir.to_path_buf(),
-        launch_dir: dir.to_path_buf(),
         mount_point: dir.join("mnt"),
         identity: Identity {
             user: user.to_string(),
             role,
         },
-        peers: Vec::new(),
-        changes: crate::world::host::Changes::detached(),
-        call_timeout: crate::manifest::WorldSettings::default().call_timeout(),
+        mount: "tracker".to_string(),
+        ..HostContext::for_tests(dir)
     }
 }
 

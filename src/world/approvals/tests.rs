@@ -13,7 +13,7 @@ use super::super::tests::{
     caller, flush, mem_world, notes, open, result, root, write, Fixture, MemHost,
 };
 use super::{parse_run_path, Person, Verb};
-use crate::manifest::WorldSettings;
+use crate::world::settings::WorldSettings;
 
 const AGENT: u32 = 500;
 
