@@ -26,6 +26,12 @@ pub fn child_env(
     crate::secrets::child_env_from(std::env::vars(), pass_env, own)
 }
 
+/// The value behind `m`, even when a thread panicked holding it: hosts keep no state a
+/// panic could leave half-changed behind their locks (connections, caches).
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// What every host may know about the mount it is part of.
 #[derive(Clone, Debug)]
 pub struct HostContext {

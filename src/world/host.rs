@@ -383,6 +383,18 @@ impl HostError {
     }
 }
 
+/// `result.or_failed("tracker database")?`: a backend's error as `HostError::Failed`,
+/// with what was being done, keeping the error as its source.
+pub trait OrFailed<T> {
+    fn or_failed(self, context: &str) -> HostResult<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> OrFailed<T> for Result<T, E> {
+    fn or_failed(self, context: &str) -> HostResult<T> {
+        self.map_err(|e| HostError::failed(context, e))
+    }
+}
+
 /// A backend's error as a `HostError`'s source: shared so the error stays `Clone`, equal
 /// by its words.
 #[derive(Clone, Debug)]
