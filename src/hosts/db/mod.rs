@@ -34,11 +34,12 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::hosts::HostContext;
+use crate::hosts::{lock, HostContext};
 use crate::world::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
+use crate::world::names::{canonical_number, Paths};
 
 /// How long a lock on the database may be waited for.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -160,7 +161,7 @@ impl Reader {
 
     /// What the authorizer refused last.
     pub(super) fn denied(&self) -> Option<String> {
-        self.denied.lock().unwrap_or_else(|p| p.into_inner()).take()
+        lock(&self.denied).take()
     }
 }
 
@@ -188,7 +189,7 @@ impl std::ops::Deref for ReaderGuard<'_> {
 impl Drop for ReaderGuard<'_> {
     fn drop(&mut self) {
         if let Some(r) = self.reader.take() {
-            let mut pool = self.host.readers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = lock(&self.host.readers);
             pool.push(r);
             self.host.reader_free.notify_one();
         }
@@ -197,8 +198,8 @@ impl Drop for ReaderGuard<'_> {
 
 /// A SQLite database mounted as a host.
 pub struct DbHost {
-    /// Where the host is mounted in the world (`db/chinook`), for paths in results.
-    mount: String,
+    /// World paths of its entries (`db/chinook/tables/Track/rows/1`), for results.
+    paths: Paths,
     file: PathBuf,
     /// The file's name, first part of every ref (`sqlite://chinook.db/Track/1`).
     file_name: String,
@@ -235,15 +236,13 @@ enum Node {
     QueryRow(i64, u64),
 }
 
-/// Numbers in paths have one spelling (see `names::canonical_number`).
-fn parse_number(s: &str) -> Option<u64> {
-    crate::world::names::canonical_number(s)
-}
-
 impl Node {
     fn parse(path: &[String]) -> Option<Node> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         let name = keys::decode_name;
+        // Numbers in paths have one spelling.
+        let number = canonical_number::<u64>;
+        let id = canonical_number::<i64>;
         Some(match p.as_slice() {
             [] => Node::Root,
             ["tables"] => Node::Tables,
@@ -254,12 +253,10 @@ impl Node {
             ["tables", t, "rows", k] => Node::Row(name(t)?, k.to_string()),
             ["views", v] => Node::View(name(v)?),
             ["views", v, "rows"] => Node::ViewRows(name(v)?),
-            ["views", v, "rows", n] => Node::ViewRow(name(v)?, parse_number(n)?),
-            ["queries", id] => Node::Query(parse_number(id)? as i64),
-            ["queries", id, "rows"] => Node::QueryRows(parse_number(id)? as i64),
-            ["queries", id, "rows", n] => {
-                Node::QueryRow(parse_number(id)? as i64, parse_number(n)?)
-            }
+            ["views", v, "rows", n] => Node::ViewRow(name(v)?, number(n)?),
+            ["queries", q] => Node::Query(id(q)?),
+            ["queries", q, "rows"] => Node::QueryRows(id(q)?),
+            ["queries", q, "rows", n] => Node::QueryRow(id(q)?, number(n)?),
             _ => return None,
         })
     }
@@ -308,7 +305,8 @@ fn error_code(e: &rusqlite::Error) -> Option<ErrorCode> {
     }
 }
 
-/// Failures of our own statements: timeouts and locks are `TimedOut`, the rest `Backend`.
+/// Failures of our own statements: timeouts and locks are `TimedOut`, the rest `Failed`
+/// with SQLite's error as the source.
 fn db_err(e: rusqlite::Error) -> HostError {
     match error_code(&e) {
         Some(ErrorCode::OperationInterrupted) => HostError::TimedOut(
@@ -319,7 +317,7 @@ fn db_err(e: rusqlite::Error) -> HostError {
             sqlite_words(&e),
             BUSY_TIMEOUT.as_secs()
         )),
-        _ => HostError::Backend(format!("database: {}", sqlite_words(&e))),
+        _ => HostError::failed("database", e),
     }
 }
 
@@ -455,7 +453,7 @@ impl DbHost {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| file.display().to_string());
         Ok(DbHost {
-            mount: mount_path.trim_matches('/').to_string(),
+            paths: ctx.paths(),
             file,
             file_name,
             writable: settings.writable,
@@ -474,7 +472,7 @@ impl DbHost {
     /// The browsing (and writing) connection, with a fresh deadline.
     fn main(&self) -> MutexGuard<'_, Connection> {
         // A poisoned lock only means a call panicked; SQLite rolled its statement back.
-        let guard = self.main.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = lock(&self.main);
         self.main_deadline.arm();
         guard
     }
@@ -483,7 +481,7 @@ impl DbHost {
     /// when all are busy, the first to come free (within the statement budget).
     fn reader(&self) -> HostResult<ReaderGuard<'_>> {
         let budget = self.budget();
-        let pool = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = lock(&self.readers);
         let (mut pool, wait) = self
             .reader_free
             .wait_timeout_while(pool, budget, |p| p.is_empty())
@@ -496,7 +494,7 @@ impl DbHost {
             )));
         };
         reader.deadline.arm();
-        *reader.denied.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *lock(&reader.denied) = None;
         Ok(ReaderGuard {
             host: self,
             reader: Some(reader),
@@ -514,25 +512,13 @@ impl DbHost {
     }
 
     fn store(&self) -> MutexGuard<'_, Connection> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A world path for results (`db/chinook/tables/Track/rows/1`).
-    fn world_path(&self, path: &[String]) -> String {
-        let mut out = self.mount.clone();
-        for p in path {
-            if !out.is_empty() {
-                out.push('/');
-            }
-            out.push_str(p);
-        }
-        out
+        lock(&self.store)
     }
 
     fn not_found(&self, path: &[String]) -> HostError {
         HostError::NotFound(format!(
             "no entry {} in the database",
-            self.world_path(path)
+            self.paths.entry(path)
         ))
     }
 
@@ -562,7 +548,7 @@ impl Host for DbHost {
         if self.search.is_empty() {
             return Ok((Vec::new(), None));
         }
-        let conn = self.main.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = lock(&self.main);
         documents::page(&conn, &self.search, cursor, limit)
     }
 
@@ -592,17 +578,11 @@ impl Host for DbHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let node = self.existing(path)?;
-        Ok(ops::names(&node)
-            .iter()
-            .map(|op| self.spec(&node, op))
-            .collect())
+        Ok(ops::OPS.specs(&self.at(path)?))
     }
 
-    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
-        let node = self.existing(path)?;
-        ops::offered(&node, op)?;
-        Ok(self.conditions(op))
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        ops::OPS.guard(self, &(), &self.at(path)?, op, args)
     }
 
     fn call(
@@ -612,15 +592,7 @@ impl Host for DbHost {
         args: &Value,
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let node = self.existing(path)?;
-        ops::offered(&node, op)?;
-        let spec = self.spec(&node, op);
-        let args = spec.check_args(args)?;
-        let guard = self.conditions(op);
-        if !guard.allowed() {
-            return Err(HostError::Blocked(guard));
-        }
-        self.run(&node, op, &args)
+        ops::OPS.call(self, &(), &self.at(path)?, op, args)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
@@ -644,6 +616,14 @@ impl Host for DbHost {
 }
 
 impl DbHost {
+    /// The existing entry at `path`, as its ops see it.
+    fn at(&self, path: &[String]) -> HostResult<ops::At> {
+        Ok(ops::At {
+            node: self.existing(path)?,
+            page_size: self.page_size,
+        })
+    }
+
     /// The node at `path`, which must exist.
     fn existing(&self, path: &[String]) -> HostResult<Node> {
         match Node::parse(path) {

@@ -3,17 +3,21 @@
 //! read-only `reader`; writes run on `main` in one `BEGIN IMMEDIATE` transaction, with
 //! values always bound as parameters and SQLite's constraint errors passed on as EINVAL.
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, TransactionBehavior};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::query::{bind, sql_value};
 use super::schema::{self, filter, quote, Key, Table};
 use super::view::{full, plural, whole_row};
 use super::{db_err, user_err, DbHost, Node};
-use crate::world::host::{
-    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
-};
+use crate::world::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
+use crate::world::op::{Decl, NoArgs, Ops};
 
 /// Rows `export` gives by default, and at most.
 const EXPORT_DEFAULT: u64 = 1000;
@@ -21,103 +25,353 @@ const EXPORT_MAX: u64 = 100_000;
 /// Bytes `export` puts in a result at most.
 const EXPORT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Names of the ops an entry offers, in the order `ops/` lists them.
-pub(super) fn names(node: &Node) -> &'static [&'static str] {
-    match node {
-        Node::Root => &["schema", "query"],
-        Node::Table(_) => &["schema", "count", "export", "insert"],
-        Node::Row(..) => &[
-            "read_body",
-            "references",
-            "referenced_by",
-            "update",
-            "delete",
-        ],
-        Node::View(_) => &["schema", "count", "export"],
-        Node::ViewRow(..) | Node::Query(_) | Node::QueryRow(..) => &["read_body"],
-        Node::Tables
-        | Node::Views
-        | Node::Queries
-        | Node::TableRows(_)
-        | Node::ViewRows(_)
-        | Node::QueryRows(_) => &[],
+/// What an op is asked of: the entry, and the listing size its description names.
+pub(super) struct At {
+    pub node: Node,
+    pub page_size: usize,
+}
+
+/// SQL text a caller writes (`sql`, `where`): it ends at a NUL byte for SQLite, so what
+/// followed one would be silently dropped; such text is refused.
+#[derive(Debug)]
+struct Sql(String);
+
+impl<'de> Deserialize<'de> for Sql {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.contains('\0') {
+            return Err(serde::de::Error::custom(
+                "holds a NUL byte, which SQL text cannot hold (SQLite would stop reading there)",
+            ));
+        }
+        Ok(Sql(s))
     }
 }
 
-pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
-    let offered = names(node);
-    if offered.contains(&op) {
-        Ok(())
-    } else if offered.is_empty() {
-        Err(HostError::NotFound(format!(
-            "no operation {op:?} here (this entry has none)"
-        )))
+impl JsonSchema for Sql {
+    fn schema_name() -> Cow<'static, str> {
+        "Sql".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string", "minLength": 1})
+    }
+}
+
+/// Values bound to `?`, `?1`, `?2` … (`null`: none).
+#[derive(Debug, Default)]
+struct Params(Vec<Value>);
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Params(
+            Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default(),
+        ))
+    }
+}
+
+impl JsonSchema for Params {
+    fn schema_name() -> Cow<'static, str> {
+        "Params".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "type": "array",
+            "items": {"type": ["string", "number", "boolean", "null"]},
+            "description": "values for ?, ?1, ?2 … in order (bound, never pasted into the SQL)"
+        })
+    }
+}
+
+/// A condition written in SQL, for `count` and `export`.
+#[derive(Debug)]
+struct Where(Sql);
+
+impl<'de> Deserialize<'de> for Where {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Sql::deserialize(d).map(Where)
+    }
+}
+
+impl JsonSchema for Where {
+    fn schema_name() -> Cow<'static, str> {
+        "Where".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string", "minLength": 1,
+            "description": "SQL condition (runs on the read-only connection), e.g. \"Composer LIKE ?\""})
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct QueryArgs {
+    /// one SQL statement that only reads
+    sql: Sql,
+    #[serde(default)]
+    params: Params,
+}
+
+/// The rows a `count` or `export` looks at: all, or those `where` holds for.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CountArgs {
+    #[serde(rename = "where", default)]
+    #[schemars(with = "Where")]
+    condition: Option<Where>,
+    #[serde(default)]
+    params: Params,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExportArgs {
+    format: Format,
+    #[serde(rename = "where", default)]
+    #[schemars(with = "Where")]
+    condition: Option<Where>,
+    #[serde(default)]
+    params: Params,
+    /// at most this many rows (default 1000)
+    #[serde(default = "export_default")]
+    #[schemars(range(min = 1, max = EXPORT_MAX))]
+    limit: u64,
+}
+
+fn export_default() -> u64 {
+    EXPORT_DEFAULT
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct InsertArgs {
+    /// column: value
+    #[schemars(extend("additionalProperties" = {"type": ["string", "number", "boolean", "null"]}))]
+    values: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateArgs {
+    /// column: new value
+    #[schemars(extend(
+        "minProperties" = 1,
+        "additionalProperties" = {"type": ["string", "number", "boolean", "null"]}
+    ))]
+    set: Map<String, Value>,
+}
+
+/// Reading is always allowed.
+fn can_read(h: &DbHost) -> Condition {
+    Condition::check(
+        "can_read",
+        true,
+        format!("{} is open for reading", h.file_name),
+    )
+}
+
+/// Callers' SQL runs on the read-only connection.
+fn read_only() -> Condition {
+    Condition::policy(
+        "read_only_connection",
+        true,
+        "queries run on a read-only connection (SQLite refuses every write)",
+    )
+}
+
+/// Writes need a writable mount (a policy: EACCES).
+fn writable(h: &DbHost) -> Condition {
+    let mount = h.paths.mount();
+    if h.writable {
+        Condition::policy("writable", true, format!("{mount} is mounted writable"))
     } else {
-        Err(HostError::NotFound(format!(
-            "no operation {op:?} here (offered: {})",
-            offered.join(", ")
-        )))
+        Condition::policy(
+            "writable",
+            false,
+            format!(
+                "{mount} is mounted read-only (manifest writable = false); use ops/query to read"
+            ),
+        )
     }
 }
 
-fn params_schema() -> Value {
-    json!({
-        "type": "array",
-        "items": {"type": ["string", "number", "boolean", "null"]},
-        "description": "values for ?, ?1, ?2 … in order (bound, never pasted into the SQL)"
-    })
+/// How an entry names itself in an op's description.
+fn what(node: &Node) -> String {
+    match node {
+        Node::Table(t) => format!("table {t}"),
+        Node::View(v) => format!("view {v}"),
+        _ => "this".to_string(),
+    }
 }
 
-fn where_schema() -> Value {
-    json!({"type": "string", "minLength": 1,
-        "description": "SQL condition (runs on the read-only connection), e.g. \"Composer LIKE ?\""})
+/// The table or view an op of one runs on.
+fn object(node: &Node) -> HostResult<&str> {
+    match node {
+        Node::Table(n) | Node::View(n) => Ok(n),
+        _ => Err(elsewhere()),
+    }
 }
 
-/// SQL text ends at a NUL byte for SQLite: what follows would be silently dropped.
-fn no_nul(s: &str, what: &str) -> HostResult<()> {
-    if s.contains('\0') {
-        return Err(HostError::InvalidArgs(format!(
-            "{what} holds a NUL byte, which SQL text cannot hold (SQLite would stop reading there)"
-        )));
+/// The table and key of the row an op of a row runs on.
+fn row(node: &Node) -> HostResult<(&str, &str)> {
+    match node {
+        Node::Row(t, k) => Ok((t, k)),
+        _ => Err(elsewhere()),
+    }
+}
+
+/// An op run on an entry that does not offer it (`offers` keeps this from happening).
+fn elsewhere() -> HostError {
+    HostError::NotFound("this entry does not offer that operation".to_string())
+}
+
+type DbDecl<A> = Decl<DbHost, At, (), A>;
+
+/// Every op of the db host, in the order `ops/` lists them.
+pub(super) static OPS: LazyLock<Ops<DbHost, At>> = LazyLock::new(|| {
+    Ops::new(vec![
+        DbDecl::<NoArgs> {
+            name: "schema",
+            offers: |at| matches!(at.node, Node::Root | Node::Table(_) | Node::View(_)),
+            describe: |at| match at.node {
+                Node::Root => "All CREATE statements of the database (tables, views, indexes, triggers).".to_string(),
+                _ => format!("The CREATE statement of {}, with its indexes and triggers.", what(&at.node)),
+            },
+            guard: |h, _, _, _| Ok(vec![can_read(h)]),
+            run: |h, _, at, _| {
+                let name = match &at.node {
+                    Node::Root => None,
+                    node => Some(object(node)?),
+                };
+                Ok(CallOutcome::text(schema::create_statements(&h.main(), name)?))
+            },
+        }
+        .into(),
+        DbDecl::<QueryArgs> {
+            name: "query",
+            offers: |at| at.node == Node::Root,
+            describe: |_| "query(sql, params?): run one read-only SQL statement (SELECT …) with ? parameters bound from params; the result becomes queries/ID with its rows.".to_string(),
+            guard: |_, _, _, _| Ok(vec![read_only()]),
+            run: |h, _, _, a| h.run_query(&a.sql.0, &a.params.0),
+        }
+        .into(),
+        DbDecl::<CountArgs> {
+            name: "count",
+            offers: |at| matches!(at.node, Node::Table(_) | Node::View(_)),
+            describe: |at| format!("count(where?, params?): how many rows {} has, or how many match the condition.", what(&at.node)),
+            guard: |h, _, _, _| Ok(vec![can_read(h), read_only()]),
+            run: |h, _, at, a| h.count(object(&at.node)?, a),
+        }
+        .into(),
+        DbDecl::<ExportArgs> {
+            name: "export",
+            offers: |at| matches!(at.node, Node::Table(_) | Node::View(_)),
+            describe: |at| format!(
+                "export(format: csv|json, where?, params?, limit?): rows of {}{} as CSV (with a header) or JSON, at most limit (default {EXPORT_DEFAULT}).",
+                what(&at.node),
+                if matches!(at.node, Node::Table(_)) { " by key" } else { "" }
+            ),
+            guard: |h, _, _, _| Ok(vec![can_read(h), read_only()]),
+            run: |h, _, at, a| h.export(object(&at.node)?, matches!(at.node, Node::Table(_)), a),
+        }
+        .into(),
+        DbDecl::<InsertArgs> {
+            name: "insert",
+            offers: |at| matches!(at.node, Node::Table(_)),
+            describe: |at| format!("insert(values): add a row to {}; values is an object column: value (missing columns get their defaults).", what(&at.node)),
+            guard: |h, _, _, _| Ok(vec![writable(h)]),
+            run: |h, _, at, a| h.insert(object(&at.node)?, &a.values),
+        }
+        .into(),
+        DbDecl::<NoArgs> {
+            name: "read_body",
+            offers: |at| matches!(at.node, Node::Row(..) | Node::ViewRow(..) | Node::Query(_) | Node::QueryRow(..)),
+            describe: |at| match at.node {
+                Node::Query(_) => "The query's SQL, parameters, columns and row count.".to_string(),
+                _ => "The whole row, one `column: value` line each.".to_string(),
+            },
+            guard: |h, _, _, _| Ok(vec![can_read(h)]),
+            run: |h, _, at, _| h.read_body(&at.node),
+        }
+        .into(),
+        DbDecl::<NoArgs> {
+            name: "references",
+            offers: |at| matches!(at.node, Node::Row(..)),
+            describe: |_| "Follow this row's foreign keys: the paths of the rows it refers to.".to_string(),
+            guard: |h, _, _, _| Ok(vec![can_read(h)]),
+            run: |h, _, at, _| {
+                let (t, k) = row(&at.node)?;
+                h.references(t, k)
+            },
+        }
+        .into(),
+        DbDecl::<NoArgs> {
+            name: "referenced_by",
+            offers: |at| matches!(at.node, Node::Row(..)),
+            describe: |at| format!("Rows of other tables whose foreign keys point at this row (at most {}).", at.page_size),
+            guard: |h, _, _, _| Ok(vec![can_read(h)]),
+            run: |h, _, at, _| {
+                let (t, k) = row(&at.node)?;
+                h.referenced_by(t, k)
+            },
+        }
+        .into(),
+        DbDecl::<UpdateArgs> {
+            name: "update",
+            offers: |at| matches!(at.node, Node::Row(..)),
+            describe: |_| "update(set): change columns of this row; set is an object column: new value.".to_string(),
+            guard: |h, _, _, _| Ok(vec![writable(h)]),
+            run: |h, _, at, a| {
+                let (t, k) = row(&at.node)?;
+                h.update(t, k, &a.set)
+            },
+        }
+        .into(),
+        DbDecl::<NoArgs> {
+            name: "delete",
+            offers: |at| matches!(at.node, Node::Row(..)),
+            describe: |_| "Delete this row.".to_string(),
+            guard: |h, _, _, _| Ok(vec![writable(h)]),
+            run: |h, _, at, _| {
+                let (t, k) = row(&at.node)?;
+                h.delete(t, k)
+            },
+        }
+        .into(),
+    ])
+});
+
+/// Column names are quoted into the statement, where a NUL byte would end it.
+fn no_nul_columns(values: &Map<String, Value>, arg: &str) -> HostResult<()> {
+    for column in values.keys() {
+        if column.contains('\0') {
+            return Err(HostError::InvalidArgs(format!(
+                "column name {column:?} in `{arg}` holds a NUL byte, which SQL text cannot hold (SQLite would stop reading there)"
+            )));
+        }
     }
     Ok(())
-}
-
-/// A string argument that becomes SQL text (`sql`, `where`).
-fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => {
-            no_nul(s, &format!("`{key}`"))?;
-            Ok(Some(s))
-        }
-        Some(_) => Err(HostError::InvalidArgs(format!("`{key}` must be a string"))),
-    }
-}
-
-fn params_arg(map: &Map<String, Value>) -> HostResult<Vec<Value>> {
-    match map.get("params") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => Ok(a.clone()),
-        Some(_) => Err(HostError::InvalidArgs(
-            "`params` must be an array of values".to_string(),
-        )),
-    }
-}
-
-fn object_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<&'a Map<String, Value>> {
-    match map.get(key) {
-        Some(Value::Object(o)) => {
-            // Column names are quoted into the statement.
-            for column in o.keys() {
-                no_nul(column, &format!("column name {column:?} in `{key}`"))?;
-            }
-            Ok(o)
-        }
-        _ => Err(HostError::InvalidArgs(format!(
-            "`{key}` must be an object of column: value"
-        ))),
-    }
 }
 
 /// A CSV field (RFC 4180 quoting; NULL is empty).
@@ -149,183 +403,20 @@ fn json_value(v: &SqlValue) -> Value {
 }
 
 impl DbHost {
-    pub(super) fn spec(&self, node: &Node, op: &str) -> OpSpec {
-        let none = || object_schema(json!({}), &[]);
-        let what = match node {
-            Node::Table(t) => format!("table {t}"),
-            Node::View(v) => format!("view {v}"),
-            _ => "this".to_string(),
-        };
-        let (description, schema) = match op {
-            "schema" => match node {
-                Node::Root => ("All CREATE statements of the database (tables, views, indexes, triggers).".to_string(), none()),
-                _ => (format!("The CREATE statement of {what}, with its indexes and triggers."), none()),
-            },
-            "query" => (
-                "query(sql, params?): run one read-only SQL statement (SELECT …) with ? parameters bound from params; the result becomes queries/ID with its rows.".to_string(),
-                object_schema(
-                    json!({
-                        "sql": {"type": "string", "minLength": 1, "description": "one SQL statement that only reads"},
-                        "params": params_schema(),
-                    }),
-                    &["sql"],
-                ),
-            ),
-            "count" => (
-                format!("count(where?, params?): how many rows {what} has, or how many match the condition."),
-                object_schema(json!({"where": where_schema(), "params": params_schema()}), &[]),
-            ),
-            "export" => (
-                format!("export(format: csv|json, where?, params?, limit?): rows of {what}{} as CSV (with a header) or JSON, at most limit (default {EXPORT_DEFAULT}).",
-                    if matches!(node, Node::Table(_)) { " by key" } else { "" }),
-                object_schema(
-                    json!({
-                        "format": {"type": "string", "enum": ["csv", "json"]},
-                        "where": where_schema(),
-                        "params": params_schema(),
-                        "limit": {"type": "integer", "minimum": 1, "maximum": EXPORT_MAX,
-                            "description": format!("at most this many rows (default {EXPORT_DEFAULT})")},
-                    }),
-                    &["format"],
-                ),
-            ),
-            "insert" => (
-                format!("insert(values): add a row to {what}; values is an object column: value (missing columns get their defaults)."),
-                object_schema(
-                    json!({"values": {"type": "object", "description": "column: value",
-                        "additionalProperties": {"type": ["string", "number", "boolean", "null"]}}}),
-                    &["values"],
-                ),
-            ),
-            "update" => (
-                "update(set): change columns of this row; set is an object column: new value.".to_string(),
-                object_schema(
-                    json!({"set": {"type": "object", "minProperties": 1, "description": "column: new value",
-                        "additionalProperties": {"type": ["string", "number", "boolean", "null"]}}}),
-                    &["set"],
-                ),
-            ),
-            "delete" => ("Delete this row.".to_string(), none()),
-            "read_body" => match node {
-                Node::Query(_) => ("The query's SQL, parameters, columns and row count.".to_string(), none()),
-                _ => ("The whole row, one `column: value` line each.".to_string(), none()),
-            },
-            "references" => (
-                "Follow this row's foreign keys: the paths of the rows it refers to.".to_string(),
-                none(),
-            ),
-            "referenced_by" => (
-                format!("Rows of other tables whose foreign keys point at this row (at most {}).", self.page_size),
-                none(),
-            ),
-            _ => (String::new(), none()),
-        };
-        OpSpec {
-            name: op.to_string(),
-            description,
-            schema,
-        }
-    }
-
-    /// The guard of `op`: reading is always allowed; callers' SQL runs on the read-only
-    /// connection; writes need a writable mount (a policy: EACCES).
-    pub(super) fn conditions(&self, op: &str) -> Guard {
-        let can_read = || {
-            Condition::check(
-                "can_read",
-                true,
-                format!("{} is open for reading", self.file_name),
-            )
-        };
-        let read_only = || {
-            Condition::policy(
-                "read_only_connection",
-                true,
-                "queries run on a read-only connection (SQLite refuses every write)",
-            )
-        };
-        Guard::new(match op {
-            "query" => vec![read_only()],
-            "count" | "export" => vec![can_read(), read_only()],
-            "insert" | "update" | "delete" => vec![if self.writable {
-                Condition::policy(
-                    "writable",
-                    true,
-                    format!("{} is mounted writable", self.world_path(&[])),
-                )
-            } else {
-                Condition::policy(
-                    "writable",
-                    false,
-                    format!(
-                        "{} is mounted read-only (manifest writable = false); use ops/query to read",
-                        self.world_path(&[])
-                    ),
-                )
-            }],
-            _ => vec![can_read()],
-        })
-    }
-
-    pub(super) fn run(
-        &self,
-        node: &Node,
-        op: &str,
-        args: &Map<String, Value>,
-    ) -> HostResult<CallOutcome> {
-        match (op, node) {
-            ("schema", Node::Root) => Ok(CallOutcome::text(schema::create_statements(
-                &self.main(),
-                None,
-            )?)),
-            ("schema", Node::Table(n) | Node::View(n)) => Ok(CallOutcome::text(
-                schema::create_statements(&self.main(), Some(n))?,
-            )),
-            ("query", _) => {
-                let sql = str_arg(args, "sql")?.unwrap_or_default();
-                self.run_query(sql, &params_arg(args)?)
-            }
-            ("count", Node::Table(n) | Node::View(n)) => self.count(n, args),
-            ("export", Node::Table(n) | Node::View(n)) => {
-                self.export(n, matches!(node, Node::Table(_)), args)
-            }
-            ("insert", Node::Table(n)) => self.insert(n, object_arg(args, "values")?),
-            ("update", Node::Row(t, k)) => self.update(t, k, object_arg(args, "set")?),
-            ("delete", Node::Row(t, k)) => self.delete(t, k),
-            ("read_body", Node::Row(t, k)) => self.row_body(t, k),
-            ("read_body", Node::ViewRow(v, n)) => {
-                let (names, values) = super::view::view_row(&self.main(), v, *n)?
-                    .ok_or_else(|| HostError::NotFound(format!("view {v} has no row {n}")))?;
-                let mut out = String::new();
-                for (c, v) in names.iter().zip(&values) {
-                    out.push_str(&format!("{c}: {}\n", full(v)));
-                }
-                Ok(CallOutcome::text(out))
-            }
-            ("read_body", Node::Query(id)) => Ok(CallOutcome::text(self.query_body(*id)?)),
-            ("read_body", Node::QueryRow(id, n)) => {
-                Ok(CallOutcome::text(self.query_row_body(*id, *n)?))
-            }
-            ("references", Node::Row(t, k)) => self.references(t, k),
-            ("referenced_by", Node::Row(t, k)) => self.referenced_by(t, k),
-            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
-        }
-    }
-
     /// `SELECT … FROM "T" WHERE (<where>)`, the condition on its own lines so a trailing
     /// `--` comment cannot swallow what follows.
-    fn filtered(&self, select: &str, name: &str, args: &Map<String, Value>) -> HostResult<String> {
-        Ok(match str_arg(args, "where")? {
-            Some(w) => format!("SELECT {select} FROM {} WHERE (\n{w}\n)", quote(name)),
+    fn filtered(select: &str, name: &str, condition: Option<&Where>) -> String {
+        match condition {
+            Some(Where(Sql(w))) => format!("SELECT {select} FROM {} WHERE (\n{w}\n)", quote(name)),
             None => format!("SELECT {select} FROM {}", quote(name)),
-        })
+        }
     }
 
-    fn count(&self, name: &str, args: &Map<String, Value>) -> HostResult<CallOutcome> {
-        let sql = self.filtered("count(*)", name, args)?;
+    fn count(&self, name: &str, args: CountArgs) -> HostResult<CallOutcome> {
+        let sql = Self::filtered("count(*)", name, args.condition.as_ref());
         let conn = self.reader()?;
         let mut stmt = self.prepare_user(&conn, &sql)?;
-        bind(&mut stmt, &params_arg(args)?)?;
+        bind(&mut stmt, &args.params.0)?;
         let n: i64 = stmt
             .raw_query()
             .next()
@@ -334,47 +425,28 @@ impl DbHost {
             .transpose()
             .map_err(db_err)?
             .unwrap_or(0);
-        let params = params_arg(args)?;
-        let text = match str_arg(args, "where")? {
-            Some(w) if !params.is_empty() => format!(
-                "{} of {name} where {w} (params {})",
-                plural(n.max(0) as u64, "row", "rows"),
+        let rows = plural(n.max(0) as u64, "row", "rows");
+        let text = match (args.condition, args.params.0) {
+            (Some(Where(Sql(w))), params) if !params.is_empty() => format!(
+                "{rows} of {name} where {w} (params {})",
                 Value::Array(params)
             ),
-            Some(w) => format!(
-                "{} of {name} where {w}",
-                plural(n.max(0) as u64, "row", "rows")
-            ),
-            None => format!("{} in {name}", plural(n.max(0) as u64, "row", "rows")),
+            (Some(Where(Sql(w))), _) => format!("{rows} of {name} where {w}"),
+            (None, _) => format!("{rows} in {name}"),
         };
         Ok(CallOutcome::text(text))
     }
 
-    fn export(
-        &self,
-        name: &str,
-        is_table: bool,
-        args: &Map<String, Value>,
-    ) -> HostResult<CallOutcome> {
-        let format = str_arg(args, "format")?.unwrap_or("csv");
-        if format != "csv" && format != "json" {
+    fn export(&self, name: &str, is_table: bool, args: ExportArgs) -> HostResult<CallOutcome> {
+        let limit = args.limit;
+        if !(1..=EXPORT_MAX).contains(&limit) {
             return Err(HostError::InvalidArgs(format!(
-                "format must be csv or json, not {format:?}"
+                "`limit` must be an integer from 1 to {EXPORT_MAX}"
             )));
         }
-        let limit = match args.get("limit") {
-            None => EXPORT_DEFAULT,
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=EXPORT_MAX).contains(&n) => n,
-                _ => {
-                    return Err(HostError::InvalidArgs(format!(
-                        "`limit` must be an integer from 1 to {EXPORT_MAX}"
-                    )))
-                }
-            },
-        };
+        let csv = args.format == Format::Csv;
         let conn = self.reader()?;
-        let mut sql = self.filtered("*", name, args)?;
+        let mut sql = Self::filtered("*", name, args.condition.as_ref());
         if is_table {
             let t = self.table_of(&conn, name)?;
             sql.push_str(&format!(" ORDER BY {}", t.key_list()));
@@ -382,10 +454,10 @@ impl DbHost {
         // Our own number, one more to tell whether there were more.
         sql.push_str(&format!(" LIMIT {}", limit + 1));
         let mut stmt = self.prepare_user(&conn, &sql)?;
-        bind(&mut stmt, &params_arg(args)?)?;
+        bind(&mut stmt, &args.params.0)?;
         let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
         let mut out = String::new();
-        if format == "csv" {
+        if csv {
             out.push_str(
                 &columns
                     .iter()
@@ -413,7 +485,7 @@ impl DbHost {
                 .map(|i| r.get::<_, SqlValue>(i))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(db_err)?;
-            if format == "csv" {
+            if csv {
                 out.push_str(&values.iter().map(csv_field).collect::<Vec<_>>().join(","));
                 out.push('\n');
             } else {
@@ -429,7 +501,7 @@ impl DbHost {
             }
             n += 1;
         }
-        if format == "json" {
+        if !csv {
             out.push_str(if n > 0 { "\n]\n" } else { "]\n" });
         }
         if let Some(why) = cut {
@@ -506,9 +578,28 @@ impl DbHost {
             }
             _ => return Ok(None),
         }
-        let text = serde_json::to_string_pretty(&Value::Object(obj))
-            .map_err(|e| HostError::Backend(format!("cannot render the row: {e}")))?;
+        let text =
+            serde_json::to_string_pretty(&Value::Object(obj)).or_failed("cannot render the row")?;
         Ok(Some(format!("{text}\n")))
+    }
+
+    /// `read_body` of a table's row, a view's row, a query or a query's row.
+    fn read_body(&self, node: &Node) -> HostResult<CallOutcome> {
+        match node {
+            Node::Row(t, k) => self.row_body(t, k),
+            Node::ViewRow(v, n) => {
+                let (names, values) = super::view::view_row(&self.main(), v, *n)?
+                    .ok_or_else(|| HostError::NotFound(format!("view {v} has no row {n}")))?;
+                let mut out = String::new();
+                for (c, v) in names.iter().zip(&values) {
+                    out.push_str(&format!("{c}: {}\n", full(v)));
+                }
+                Ok(CallOutcome::text(out))
+            }
+            Node::Query(id) => Ok(CallOutcome::text(self.query_body(*id)?)),
+            Node::QueryRow(id, n) => Ok(CallOutcome::text(self.query_row_body(*id, *n)?)),
+            _ => Err(elsewhere()),
+        }
     }
 
     fn row_body(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
@@ -724,7 +815,9 @@ impl DbHost {
     fn assignments(
         t: &Table,
         values: &Map<String, Value>,
+        arg: &str,
     ) -> HostResult<(Vec<String>, Vec<SqlValue>)> {
+        no_nul_columns(values, arg)?;
         let mut cols = Vec::new();
         let mut bound = Vec::new();
         for (k, v) in values {
@@ -742,23 +835,13 @@ impl DbHost {
         Ok((cols, bound))
     }
 
-    fn check_writable(&self, op: &str) -> HostResult<()> {
-        let guard = self.conditions(op);
-        if guard.allowed() {
-            Ok(())
-        } else {
-            Err(HostError::Blocked(guard))
-        }
-    }
-
     fn insert(&self, table: &str, values: &Map<String, Value>) -> HostResult<CallOutcome> {
-        self.check_writable("insert")?;
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(user_err)?;
         let t = self.table_of(&tx, table)?;
-        let (cols, bound) = Self::assignments(&t, values)?;
+        let (cols, bound) = Self::assignments(&t, values, "values")?;
         let sql = if cols.is_empty() {
             format!(
                 "INSERT INTO {} DEFAULT VALUES RETURNING {}",
@@ -798,13 +881,12 @@ impl DbHost {
     }
 
     fn update(&self, table: &str, seg: &str, set: &Map<String, Value>) -> HostResult<CallOutcome> {
-        self.check_writable("update")?;
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(user_err)?;
         let (t, key) = self.row_of(&tx, table, seg)?;
-        let (cols, mut bound) = Self::assignments(&t, set)?;
+        let (cols, mut bound) = Self::assignments(&t, set, "set")?;
         if cols.is_empty() {
             return Err(HostError::InvalidArgs("`set` names no column".to_string()));
         }
@@ -850,7 +932,6 @@ impl DbHost {
     }
 
     fn delete(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
-        self.check_writable("delete")?;
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -117,7 +117,7 @@ pub(super) fn install_authorizer(
         } else {
             // The first refusal is the statement's own action (DROP TABLE before the
             // DELETE from sqlite_master it implies).
-            let mut first = denied.lock().unwrap_or_else(|p| p.into_inner());
+            let mut first = crate::hosts::lock(&denied);
             if first.is_none() {
                 *first = Some(describe_action(&ctx.action));
             }
@@ -391,7 +391,7 @@ impl DbHost {
         text.push_str(&format!(
             "{}; all at {rows_path} of {}",
             plural(count, "row", "rows"),
-            self.world_path(&[])
+            self.paths.mount()
         ));
         Ok(CallOutcome::text(text).discovered(Node::Query(id).path()))
     }
@@ -471,7 +471,7 @@ impl DbHost {
 
     pub(super) fn page_of(&self, q: &Stored, offset: u64, limit: usize) -> HostResult<Page> {
         self.page(q, offset, limit)
-            .map_err(|e| HostError::Backend(format!("query {} no longer runs: {e}", q.id)))
+            .map_err(|e| HostError::failed(format!("query {} no longer runs", q.id), e))
     }
 
     /// The node of a result row: the table's row when the result carries its key.
@@ -544,7 +544,7 @@ impl DbHost {
             Value::Array(q.params.clone()),
             q.columns.join(", "),
             q.rows,
-            self.world_path(&Node::QueryRows(id).path())
+            self.paths.entry(&Node::QueryRows(id).path())
         ))
     }
 
@@ -561,7 +561,7 @@ impl DbHost {
             out.push_str(&format!("{c}: {}\n", super::view::full(v)));
         }
         if let node @ Node::Row(..) = self.row_node(id, n, &page, values) {
-            out.push_str(&format!("(row {})\n", self.world_path(&node.path())));
+            out.push_str(&format!("(row {})\n", self.paths.entry(&node.path())));
         }
         Ok(out)
     }

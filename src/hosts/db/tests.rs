@@ -76,6 +76,7 @@ fn ctx(dir: &Path) -> HostContext {
     HostContext {
         state_dir: dir.join("state"),
         mount_point: dir.join("mnt"),
+        mount: "db/test".to_string(),
         ..HostContext::for_tests(dir)
     }
 }
