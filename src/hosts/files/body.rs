@@ -23,7 +23,10 @@ impl FilesHost {
             _ => return Ok(None),
         };
         let body = Body::ranged(meta.len()).modified(meta.modified().ok());
-        let writable = self.plan(&loc, "write", None)?.guard.allowed();
+        let writable = self
+            .plan(&loc, super::ops::Access::Write, None)?
+            .guard
+            .allowed();
         Ok(Some(if writable {
             body.written_by("write", "content")
         } else {

@@ -37,6 +37,7 @@ use crate::world::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
+use crate::world::names::Paths;
 
 use resolve::Node;
 
@@ -92,8 +93,8 @@ pub enum FilesError {
 
 /// A local directory mounted as a host.
 pub struct FilesHost {
-    /// Where the host is mounted in the world, for the paths shown in results.
-    mount_path: String,
+    /// World paths of its entries, for the paths shown in results.
+    paths: Paths,
     /// Canonical root.
     root: PathBuf,
     /// The root held open: every access resolves from it.
@@ -108,8 +109,10 @@ pub struct FilesHost {
 }
 
 impl FilesHost {
+    /// Open the host; its printed paths start at `ctx.mount` (which `hosts::build` sets to
+    /// the mount path it also passes first).
     pub fn open(
-        mount_path: &str,
+        _mount_path: &str,
         settings: FilesSettings,
         ctx: &HostContext,
     ) -> Result<FilesHost, FilesError> {
@@ -148,7 +151,7 @@ impl FilesHost {
             source,
         })?;
         Ok(FilesHost {
-            mount_path: mount_path.trim_matches('/').to_string(),
+            paths: ctx.paths(),
             root,
             beneath,
             mount_point,
@@ -167,17 +170,12 @@ impl FilesHost {
 
     /// The world path of a host path, for messages: `files/src/main.rs`.
     fn display(&self, segs: &[String]) -> String {
-        let mut out = self.mount_path.clone();
-        for s in segs {
-            if !out.is_empty() {
-                out.push('/');
-            }
-            out.push_str(s);
-        }
+        let out = self.paths.entry(segs);
         if out.is_empty() {
-            out.push('.');
+            ".".to_string()
+        } else {
+            out
         }
-        out
     }
 
     /// The world path of a physical path under the root, or the disk path otherwise.
@@ -203,11 +201,19 @@ impl FilesHost {
         if !self.warned_non_utf8.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "files host {}: skipping names that are not UTF-8 (first: {:?} in {})",
-                self.mount_path,
+                self.paths.mount(),
                 name,
                 dir.display()
             );
         }
+    }
+
+    /// The entry at `path` as its ops see it.
+    fn entry_of(&self, path: &[String]) -> HostResult<ops::Entry> {
+        Ok(ops::Entry {
+            loc: self.located(path)?,
+            page_size: self.page_size,
+        })
     }
 
     fn located(&self, path: &[String]) -> HostResult<resolve::Located> {
@@ -247,13 +253,12 @@ impl Host for FilesHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let loc = self.located(path)?;
-        Ok(self.op_specs(&loc.node))
+        Ok(ops::specs(&self.entry_of(path)?))
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
-        let loc = self.located(path)?;
-        Ok(self.plan(&loc, op, args)?.guard)
+        let e = self.entry_of(path)?;
+        ops::ops_of(&e.loc.node).guard(self, &ops::Slot::default(), &e, op, args)
     }
 
     fn call(
@@ -263,8 +268,8 @@ impl Host for FilesHost {
         args: &Value,
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let loc = self.located(path)?;
-        self.run(&loc, op, args)
+        let e = self.entry_of(path)?;
+        ops::ops_of(&e.loc.node).call(self, &ops::Slot::default(), &e, op, args)
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {

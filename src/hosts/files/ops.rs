@@ -10,11 +10,16 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use serde_json::{json, Map, Value};
+use std::cell::RefCell;
+use std::num::NonZeroU64;
+use std::sync::LazyLock;
 
-use crate::world::host::{
-    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
-};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
+use crate::world::op::{Decl, NoArgs, Op, Ops};
 
 use super::describe::{
     count_lines, format_time, human_size, is_binary, kind_name, mode_string, plural, Counts,
@@ -27,103 +32,241 @@ const READ_CAP: u64 = 16 * 1024 * 1024;
 const READ_CAP_WORDS: &str = "16 MiB";
 const DEFAULT_LIMIT: u64 = 2000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Read,
-    Write,
-    Edit,
-    Stat,
-    List,
+/// What an entry's ops see of it: the entry, and the listing size `list` names.
+pub(super) struct Entry {
+    pub loc: Located,
+    pub page_size: usize,
 }
 
-impl Op {
-    fn name(self) -> &'static str {
-        match self {
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Edit => "edit",
-            Op::Stat => "stat",
-            Op::List => "list",
-        }
+impl Entry {
+    fn on_dir(&self) -> bool {
+        matches!(self.loc.node, Node::Dir { .. })
     }
 }
 
-const FILE_OPS: [Op; 4] = [Op::Read, Op::Write, Op::Edit, Op::Stat];
-const DIR_OPS: [Op; 5] = [Op::List, Op::Stat, Op::Read, Op::Write, Op::Edit];
+/// The target a call's guard resolved, which its run then acts on (so what was checked is
+/// what gets touched).
+pub(super) type Slot = RefCell<Option<Target>>;
 
-fn ops_of(node: &Node) -> &'static [Op] {
+/// How an op touches its target, which decides its guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// The entry itself, read-only (`list`, `stat`).
+    Look,
+    Read,
+    /// Replace or create the file.
+    Write,
+    /// Change a file that exists.
+    Edit,
+}
+
+/// Arguments only a directory's ops take: the file they act on (a file's ops act on it).
+const DIR_ONLY: [&str; 2] = ["path", "create_dirs"];
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// file path relative to this directory
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(min = 1))]
+    path: Option<String>,
+    /// first line to show, 1-based (default 1)
+    #[serde(default = "first_line")]
+    offset: NonZeroU64,
+    /// how many lines to show (default 2000)
+    #[serde(default = "default_limit")]
+    limit: NonZeroU64,
+}
+
+fn first_line() -> NonZeroU64 {
+    NonZeroU64::MIN
+}
+
+fn default_limit() -> NonZeroU64 {
+    NonZeroU64::new(DEFAULT_LIMIT).unwrap_or(NonZeroU64::MIN)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    /// file path relative to this directory
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(min = 1))]
+    path: Option<String>,
+    /// the whole new content of the file
+    content: String,
+    /// create missing parent directories (default false)
+    #[serde(default)]
+    create_dirs: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    /// file path relative to this directory
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(min = 1))]
+    path: Option<String>,
+    /// exact text to replace (must occur once unless replace_all)
+    #[schemars(length(min = 1))]
+    old_string: String,
+    /// replacement text
+    new_string: String,
+    /// replace every occurrence (default false)
+    #[serde(default)]
+    replace_all: bool,
+}
+
+type FilesOp = Op<FilesHost, Entry, Slot>;
+type FilesDecl<A> = Decl<FilesHost, Entry, Slot, A>;
+
+fn read() -> FilesOp {
+    FilesDecl::<ReadArgs> {
+        name: "read",
+        offers: |_| true,
+        describe: |e| if e.on_dir() {
+            "read(path, offset?, limit?): numbered lines of the file at path (relative to here), like cat -n"
+        } else {
+            "read(offset?, limit?): the file's lines numbered like cat -n, from line offset (default 1), at most limit (default 2000)"
+        }.to_string(),
+        guard: |h, slot, e, a| {
+            let path = a.map(|a| (a.path.as_deref(), false));
+            h.checked(e, slot, Access::Read, path)
+        },
+        run: |h, slot, e, a| h.read(&target(slot, e)?, a.offset.get(), a.limit.get()),
+    }
+    .into()
+}
+
+fn write() -> FilesOp {
+    FilesDecl::<WriteArgs> {
+        name: "write",
+        offers: |_| true,
+        describe: |e| if e.on_dir() {
+            "write(path, content, create_dirs?): create or overwrite the file at path (relative to here)"
+        } else {
+            "write(content): replace the whole file with content (atomic; permissions kept)"
+        }.to_string(),
+        guard: |h, slot, e, a| {
+            let path = a.map(|a| (a.path.as_deref(), a.create_dirs));
+            h.checked(e, slot, Access::Write, path)
+        },
+        run: |h, slot, e, a| h.write(&target(slot, e)?, &a.content, a.create_dirs),
+    }
+    .into()
+}
+
+fn edit() -> FilesOp {
+    FilesDecl::<EditArgs> {
+        name: "edit",
+        offers: |_| true,
+        describe: |e| if e.on_dir() {
+            "edit(path, old_string, new_string, replace_all?): replace exact text in the file at path (relative to here)"
+        } else {
+            "edit(old_string, new_string, replace_all?): replace exact text; old_string must occur once unless replace_all"
+        }.to_string(),
+        guard: |h, slot, e, a| {
+            let path = a.map(|a| (a.path.as_deref(), false));
+            h.checked(e, slot, Access::Edit, path)
+        },
+        run: |h, slot, e, a| {
+            h.edit(&target(slot, e)?, &a.old_string, &a.new_string, a.replace_all)
+        },
+    }
+    .into()
+}
+
+fn stat() -> FilesOp {
+    FilesDecl::<NoArgs> {
+        name: "stat",
+        offers: |_| true,
+        describe: |e| {
+            if e.on_dir() {
+                "stat(): entry counts, permissions and modification time of this directory"
+            } else {
+                "stat(): size, type, permissions, modification time and line count"
+            }
+            .to_string()
+        },
+        guard: |h, slot, e, _| h.checked(e, slot, Access::Look, None),
+        run: |h, _, e, _| h.stat(&e.loc),
+    }
+    .into()
+}
+
+fn list() -> FilesOp {
+    FilesDecl::<NoArgs> {
+        name: "list",
+        offers: Entry::on_dir,
+        describe: |e| {
+            format!(
+                "list(): entries here, one per line: name, type, size (first {} by name)",
+                e.page_size
+            )
+        },
+        guard: |h, slot, e, _| h.checked(e, slot, Access::Look, None),
+        run: |h, _, e, _| h.list(&e.loc),
+    }
+    .into()
+}
+
+/// A file's ops, in the order `ops/` lists them. A broken link shows them too, so that
+/// their guards can say why they are refused.
+static FILE_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> =
+    LazyLock::new(|| Ops::new(vec![read(), write(), edit(), stat()]));
+
+/// A directory's ops: its own, then those on a file at `path` below it.
+static DIR_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> =
+    LazyLock::new(|| Ops::new(vec![list(), stat(), read(), write(), edit()]));
+
+pub(super) fn ops_of(node: &Node) -> &'static Ops<FilesHost, Entry, Slot> {
     match node {
         Node::Dir { .. } => &DIR_OPS,
-        // A broken link shows the file ops so that its guards can say why they are refused.
         Node::File { .. } | Node::Broken { .. } => &FILE_OPS,
     }
 }
 
-fn spec(op: Op, on_dir: bool, page_size: usize) -> OpSpec {
-    let path = json!({"type": "string", "minLength": 1,
-        "description": "file path relative to this directory"});
-    let offset = json!({"type": "integer", "minimum": 1,
-        "description": "first line to show, 1-based (default 1)"});
-    let limit = json!({"type": "integer", "minimum": 1,
-        "description": "how many lines to show (default 2000)"});
-    let content = json!({"type": "string", "description": "the whole new content of the file"});
-    let old = json!({"type": "string", "minLength": 1,
-        "description": "exact text to replace (must occur once unless replace_all)"});
-    let new = json!({"type": "string", "description": "replacement text"});
-    let all = json!({"type": "boolean", "description": "replace every occurrence (default false)"});
-    let (description, schema) = match (op, on_dir) {
-        (Op::Read, false) => (
-            "read(offset?, limit?): the file's lines numbered like cat -n, from line offset (default 1), at most limit (default 2000)".to_string(),
-            object_schema(json!({"offset": offset, "limit": limit}), &[]),
-        ),
-        (Op::Read, true) => (
-            "read(path, offset?, limit?): numbered lines of the file at path (relative to here), like cat -n".to_string(),
-            object_schema(json!({"path": path, "offset": offset, "limit": limit}), &["path"]),
-        ),
-        (Op::Write, false) => (
-            "write(content): replace the whole file with content (atomic; permissions kept)".to_string(),
-            object_schema(json!({"content": content}), &["content"]),
-        ),
-        (Op::Write, true) => (
-            "write(path, content, create_dirs?): create or overwrite the file at path (relative to here)".to_string(),
-            object_schema(
-                json!({"path": path, "content": content, "create_dirs": {"type": "boolean",
-                    "description": "create missing parent directories (default false)"}}),
-                &["path", "content"],
-            ),
-        ),
-        (Op::Edit, false) => (
-            "edit(old_string, new_string, replace_all?): replace exact text; old_string must occur once unless replace_all".to_string(),
-            object_schema(
-                json!({"old_string": old, "new_string": new, "replace_all": all}),
-                &["old_string", "new_string"],
-            ),
-        ),
-        (Op::Edit, true) => (
-            "edit(path, old_string, new_string, replace_all?): replace exact text in the file at path (relative to here)".to_string(),
-            object_schema(
-                json!({"path": path, "old_string": old, "new_string": new, "replace_all": all}),
-                &["path", "old_string", "new_string"],
-            ),
-        ),
-        (Op::Stat, false) => (
-            "stat(): size, type, permissions, modification time and line count".to_string(),
-            object_schema(json!({}), &[]),
-        ),
-        (Op::Stat, true) => (
-            "stat(): entry counts, permissions and modification time of this directory".to_string(),
-            object_schema(json!({}), &[]),
-        ),
-        (Op::List, _) => (
-            format!("list(): entries here, one per line: name, type, size (first {page_size} by name)"),
-            object_schema(json!({}), &[]),
-        ),
-    };
-    OpSpec {
-        name: op.name().to_string(),
-        description,
-        schema,
+/// What `ops/` shows: a directory's `path` is required, a file's ops have none (nor
+/// `create_dirs`), which one declaration per op leaves to here.
+pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
+    let mut specs = ops_of(&e.loc.node).specs(e);
+    for spec in &mut specs {
+        let Some(props) = spec
+            .schema
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        if !props.contains_key("path") {
+            continue;
+        }
+        if e.on_dir() {
+            let required = spec.schema["required"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut with_path = vec![Value::from("path")];
+            with_path.extend(required);
+            spec.schema["required"] = Value::Array(with_path);
+        } else {
+            for arg in DIR_ONLY {
+                props.remove(arg);
+            }
+        }
     }
+    specs
+}
+
+/// The target the guard resolved; none when a directory's op was given no `path`.
+fn target(slot: &Slot, e: &Entry) -> HostResult<Target> {
+    slot.borrow_mut().take().ok_or_else(|| {
+        HostError::InvalidArgs(if e.on_dir() {
+            "missing argument `path`".to_string()
+        } else {
+            format!("{}: no file to act on", e.loc.segs.join("/"))
+        })
+    })
 }
 
 /// The file an op acts on, as the guard resolved it.
@@ -142,40 +285,6 @@ pub(super) struct Target {
 pub(super) struct Plan {
     pub guard: Guard,
     target: Option<Target>,
-}
-
-fn str_arg<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<Option<&'a str>> {
-    match map.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(HostError::InvalidArgs(format!("`{key}` must be a string"))),
-    }
-}
-
-fn required_str<'a>(map: &'a Map<String, Value>, key: &str) -> HostResult<&'a str> {
-    str_arg(map, key)?.ok_or_else(|| HostError::InvalidArgs(format!("missing argument `{key}`")))
-}
-
-fn line_arg(map: &Map<String, Value>, key: &str, default: u64) -> HostResult<u64> {
-    match map.get(key) {
-        None => Ok(default),
-        Some(v) => match v.as_u64() {
-            Some(n) if n >= 1 => Ok(n),
-            _ => Err(HostError::InvalidArgs(format!(
-                "`{key}` must be an integer ≥ 1"
-            ))),
-        },
-    }
-}
-
-fn bool_arg(map: &Map<String, Value>, key: &str) -> HostResult<bool> {
-    match map.get(key) {
-        None => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(HostError::InvalidArgs(format!(
-            "`{key}` must be true or false"
-        ))),
-    }
 }
 
 fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
@@ -256,29 +365,6 @@ impl FilesHost {
                 )))
             }
         }
-    }
-
-    pub(super) fn op_specs(&self, node: &Node) -> Vec<OpSpec> {
-        let on_dir = matches!(node, Node::Dir { .. });
-        ops_of(node)
-            .iter()
-            .map(|&op| spec(op, on_dir, self.page_size))
-            .collect()
-    }
-
-    fn op_named(&self, loc: &Located, name: &str) -> HostResult<Op> {
-        let ops = ops_of(&loc.node);
-        ops.iter()
-            .copied()
-            .find(|o| o.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
-                HostError::NotFound(format!(
-                    "{} has no op {name:?} (ops: {})",
-                    self.display(&loc.segs),
-                    names.join(", ")
-                ))
-            })
     }
 
     fn inside(&self, what: &str) -> Condition {
@@ -409,11 +495,16 @@ impl FilesHost {
         }))
     }
 
-    /// The guard of `op` on the entry, with the conditions `args` decide when given.
-    pub(super) fn plan(&self, loc: &Located, op: &str, args: Option<&Value>) -> HostResult<Plan> {
-        let op = self.op_named(loc, op)?;
+    /// The guard of an op that makes `access` to the entry (or, from a directory, to the
+    /// file at `rel` below it), and the target it resolved.
+    pub(super) fn plan(
+        &self,
+        loc: &Located,
+        access: Access,
+        rel: Option<&str>,
+    ) -> HostResult<Plan> {
         let here = self.display(&loc.segs);
-        let writes = matches!(op, Op::Write | Op::Edit);
+        let writes = matches!(access, Access::Write | Access::Edit);
         let mut conditions = Vec::new();
         let mut target = None;
         match &loc.node {
@@ -441,49 +532,46 @@ impl FilesHost {
                 if writes {
                     conditions.push(self.writable(&t));
                 }
-                if matches!(op, Op::Read | Op::Edit | Op::Stat) {
+                if access != Access::Write {
                     conditions.push(self.exists_condition(&t));
                 }
                 target = Some(t);
             }
-            Node::Dir { real, .. } => match op {
-                Op::List | Op::Stat => conditions.push(self.inside(&here)),
-                Op::Read | Op::Write | Op::Edit => {
-                    let rel = args.and_then(|a| a.get("path")).and_then(Value::as_str);
-                    match rel {
-                        None => {
-                            conditions.push(Condition::policy(
-                                "inside_root",
-                                true,
-                                format!(
-                                    "{here} is inside the root {}; `path` is checked when given",
-                                    self.root.display()
-                                ),
-                            ));
-                            if writes {
-                                conditions.push(self.dir_writable(Some(real), &here));
+            Node::Dir { real, .. } => match access {
+                Access::Look => conditions.push(self.inside(&here)),
+                Access::Read | Access::Write | Access::Edit => match rel {
+                    None => {
+                        conditions.push(Condition::policy(
+                            "inside_root",
+                            true,
+                            format!(
+                                "{here} is inside the root {}; `path` is checked when given",
+                                self.root.display()
+                            ),
+                        ));
+                        if writes {
+                            conditions.push(self.dir_writable(Some(real), &here));
+                        }
+                    }
+                    Some(rel) => match self.target_in(loc, real, rel)? {
+                        Err(words) => {
+                            conditions.push(Condition::policy("inside_root", false, words));
+                            if writes && self.read_only {
+                                conditions.push(self.read_only_condition());
                             }
                         }
-                        Some(rel) => match self.target_in(loc, real, rel)? {
-                            Err(words) => {
-                                conditions.push(Condition::policy("inside_root", false, words));
-                                if writes && self.read_only {
-                                    conditions.push(self.read_only_condition());
-                                }
+                        Ok(t) => {
+                            conditions.push(self.inside(&t.display));
+                            if writes {
+                                conditions.push(self.writable(&t));
                             }
-                            Ok(t) => {
-                                conditions.push(self.inside(&t.display));
-                                if writes {
-                                    conditions.push(self.writable(&t));
-                                }
-                                if matches!(op, Op::Read | Op::Edit) {
-                                    conditions.push(self.exists_condition(&t));
-                                }
-                                target = Some(t);
+                            if access != Access::Write {
+                                conditions.push(self.exists_condition(&t));
                             }
-                        },
-                    }
-                }
+                            target = Some(t);
+                        }
+                    },
+                },
             },
         }
         Ok(Plan {
@@ -492,42 +580,26 @@ impl FilesHost {
         })
     }
 
-    /// Run `op`: parse the arguments, re-check the guard with them, act.
-    pub(super) fn run(&self, loc: &Located, op: &str, args: &Value) -> HostResult<CallOutcome> {
-        let kind = self.op_named(loc, op)?;
-        let spec = spec(kind, matches!(loc.node, Node::Dir { .. }), self.page_size);
-        let map = spec.check_args(args)?;
-        // A `path` that is not a string would otherwise read as "no path" to the guard.
-        str_arg(&map, "path")?;
-        let plan = self.plan(loc, op, Some(&Value::Object(map.clone())))?;
-        if !plan.guard.allowed() {
-            return Err(HostError::Blocked(plan.guard));
+    /// The guard of an op making `access`; with arguments (`path`, and whether a
+    /// directory-only argument was given), the target they name goes to `slot`.
+    fn checked(
+        &self,
+        e: &Entry,
+        slot: &Slot,
+        access: Access,
+        args: Option<(Option<&str>, bool)>,
+    ) -> HostResult<Vec<Condition>> {
+        let (rel, dir_only) = args.unwrap_or_default();
+        if !e.on_dir() && (rel.is_some() || dir_only) {
+            return Err(HostError::InvalidArgs(format!(
+                "{} is a file: its ops act on it and take no {}",
+                self.display(&e.loc.segs),
+                DIR_ONLY.join(" or ")
+            )));
         }
-        let target = || {
-            plan.target
-                .clone()
-                .ok_or_else(|| HostError::InvalidArgs("missing argument `path`".to_string()))
-        };
-        match kind {
-            Op::Stat => self.stat(loc),
-            Op::List => self.list(loc),
-            Op::Read => self.read(
-                &target()?,
-                line_arg(&map, "offset", 1)?,
-                line_arg(&map, "limit", DEFAULT_LIMIT)?,
-            ),
-            Op::Write => self.write(
-                &target()?,
-                required_str(&map, "content")?,
-                bool_arg(&map, "create_dirs")?,
-            ),
-            Op::Edit => self.edit(
-                &target()?,
-                required_str(&map, "old_string")?,
-                required_str(&map, "new_string")?,
-                bool_arg(&map, "replace_all")?,
-            ),
-        }
+        let plan = self.plan(&e.loc, access, rel)?;
+        *slot.borrow_mut() = plan.target;
+        Ok(plan.guard.conditions)
     }
 
     fn read(&self, t: &Target, offset: u64, limit: u64) -> HostResult<CallOutcome> {

@@ -348,7 +348,7 @@ impl FilesHost {
         match e.kind() {
             io::ErrorKind::NotFound => HostError::NotFound(format!("{what}: {e}")),
             io::ErrorKind::PermissionDenied => HostError::Forbidden(format!("{what}: {e}")),
-            _ => HostError::Backend(format!("{what}: {e}")),
+            _ => HostError::failed(what, e),
         }
     }
 }
