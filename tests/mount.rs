@@ -349,6 +349,113 @@ fn files_host_read_write_edit_and_escapes() {
 }
 
 /// Wait (bounded) until `ls dir` lists `name`: the files host's listings live a second.
+/// Every path a text prints under `prefix` (a host's mount, world-relative) or under the
+/// mount point, world-relative: the words that start so, less trailing punctuation.
+fn printed_paths(m: &Mount, text: &str, prefix: &str) -> Vec<String> {
+    let abs = format!("{}/", m.mount.display());
+    let mut out: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .map(|w| w.trim_end_matches([':', ',', ';', '.']))
+        .map(|w| w.strip_prefix(abs.as_str()).unwrap_or(w))
+        .filter(|w| *w == prefix || w.starts_with(&format!("{prefix}/")))
+        .map(str::to_string)
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Each path exists in the tree, as `test -e` in the mount sees it.
+fn assert_all_exist(m: &Mount, paths: &[String], text: &str) {
+    assert!(!paths.is_empty(), "no path printed in: {text}");
+    for p in paths {
+        let out = m.sh(&format!("test -e '{p}'"));
+        assert!(
+            out.status.success(),
+            "{p} does not exist; printed in: {text}"
+        );
+    }
+}
+
+#[test]
+fn files_named_like_reserved_names_print_paths_that_exist() {
+    let m = Mount::start(None);
+    for dir in ["ops", "description", "body", "README.md~"] {
+        std::fs::create_dir(m.root.join(dir)).unwrap();
+    }
+    std::fs::write(m.root.join("README.md"), "read me\n").unwrap();
+    wait_for_listing(&m, "files", "README.md~");
+    let mut texts = Vec::new();
+    // Calls on a directory's `path`, on the files themselves, and their guards.
+    for (op, args) in [
+        (
+            "files/ops/write",
+            r#"{"path":"ops/notes.txt","content":"a\n"}"#,
+        ),
+        (
+            "files/ops/write",
+            r#"{"path":"README.md","content":"new\n"}"#,
+        ),
+        (
+            "files/ops/write",
+            r#"{"path":"description/body","content":"b\n"}"#,
+        ),
+        (
+            "files/ops/write",
+            r#"{"path":"body/ops","content":"","create_dirs":true}"#,
+        ),
+        (
+            "files/ops/write",
+            r#"{"path":"README.md~/x","content":"x\n"}"#,
+        ),
+        (
+            "files/ops/edit",
+            r#"{"path":"ops/notes.txt","old_string":"a","new_string":"c"}"#,
+        ),
+        ("files/ops/read", r#"{"path":"body/ops"}"#),
+        ("files/ops/read", r#"{"path":"ops/notes.txt","offset":9}"#),
+        ("files/ops~/ops/list", ""),
+        ("files/ops~/ops/stat", ""),
+        ("files/README.md~/ops/stat", ""),
+        ("files/description~/body~/ops/write", r#"{"content":"d\n"}"#),
+        ("files/body~/ops~/ops/read", ""),
+    ] {
+        let text = m.ok(&format!(
+            "echo '{args}' > {op}/call; cat {op}/result; cat {op}/guard"
+        ));
+        texts.push(text);
+    }
+    // A refusal names the link that leads out of the root by its entry.
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), m.root.join("ops/out")).unwrap();
+    let text = m.ok(
+        "echo '{\"path\":\"ops/out/x\",\"content\":\"x\"}' > files/ops/write/call; \
+         cat files/ops/write/result",
+    );
+    assert!(text.contains("symlink files/ops~/out → "), "{text}");
+    assert_all_exist(&m, &["files/ops~/out".to_string()], &text);
+    let all = texts.join("\n");
+    for want in [
+        "files/ops~/notes.txt",
+        "files/README.md~",
+        "files/description~/body~",
+        "files/body~/ops~",
+        "files/README.md~~/x",
+    ] {
+        assert!(all.contains(want), "{want} never printed in:\n{all}");
+    }
+    for text in &texts {
+        assert_all_exist(&m, &printed_paths(&m, text, "files"), text);
+    }
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("ops/notes.txt")).unwrap(),
+        "c\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("description/body")).unwrap(),
+        "d\n"
+    );
+}
+
 fn wait_for_listing(m: &Mount, dir: &str, name: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !m.ok(&format!("ls {dir}")).lines().any(|l| l == name) {
