@@ -304,3 +304,92 @@ fn the_43k_row_table_is_paged() {
         format!("{expected} rows of ZipCodes where state = ? (params [\"NH\"])\n")
     );
 }
+
+/// Every path a text prints under `prefix` (a host's mount, world-relative) or under the
+/// mount point, world-relative: the words that start so, less trailing punctuation.
+fn printed_paths(m: &Mount, text: &str, prefix: &str) -> Vec<String> {
+    let abs = format!("{}/", m.mount.display());
+    let mut out: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .map(|w| w.trim_end_matches([':', ',', ';', '.']))
+        .map(|w| w.strip_prefix(abs.as_str()).unwrap_or(w))
+        .filter(|w| *w == prefix || w.starts_with(&format!("{prefix}/")))
+        .map(str::to_string)
+        .collect();
+    out.dedup();
+    out
+}
+
+#[test]
+fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reserved.db");
+    rusqlite::Connection::open(&file)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE ops (k TEXT PRIMARY KEY, body TEXT);
+             CREATE TABLE description (k TEXT PRIMARY KEY, ops TEXT REFERENCES ops (k));
+             CREATE TABLE \"README.md\" (k TEXT PRIMARY KEY);
+             INSERT INTO ops VALUES ('body', 'x'), ('README.md', 'y');
+             INSERT INTO description VALUES ('ops', 'body');",
+        )
+        .unwrap();
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"db\"\npath = \"db/r\"\nfile = {file:?}\nwritable = true\n"
+    )));
+    assert_eq!(
+        m.ok("ls db/r/tables"),
+        "README.md~\ndescription\ndescription~\nops\nops~\nref\n"
+    );
+    let mut texts = Vec::new();
+    for (op, args) in [
+        (
+            "db/r/tables/ops~/ops/insert",
+            r#"{"values":{"k":"description"}}"#,
+        ),
+        (
+            "db/r/tables/README.md~/ops/insert",
+            r#"{"values":{"k":"ops"}}"#,
+        ),
+        (
+            "db/r/tables/ops~/rows/body~/ops/update",
+            r#"{"set":{"body":"z"}}"#,
+        ),
+        ("db/r/tables/ops~/rows/body~/ops/referenced_by", ""),
+        ("db/r/tables/description~/rows/ops~/ops/references", ""),
+        (
+            "db/r/ops/query",
+            r#"{"sql":"SELECT k FROM ops ORDER BY k"}"#,
+        ),
+    ] {
+        texts.push(m.ok(&format!(
+            "echo '{args}' > {op}/call; cat {op}/result; cat {op}/guard"
+        )));
+    }
+    // A query's rows name the table rows they are.
+    texts.push(m.ok(
+        "echo > db/r/queries/1/rows/2/ops/read_body/call; cat db/r/queries/1/rows/2/ops/read_body/result; \
+         echo > db/r/queries/1/ops/read_body/call; cat db/r/queries/1/ops/read_body/result",
+    ));
+    let all = texts.join("\n");
+    for want in [
+        "db/r/tables/ops~/rows/description~",
+        "db/r/tables/README.md~/rows/ops~",
+        "db/r/tables/ops~/rows/body~",
+        "db/r/tables/description~/rows/ops~",
+        "db/r/queries/1/rows",
+    ] {
+        assert!(all.contains(want), "{want} never printed in:\n{all}");
+    }
+    for text in &texts {
+        let paths = printed_paths(&m, text, "db/r");
+        assert!(!paths.is_empty(), "no path printed in: {text}");
+        for p in paths {
+            let out = m.sh(&format!("test -e '{p}'"));
+            assert!(
+                out.status.success(),
+                "{p} does not exist; printed in: {text}"
+            );
+        }
+    }
+}
