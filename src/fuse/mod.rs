@@ -453,7 +453,7 @@ impl Filesystem for WorldFs {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
-                        tracing::debug!(op, "call refused at open: {e}");
+                        tracing::debug!(op = &**op, "call refused at open: {e}");
                         return Err(errno("open", &e));
                     }
                 };
