@@ -118,7 +118,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error("unknown host kind {0:?} (known: {})", known_kinds())]
+    #[error("unknown host kind {0:?} (known: {known})", known = known_kinds())]
     UnknownKind(String),
 }
 
