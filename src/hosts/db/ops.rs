@@ -92,31 +92,6 @@ impl JsonSchema for Params {
     }
 }
 
-/// A condition written in SQL, for `count` and `export`.
-#[derive(Debug)]
-struct Where(Sql);
-
-impl<'de> Deserialize<'de> for Where {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Sql::deserialize(d).map(Where)
-    }
-}
-
-impl JsonSchema for Where {
-    fn schema_name() -> Cow<'static, str> {
-        "Where".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "string", "minLength": 1,
-            "description": "SQL condition (runs on the read-only connection), e.g. \"Composer LIKE ?\""})
-    }
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct QueryArgs {
@@ -130,9 +105,10 @@ struct QueryArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct CountArgs {
+    /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Where")]
-    condition: Option<Where>,
+    #[schemars(with = "Sql")]
+    condition: Option<Sql>,
     #[serde(default)]
     params: Params,
 }
@@ -148,9 +124,10 @@ enum Format {
 #[serde(deny_unknown_fields)]
 struct ExportArgs {
     format: Format,
+    /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Where")]
-    condition: Option<Where>,
+    #[schemars(with = "Sql")]
+    condition: Option<Sql>,
     #[serde(default)]
     params: Params,
     /// at most this many rows (default 1000)
@@ -405,9 +382,9 @@ fn json_value(v: &SqlValue) -> Value {
 impl DbHost {
     /// `SELECT … FROM "T" WHERE (<where>)`, the condition on its own lines so a trailing
     /// `--` comment cannot swallow what follows.
-    fn filtered(select: &str, name: &str, condition: Option<&Where>) -> String {
+    fn filtered(select: &str, name: &str, condition: Option<&Sql>) -> String {
         match condition {
-            Some(Where(Sql(w))) => format!("SELECT {select} FROM {} WHERE (\n{w}\n)", quote(name)),
+            Some(Sql(w)) => format!("SELECT {select} FROM {} WHERE (\n{w}\n)", quote(name)),
             None => format!("SELECT {select} FROM {}", quote(name)),
         }
     }
@@ -427,11 +404,11 @@ impl DbHost {
             .unwrap_or(0);
         let rows = plural(n.max(0) as u64, "row", "rows");
         let text = match (args.condition, args.params.0) {
-            (Some(Where(Sql(w))), params) if !params.is_empty() => format!(
+            (Some(Sql(w)), params) if !params.is_empty() => format!(
                 "{rows} of {name} where {w} (params {})",
                 Value::Array(params)
             ),
-            (Some(Where(Sql(w))), _) => format!("{rows} of {name} where {w}"),
+            (Some(Sql(w)), _) => format!("{rows} of {name} where {w}"),
             (None, _) => format!("{rows} in {name}"),
         };
         Ok(CallOutcome::text(text))

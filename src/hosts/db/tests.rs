@@ -1025,3 +1025,46 @@ fn a_row_body_is_one_json_object() {
     assert!(h.body(&p("tables/Track")).unwrap().is_none());
     assert!(h.body(&p("tables/Track/rows/99")).unwrap().is_none());
 }
+
+#[test]
+fn op_schemas_come_from_their_argument_types() {
+    let f = Fixture::new();
+    let h = f.host(true);
+    let ops = h.ops(&p("tables/Track")).unwrap();
+    let export = &ops.iter().find(|o| o.name == "export").unwrap().schema;
+    assert_eq!(export["required"], json!(["format"]));
+    assert_eq!(export["additionalProperties"], false);
+    let props = &export["properties"];
+    assert_eq!(props["format"]["enum"], json!(["csv", "json"]));
+    assert_eq!(props["limit"]["minimum"], 1);
+    assert_eq!(props["limit"]["maximum"], 100_000);
+    assert_eq!(props["limit"]["default"], 1000);
+    assert_eq!(props["where"]["type"], "string");
+    assert_eq!(props["where"]["minLength"], 1);
+    assert!(props["where"]["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("SQL condition"));
+    assert_eq!(
+        props["params"]["items"]["type"],
+        json!(["string", "number", "boolean", "null"])
+    );
+    let insert = &ops.iter().find(|o| o.name == "insert").unwrap().schema;
+    assert_eq!(insert["required"], json!(["values"]));
+    let update = &h.ops(&p("tables/Track/rows/1")).unwrap()[3];
+    assert_eq!(update.name, "update");
+    assert_eq!(update.schema["properties"]["set"]["minProperties"], 1);
+    // A bad argument names the op and the argument.
+    let words = invalid(call(&h, "tables/Track", "export", json!({"format": "xml"})));
+    assert!(
+        words.starts_with("argument format of export: unknown variant `xml`"),
+        "{words}"
+    );
+    let words = invalid(call(
+        &h,
+        "tables/Track",
+        "export",
+        json!({"format": "csv", "limit": 0}),
+    ));
+    assert!(words.contains("from 1 to 100000"), "{words}");
+}

@@ -923,3 +923,45 @@ fn a_read_only_mount_shows_read_only_bodies() {
         b"one\ntwo\nthree\n"
     );
 }
+
+#[test]
+fn a_directorys_ops_require_a_path_and_a_files_take_none() {
+    let w = world();
+    let schema = |path: &str, op: &str| {
+        w.host
+            .ops(&p(path))
+            .unwrap()
+            .into_iter()
+            .find(|o| o.name == op)
+            .unwrap()
+            .schema
+    };
+    assert_eq!(
+        schema("src", "write")["required"],
+        json!(["path", "content"])
+    );
+    assert_eq!(schema("src", "read")["properties"]["path"]["minLength"], 1);
+    assert!(schema("src", "read")["properties"]["path"]
+        .get("default")
+        .is_none());
+    let file_write = schema("a.txt", "write");
+    assert_eq!(file_write["required"], json!(["content"]));
+    assert!(file_write["properties"].get("path").is_none());
+    assert!(file_write["properties"].get("create_dirs").is_none());
+    assert_eq!(
+        schema("a.txt", "read")["properties"]["offset"]["minimum"],
+        1
+    );
+    let err = call(&w, "a.txt", "read", json!({"path": "b"})).unwrap_err();
+    assert!(matches!(err, HostError::InvalidArgs(_)), "{err:?}");
+    let err = call(&w, "src", "read", json!({})).unwrap_err();
+    assert_eq!(
+        err,
+        HostError::InvalidArgs("missing argument `path`".to_string())
+    );
+    let err = call(&w, "a.txt", "read", json!({"offset": 0})).unwrap_err();
+    assert!(
+        err.to_string().starts_with("argument offset of read"),
+        "{err}"
+    );
+}
