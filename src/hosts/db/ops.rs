@@ -33,32 +33,20 @@ pub(super) struct At {
 
 /// SQL text a caller writes (`sql`, `where`): it ends at a NUL byte for SQLite, so what
 /// followed one would be silently dropped; such text is refused.
-#[derive(Debug)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(try_from = "String")]
 struct Sql(String);
 
-impl<'de> Deserialize<'de> for Sql {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+impl TryFrom<String> for Sql {
+    type Error = &'static str;
+
+    fn try_from(s: String) -> Result<Sql, Self::Error> {
         if s.contains('\0') {
-            return Err(serde::de::Error::custom(
+            return Err(
                 "holds a NUL byte, which SQL text cannot hold (SQLite would stop reading there)",
-            ));
+            );
         }
         Ok(Sql(s))
-    }
-}
-
-impl JsonSchema for Sql {
-    fn schema_name() -> Cow<'static, str> {
-        "Sql".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "string", "minLength": 1})
     }
 }
 
@@ -96,6 +84,7 @@ impl JsonSchema for Params {
 #[serde(deny_unknown_fields)]
 struct QueryArgs {
     /// one SQL statement that only reads
+    #[schemars(length(min = 1))]
     sql: Sql,
     #[serde(default)]
     params: Params,
@@ -107,7 +96,7 @@ struct QueryArgs {
 struct CountArgs {
     /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Sql")]
+    #[schemars(with = "Sql", length(min = 1))]
     condition: Option<Sql>,
     #[serde(default)]
     params: Params,
@@ -126,7 +115,7 @@ struct ExportArgs {
     format: Format,
     /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Sql")]
+    #[schemars(with = "Sql", length(min = 1))]
     condition: Option<Sql>,
     #[serde(default)]
     params: Params,
