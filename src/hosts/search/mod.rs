@@ -753,7 +753,8 @@ impl SearchHost {
         let (total, hits) = self.inner.engine.search(query, limit, source)?;
         let id = self.inner.store.add_search(query, source, total, &hits)?;
         let mut out = format!(
-            "{} for {query:?}{} (search {id}; each hit is {}/hits/N, its ref the object's)\n",
+            "{} for {query:?}{} (search {id} is {}; each hit is its hits/N, whose ref is the \
+             object's)\n",
             plural(total as i64, "hit", "hits"),
             source.map(|s| format!(" in {s}")).unwrap_or_default(),
             self.paths.entry(&["results".to_string(), id.to_string()]),
