@@ -15,7 +15,7 @@ use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
 use crate::hosts::lock;
 use crate::hosts::text::{and_list, flat, plural};
-use crate::world::host::{CallOutcome, HostError, HostResult};
+use crate::world::host::{CallOutcome, Condition, HostError, HostResult};
 use crate::world::op::{Decl, Names, NoArgs, Ops, Text};
 
 type D<A> = Decl<GithubHost, Node, Read, A>;
@@ -323,6 +323,16 @@ impl<'a> Target<'a> {
     }
 }
 
+/// The guard of an op that only reads.
+fn reading<A>(h: &GithubHost, _: &Read, _: &Node, _: Option<&A>) -> HostResult<Vec<Condition>> {
+    Ok(vec![h.can_read()])
+}
+
+/// The guard of a change GitHub checks by itself when it is made: a token is configured.
+fn needs_token<A>(h: &GithubHost, _: &Read, _: &Node, _: Option<&A>) -> HostResult<Vec<Condition>> {
+    Ok(vec![h.token_cond()])
+}
+
 /// Every op of the github host, in the order `ops/` lists them.
 pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| {
     Ops::new(vec![
@@ -335,7 +345,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
                     if matches!(n, Node::Root) { "GitHub's" } else { "this repository's" }
                 )
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, a| h.search(n, a),
         }
         .into(),
@@ -346,7 +356,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
                 "Open a new issue: title, optional body (markdown), labels and assignees (names)."
                     .to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| match n {
                 Node::Repo(r) | Node::Issues(r) => h.create_issue(r, a),
                 _ => Err(HostError::NotFound("create_issue needs a repository".into())),
@@ -359,7 +369,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "Set a commit status: sha, state pending|success|failure|error, context, description, target_url.".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| {
                 let r = repo_of(n)?;
                 let sha = a.sha.into_string();
@@ -397,7 +407,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "Read a file of the repository: path, ref (branch, tag or sha; default the default branch).".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, a| {
                 let r = repo_of(n)?;
                 let path = a.path.as_str();
@@ -423,7 +433,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "Create a label: name, color (6 hex digits, e.g. d73a4a), description.".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| {
                 let r = repo_of(n)?;
                 let mut body = Map::new();
@@ -454,7 +464,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
                 Node::File(..) => "Read the file's patch in this pull request.".to_string(),
                 _ => format!("Read the {}'s full text (markdown) with a header of its state.", what(n)),
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, _| h.read_body(n),
         }
         .into(),
@@ -469,7 +479,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
                     if is_pull(n) { ", branches, mergeable" } else { "" }
                 ),
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, _| {
                 let page = match n {
                     Node::Branch(r, b) => h
@@ -492,7 +502,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             name: "comment",
             offers: is_item,
             describe: |n| format!("Add a comment to the {}: body (markdown).", what(n)),
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| {
                 let t = Target::of(n)?;
                 let v = h.write(
@@ -555,7 +565,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| h.relabel(&Target::of(n)?, a),
         }
         .into(),
@@ -563,7 +573,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             name: "assign",
             offers: is_item,
             describe: |n| format!("Assign a user to the {}: user (GitHub login).", what(n)),
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| h.assignees(&Target::of(n)?, "assign", Method::POST, a.user),
         }
         .into(),
@@ -573,7 +583,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |n| {
                 format!("Remove an assignee from the {}: user (GitHub login).", what(n))
             },
-            guard: |h, _, _, _| Ok(vec![h.token_cond()]),
+            guard: needs_token,
             run: |h, _, n, a| h.assignees(&Target::of(n)?, "unassign", Method::DELETE, a.user),
         }
         .into(),
@@ -621,7 +631,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "The pull request's changes as a unified diff (file by file).".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, _| {
                 let t = Target::of(n)?;
                 let files = h.files_of(t.repo, t.n)?;
@@ -725,7 +735,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
                 "Read the check's output (title, summary, text) and where its full log is."
                     .to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, _| {
                 let Node::Check(r, pr, c) = n else {
                     return Err(HostError::NotFound("read_log needs a check".into()));
@@ -759,7 +769,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
             describe: |_| {
                 "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string()
             },
-            guard: |h, _, _, _| Ok(vec![h.can_read()]),
+            guard: reading,
             run: |h, _, n, a| {
                 let Node::Label(r, l) = n else {
                     return Err(HostError::NotFound("issues needs a label".into()));
