@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use rusqlite::{params, Connection};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::db::{self, Item};
@@ -53,6 +53,10 @@ impl Here {
         self.item
             .as_ref()
             .ok_or_else(|| HostError::NotFound("not an issue or pull request".into()))
+    }
+
+    fn is_item(&self) -> bool {
+        matches!(self.node, Node::Item(..))
     }
 
     fn is_pull(&self) -> bool {
@@ -143,23 +147,13 @@ struct Approve {
     body: Option<String>,
 }
 
-#[derive(Clone, Copy, Default, Deserialize, serde::Serialize, JsonSchema)]
+#[derive(Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Method {
     #[default]
     Merge,
     Squash,
     Rebase,
-}
-
-impl Method {
-    fn as_str(self) -> &'static str {
-        match self {
-            Method::Merge => "merge",
-            Method::Squash => "squash",
-            Method::Rebase => "rebase",
-        }
-    }
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -169,7 +163,7 @@ struct Merge {
     method: Method,
 }
 
-#[derive(Clone, Copy, Default, Deserialize, serde::Serialize, JsonSchema)]
+#[derive(Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum StateFilter {
     Open,
@@ -178,13 +172,12 @@ enum StateFilter {
     All,
 }
 
-impl StateFilter {
-    fn as_str(self) -> &'static str {
-        match self {
-            StateFilter::Open => "open",
-            StateFilter::Closed => "closed",
-            StateFilter::All => "all",
-        }
+/// How serde spells a unit variant (`Method::Squash` → `squash`): the schema, the
+/// arguments, results and the database share that one spelling.
+fn spelled(v: impl Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => String::new(),
     }
 }
 
@@ -199,14 +192,6 @@ struct Related {
 // ---------------------------------------------------------------- the ops
 
 type Op<A> = Decl<TrackerHost, Here, Connection, A>;
-
-fn item(at: &Here) -> bool {
-    matches!(at.node, Node::Item(..))
-}
-
-fn pull(at: &Here) -> bool {
-    at.is_pull()
-}
 
 /// The guard of an op that only reads.
 fn reading<A>(
@@ -279,7 +264,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<NoArgs> {
             name: "get_metadata",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| {
                 format!(
                     "All fields of the {} as JSON: state, author, labels, assignees, dates{}.",
@@ -301,7 +286,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<AddComment> {
             name: "comment",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| format!("Add a comment to the {}: body (markdown).", at.what()),
             guard: |h, _, _, _| Ok(vec![h.can_comment("comment")]),
             run: |h, conn, at, a| h.comment(conn, at.item()?, a.body.as_str()),
@@ -309,7 +294,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Close> {
             name: "close",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| {
                 format!(
                     "Close the {}{}: reason (text, e.g. \"fixed in 1.2\").",
@@ -326,7 +311,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<NoArgs> {
             name: "reopen",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| format!("Reopen the closed {}.", at.what()),
             guard: |h, _, at, _| {
                 let it = at.item()?;
@@ -337,7 +322,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Relabel> {
             name: "label",
-            offers: item,
+            offers: Here::is_item,
             describe: |_| {
                 "Add and/or remove labels: add [names], remove [names] (see labels/).".into()
             },
@@ -347,7 +332,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Assignee> {
             name: "assign",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| {
                 format!(
                     "Assign a user to the {}: user (name, see users/).",
@@ -360,7 +345,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Assignee> {
             name: "unassign",
-            offers: item,
+            offers: Here::is_item,
             describe: |at| format!("Remove an assignee from the {}: user (name).", at.what()),
             guard: |h, _, _, _| Ok(vec![h.can_write("assign", None)]),
             run: |h, conn, at, a| h.assign(conn, at.item()?, a.user.as_str().trim(), false),
@@ -368,7 +353,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<NoArgs> {
             name: "diff",
-            offers: pull,
+            offers: Here::is_pull,
             describe: |_| "The pull request's changes as a unified diff.".into(),
             guard: reading,
             run: |_, _, at, _| {
@@ -381,7 +366,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<RequestReview> {
             name: "request_review",
-            offers: pull,
+            offers: Here::is_pull,
             describe: |_| {
                 "Ask someone to review the pull request: reviewer (user name, not its author)."
                     .into()
@@ -395,7 +380,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Approve> {
             name: "approve",
-            offers: pull,
+            offers: Here::is_pull,
             describe: |_| "Approve the pull request as you: body (optional review text).".into(),
             guard: |h, _, at, _| {
                 let it = at.item()?;
@@ -410,7 +395,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<NoArgs> {
             name: "rerun_checks",
-            offers: pull,
+            offers: Here::is_pull,
             describe: |_| {
                 "Run the failing checks again (fixes failures of the runner, not of the code)."
                     .into()
@@ -428,7 +413,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
         .into(),
         Op::<Merge> {
             name: "merge",
-            offers: pull,
+            offers: Here::is_pull,
             describe: |_| {
                 "Merge into the base branch: method merge|squash|rebase (default merge); closes the issues it fixes."
                     .into()
@@ -479,30 +464,6 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
     ])
 });
 
-fn check_labels(conn: &Connection, project: &str, names: &[String]) -> HostResult<()> {
-    for name in names {
-        if db::label(conn, name)?.is_none() {
-            return Err(HostError::InvalidArgs(format!(
-                "unknown label {name:?}; labels in {project}: {}",
-                db::label_names(conn)?.join(", ")
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn check_users(conn: &Connection, project: &str, names: &[String]) -> HostResult<()> {
-    for name in names {
-        if db::user(conn, name)?.is_none() {
-            return Err(HostError::InvalidArgs(format!(
-                "unknown user {name:?}; users in {project}: {}",
-                db::user_names(conn)?.join(", ")
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn exec(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> HostResult<usize> {
     conn.prepare_cached(sql)
         .and_then(|mut st| st.execute(p))
@@ -534,6 +495,29 @@ fn item_changed(conn: &Connection, item: &Item, counts: bool) -> HostResult<Vec<
 }
 
 impl TrackerHost {
+    /// Each of `names` is a known `what` (label, user), or words that list the known ones.
+    fn check_known<S: AsRef<str>>(
+        &self,
+        conn: &Connection,
+        what: &str,
+        names: &[S],
+        known: fn(&Connection) -> HostResult<Vec<String>>,
+    ) -> HostResult<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let all = known(conn)?;
+        match names.iter().find(|n| !all.iter().any(|k| k == n.as_ref())) {
+            Some(name) => Err(HostError::InvalidArgs(format!(
+                "unknown {what} {:?}; {what}s in {}: {}",
+                name.as_ref(),
+                self.project,
+                all.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn read_body(&self, conn: &Connection, at: &Here) -> HostResult<CallOutcome> {
         match at.node {
             Node::Comment(_, n, c) => match db::comment(conn, n, c)? {
@@ -561,7 +545,8 @@ impl TrackerHost {
 
     fn edit_body(&self, conn: &Connection, at: &Here, body: &str) -> HostResult<CallOutcome> {
         let now = db::now();
-        let (text, item) = match at.node {
+        let bytes = plural(body.len() as i64, "byte", "bytes");
+        match at.node {
             Node::Comment(_, n, c) => {
                 exec(
                     conn,
@@ -569,10 +554,12 @@ impl TrackerHost {
                     params![n, c, body, now],
                 )?;
                 db::touch(conn, n, &now)?;
-                (
-                    format!("comment {c} on #{n}"),
-                    std::borrow::Cow::Owned(db::item_req(conn, n)?),
-                )
+                let mut out = CallOutcome::text(format!(
+                    "replaced the text of comment {c} on #{n} ({bytes})"
+                ));
+                out.changed = item_changed(conn, &db::item_req(conn, n)?, false)?;
+                out.changed.push(at.node.path());
+                Ok(out)
             }
             _ => {
                 let item = at.item()?;
@@ -581,21 +568,12 @@ impl TrackerHost {
                     "UPDATE items SET body = ?2, updated_at = ?3 WHERE number = ?1",
                     params![item.number, body, now],
                 )?;
-                (
-                    item_name(item.kind, item.number),
-                    std::borrow::Cow::Borrowed(item),
-                )
+                let name = item_name(item.kind, item.number);
+                let mut out = CallOutcome::text(format!("replaced the text of {name} ({bytes})"));
+                out.changed = item_changed(conn, item, false)?;
+                Ok(out)
             }
-        };
-        let mut out = CallOutcome::text(format!(
-            "replaced the text of {text} ({})",
-            plural(body.len() as i64, "byte", "bytes")
-        ));
-        out.changed = item_changed(conn, &item, false)?;
-        if let Node::Comment(..) = at.node {
-            out.changed.push(at.node.path());
         }
-        Ok(out)
     }
 
     fn comment(&self, conn: &Connection, item: &Item, body: &str) -> HostResult<CallOutcome> {
@@ -650,7 +628,7 @@ impl TrackerHost {
     ) -> HostResult<CallOutcome> {
         let n = item.number;
         let name = item_name(item.kind, n);
-        check_users(conn, &self.project, &[user.to_string()])?;
+        self.check_known(conn, "user", &[user], db::user_names)?;
         let before = db::assignees_of(conn, n)?;
         if add {
             exec(
@@ -693,7 +671,7 @@ impl TrackerHost {
         reviewer: &str,
     ) -> HostResult<CallOutcome> {
         let n = pull.number;
-        check_users(conn, &self.project, &[reviewer.to_string()])?;
+        self.check_known(conn, "user", &[reviewer], db::user_names)?;
         if reviewer == pull.author {
             return Err(HostError::InvalidArgs(format!(
                 "{reviewer} opened PR #{n} and cannot review it; choose another of: {}",
@@ -764,7 +742,7 @@ impl TrackerHost {
         node: &Node,
         state: StateFilter,
     ) -> HostResult<CallOutcome> {
-        let state = state.as_str();
+        let state = &spelled(state);
         let things = |total: usize| {
             plural(
                 total as i64,
@@ -812,8 +790,8 @@ impl TrackerHost {
         let title = flat(args.title.as_str());
         let body = args.body.unwrap_or_default();
         let (labels, assignees) = (args.labels.0, args.assignees.0);
-        check_labels(conn, &self.project, &labels)?;
-        check_users(conn, &self.project, &assignees)?;
+        self.check_known(conn, "label", &labels, db::label_names)?;
+        self.check_known(conn, "user", &assignees, db::user_names)?;
         let number: i64 = conn
             .query_row("SELECT coalesce(max(number), 0) + 1 FROM items", [], |r| {
                 r.get(0)
@@ -861,8 +839,8 @@ impl TrackerHost {
                 db::label_names(conn)?.join(", ")
             )));
         }
-        check_labels(conn, &self.project, &add)?;
-        check_labels(conn, &self.project, &remove)?;
+        self.check_known(conn, "label", &add, db::label_names)?;
+        self.check_known(conn, "label", &remove, db::label_names)?;
         let before = db::labels_of(conn, n)?;
         for l in &add {
             exec(
@@ -971,7 +949,7 @@ impl TrackerHost {
     fn merge(&self, conn: &Connection, pull: &Item, method: Method) -> HostResult<CallOutcome> {
         let n = pull.number;
         let now = &db::now();
-        let method = method.as_str();
+        let method = spelled(method);
         exec(
             conn,
             "UPDATE items SET state = 'merged', closed_at = ?2, closed_by = ?3, merge_method = ?4,
