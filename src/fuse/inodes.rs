@@ -28,6 +28,9 @@ pub struct Inodes {
     /// The newest inode of each node. Both tables share one copy of each node.
     by_node: Map<Arc<NodeId>, u64>,
     by_ino: Map<u64, Slot>,
+    /// Writers and reservations of writable inodes (call and body files): few, so kept
+    /// apart and every other inode's slot stays two words.
+    writing: Map<u64, Writing>,
     next: u64,
     /// Largest size since the tables were last shrunk.
     peak: usize,
@@ -36,22 +39,23 @@ pub struct Inodes {
 struct Slot {
     node: Arc<NodeId>,
     lookups: u64,
-    /// Open descriptors writing through this inode.
-    writers: usize,
-    /// The process a lookup answered this inode to, and when.
-    reserved: Option<(u32, Instant)>,
 }
 
 impl Slot {
     fn new(node: Arc<NodeId>) -> Slot {
-        Slot {
-            node,
-            lookups: 1,
-            writers: 0,
-            reserved: None,
-        }
+        Slot { node, lookups: 1 }
     }
+}
 
+#[derive(Default)]
+struct Writing {
+    /// Open descriptors writing through this inode.
+    writers: u32,
+    /// The process a lookup answered this inode to, and when.
+    reserved: Option<(u32, Instant)>,
+}
+
+impl Writing {
     fn reserved_for_other(&self, pid: u32) -> bool {
         self.reserved
             .is_some_and(|(p, at)| p != pid && at.elapsed() < RESERVATION)
@@ -68,6 +72,7 @@ impl Default for Inodes {
         Inodes {
             by_node,
             by_ino,
+            writing: Map::default(),
             next: ROOT_INO + 1,
             peak: 1,
         }
@@ -91,18 +96,20 @@ impl Inodes {
     /// this process was just given, or a fresh one.
     pub fn remember_writable(&mut self, node: &NodeId, pid: u32) -> u64 {
         let newest = self.by_node.get(node).copied();
-        let free = newest
-            .and_then(|ino| self.by_ino.get(&ino).map(|s| (ino, s)))
-            .filter(|(_, s)| s.writers == 0 && !s.reserved_for_other(pid))
-            .map(|(ino, _)| ino);
+        let idle = |ino: &u64| {
+            self.writing
+                .get(ino)
+                .is_none_or(|w| w.writers == 0 && !w.reserved_for_other(pid))
+        };
+        let free = newest.filter(|ino| self.by_ino.contains_key(ino) && idle(ino));
         let mine = || {
-            self.by_ino
+            self.writing
                 .iter()
-                .find(|(_, s)| {
-                    *s.node == *node
-                        && s.writers == 0
-                        && s.reserved
+                .find(|(ino, w)| {
+                    w.writers == 0
+                        && w.reserved
                             .is_some_and(|(p, at)| p == pid && at.elapsed() < RESERVATION)
+                        && self.by_ino.get(ino).is_some_and(|s| *s.node == *node)
                 })
                 .map(|(ino, _)| *ino)
         };
@@ -115,9 +122,7 @@ impl Inodes {
             }
             None => self.fresh(node),
         };
-        if let Some(s) = self.by_ino.get_mut(&ino) {
-            s.reserved = Some((pid, Instant::now()));
-        }
+        self.writing.entry(ino).or_default().reserved = Some((pid, Instant::now()));
         ino
     }
 
@@ -134,20 +139,24 @@ impl Inodes {
     /// Process `pid` starts writing through `ino`; false if another descriptor already
     /// does, or a lookup just answered it to another process (whose retry it is).
     pub fn open_writer(&mut self, ino: u64, pid: u32) -> bool {
-        match self.by_ino.get_mut(&ino) {
-            Some(s) if s.writers > 0 || s.reserved_for_other(pid) => false,
-            Some(s) => {
-                s.writers = 1;
-                s.reserved = None;
-                true
-            }
-            None => true,
+        if !self.by_ino.contains_key(&ino) {
+            return true;
         }
+        let w = self.writing.entry(ino).or_default();
+        if w.writers > 0 || w.reserved_for_other(pid) {
+            return false;
+        }
+        w.writers = 1;
+        w.reserved = None;
+        true
     }
 
     pub fn close_writer(&mut self, ino: u64) {
-        if let Some(s) = self.by_ino.get_mut(&ino) {
-            s.writers = s.writers.saturating_sub(1);
+        if let Some(w) = self.writing.get_mut(&ino) {
+            w.writers = w.writers.saturating_sub(1);
+            if w.writers == 0 && w.reserved.is_none() {
+                self.writing.remove(&ino);
+            }
         }
     }
 
@@ -160,6 +169,7 @@ impl Inodes {
         }
         self.by_node.shrink_to_fit();
         self.by_ino.shrink_to_fit();
+        self.writing.shrink_to_fit();
         self.peak = self.by_ino.len().max(1);
         true
     }
@@ -177,6 +187,7 @@ impl Inodes {
             None => false,
         };
         if gone {
+            self.writing.remove(&ino);
             if let Some(s) = self.by_ino.remove(&ino) {
                 if self.by_node.get(&*s.node) == Some(&ino) {
                     self.by_node.remove(&*s.node);

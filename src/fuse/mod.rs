@@ -453,8 +453,7 @@ impl Filesystem for WorldFs {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
-                        tracing::debug!(op, "call refused at open: {e}");
-                        return Err(errno("open", &e));
+                        return Err(errno("open a call", &e));
                     }
                 };
                 let fh = self.new_fh(Handle::Call { doc, ino: ino.0 });
@@ -471,8 +470,7 @@ impl Filesystem for WorldFs {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
-                        tracing::debug!("body write refused at open: {e}");
-                        return Err(errno("open", &e));
+                        return Err(errno("open a body to write", &e));
                     }
                 };
                 let fh = self.new_fh(Handle::Body { doc, ino: ino.0 });

@@ -118,9 +118,7 @@ pub enum BuildError {
         path: String,
         message: String,
     },
-    #[error(
-        "unknown host kind {0:?} (known: tracker, files, db, search, github, agent, exec, mcp)"
-    )]
+    #[error("unknown host kind {0:?} (known: {known})", known = known_kinds())]
     UnknownKind(String),
 }
 
@@ -166,6 +164,15 @@ const KINDS: &[(&str, Builder)] = &[
     ("mcp", |s, c| open(s, c, mcp::McpHost::open)),
     ("github", |s, c| open(s, c, github::GithubHost::open)),
 ];
+
+/// The kinds a manifest may name, as an error lists them.
+fn known_kinds() -> String {
+    KINDS
+        .iter()
+        .map(|(kind, _)| *kind)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Build the host a `[[host]]` table describes.
 pub fn build(spec: &HostSpec, ctx: &HostContext) -> Result<Arc<dyn Host>, BuildError> {

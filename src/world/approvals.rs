@@ -498,8 +498,8 @@ impl World {
             .collect();
         nodes.push(NodeId::RunFile(id, RunFile::Approval));
         if let Some(t) = target {
-            nodes.push(NodeId::Runs(t.clone(), op.to_string()));
-            nodes.push(NodeId::OpFile(t.clone(), op.to_string(), OpFile::Result));
+            nodes.push(NodeId::Runs(t.clone(), intern(op)));
+            nodes.push(NodeId::OpFile(t.clone(), intern(op), OpFile::Result));
         }
         nodes.extend(
             [WipFile::Pending, WipFile::Events, WipFile::Log]

@@ -27,6 +27,31 @@ impl EntryRef {
     }
 }
 
+/// An op's name in a node: one shared copy for an op's folder, its files and its runs
+/// (most materialised nodes are op files), and one per name across entries (`intern`).
+pub type OpName = std::sync::Arc<str>;
+
+/// The shared copy of op name `name`. Only names of ops that exist reach here, so the set
+/// stays as small as the world's op names; past a bound, names are simply not shared.
+pub fn intern(name: &str) -> OpName {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex, OnceLock};
+    const MAX_SHARED: usize = 4096;
+    static NAMES: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(shared) = names.get(name) {
+        return Arc::clone(shared);
+    }
+    let fresh: Arc<str> = Arc::from(name);
+    if names.len() < MAX_SHARED {
+        names.insert(Arc::clone(&fresh));
+    }
+    fresh
+}
+
 /// What an `ops/` folder belongs to: the world root or a host entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -91,10 +116,10 @@ pub enum NodeId {
     Wip,
     WipFile(WipFile),
     Ops(Target),
-    Op(Target, String),
-    OpFile(Target, String, OpFile),
-    Runs(Target, String),
-    Run(Target, String, i64),
+    Op(Target, OpName),
+    OpFile(Target, OpName, OpFile),
+    Runs(Target, OpName),
+    Run(Target, OpName, i64),
     RunFile(i64, RunFile),
     Discovered(i64),
     /// The 1-based `index`-th entry a run discovered.

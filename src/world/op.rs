@@ -146,6 +146,9 @@ type GuardFn<H, N, C> =
     Box<dyn Fn(&H, &C, &N, Option<&Value>) -> HostResult<Vec<Condition>> + Send + Sync>;
 type RunFn<H, N, C> = Box<dyn Fn(&H, &C, &N, &Value) -> HostResult<CallOutcome> + Send + Sync>;
 
+/// An op's guard: its conditions on the node now, with the typed arguments when known.
+pub type GuardOf<H, N, C, A> = fn(&H, &C, &N, Option<&A>) -> HostResult<Vec<Condition>>;
+
 /// One op, declared once, with typed arguments `A`.
 pub struct Decl<H, N, C, A> {
     pub name: &'static str,
@@ -154,7 +157,7 @@ pub struct Decl<H, N, C, A> {
     /// One line for `ops/NAME/description`: what it does, its arguments in brief.
     pub describe: fn(&N) -> String,
     /// Its preconditions now; with arguments, those that depend on them too.
-    pub guard: fn(&H, &C, &N, Option<&A>) -> HostResult<Vec<Condition>>,
+    pub guard: GuardOf<H, N, C, A>,
     /// What a call does once the guard holds.
     pub run: fn(&H, &C, &N, A) -> HostResult<CallOutcome>,
 }

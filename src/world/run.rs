@@ -601,8 +601,8 @@ impl World {
     /// What every call changes, whatever it did: its runs, its result, the log.
     pub(super) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
         [
-            NodeId::Runs(target.clone(), op.to_string()),
-            NodeId::OpFile(target.clone(), op.to_string(), OpFile::Result),
+            NodeId::Runs(target.clone(), intern(op)),
+            NodeId::OpFile(target.clone(), intern(op), OpFile::Result),
             NodeId::WipFile(WipFile::Log),
             NodeId::WipFile(WipFile::Stats),
             NodeId::WipFile(WipFile::Known),
@@ -709,7 +709,7 @@ impl World {
             for o in ops.iter() {
                 changed.push(NodeId::OpFile(
                     target.clone(),
-                    o.name.clone(),
+                    intern(&o.name),
                     OpFile::Guard,
                 ));
             }

@@ -65,7 +65,7 @@ impl World {
                 .ops(t)?
                 .iter()
                 .find(|o| o.name == name)
-                .map(|o| NodeId::Op(t.clone(), o.name.clone())),
+                .map(|o| NodeId::Op(t.clone(), intern(&o.name))),
             NodeId::Op(t, op) => {
                 if name == "runs" {
                     Some(NodeId::Runs(t.clone(), op.clone()))
@@ -78,7 +78,7 @@ impl World {
                     let path = self.target_path(t);
                     self.journal
                         .get(id)?
-                        .filter(|r| r.path == path && &r.op == op)
+                        .filter(|r| r.path == path && *r.op == **op)
                         .map(|_| NodeId::Run(t.clone(), op.clone(), id))
                 }
                 Err(_) => None,
@@ -209,7 +209,7 @@ impl World {
             NodeId::Ops(t) => self
                 .ops(t)?
                 .iter()
-                .map(|o| (o.name.clone(), NodeId::Op(t.clone(), o.name.clone())))
+                .map(|o| (o.name.clone(), NodeId::Op(t.clone(), intern(&o.name))))
                 .collect(),
             NodeId::Op(t, op) => OpFile::ALL
                 .iter()

@@ -1,0 +1,147 @@
+//! Every path the world prints exists in the tree, even when a host holds entries named
+//! like the names an entry reserves for itself (`README.md`, `ops`, `description`, `body`):
+//! those are escaped (`README.md~`) wherever they are printed: search hits, call results,
+//! discovered entries, guards.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::Mount;
+
+const RESERVED: &[&str] = &["README.md", "ops", "description", "body"];
+
+/// A files root holding files and a folder with reserved names, each with the word
+/// `zebrafinch`, and a SQLite database with tables named like them.
+fn world(dir: &Path) -> Mount {
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("ops")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    for name in RESERVED.iter().filter(|n| **n != "ops") {
+        std::fs::write(root.join(name), format!("zebrafinch in {name}\n")).unwrap();
+    }
+    std::fs::write(root.join("ops/x.txt"), "zebrafinch under ops\n").unwrap();
+    std::fs::write(root.join("docs/README.md"), "zebrafinch in docs\n").unwrap();
+    let db = dir.join("birds.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE ops (id INTEGER PRIMARY KEY, note TEXT);
+         INSERT INTO ops (note) VALUES ('zebrafinch row in ops');
+         CREATE TABLE body (id INTEGER PRIMARY KEY, note TEXT);
+         INSERT INTO body (note) VALUES ('zebrafinch row in body');",
+    )
+    .unwrap();
+    drop(conn);
+    Mount::start(Some(&format!(
+        "[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n\
+         [[host]]\nkind = \"files\"\npath = \"files\"\nroot = {root:?}\n\
+         [[host]]\nkind = \"db\"\npath = \"db\"\nfile = {db:?}\nwritable = true\n\
+         [[host]]\nkind = \"search\"\npath = \"search\"\n"
+    )))
+}
+
+/// Words of `text` that look like world paths of this world's hosts (relative to the
+/// world, or absolute under the mount point `mount`).
+fn printed_paths(text: &str, mount: &str) -> BTreeSet<String> {
+    text.split(|c: char| c.is_whitespace() || c == '\t')
+        .map(|w| w.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')' | '"' | '`')))
+        .map(|w| w.strip_prefix(mount).unwrap_or(w).trim_start_matches('/'))
+        .filter(|w| {
+            ["files/", "db/", "tracker/", "search/"]
+                .iter()
+                .any(|h| w.starts_with(h))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each path printed in `text` exists in the mount, and at least `want` of them name a
+/// reserved-looking entry (so the check is not vacuous).
+fn all_exist(m: &Mount, what: &str, text: &str, want: &[&str]) {
+    let root = m.path("");
+    let paths = printed_paths(
+        text,
+        root.to_str().unwrap_or_default().trim_end_matches('/'),
+    );
+    assert!(!paths.is_empty(), "{what} printed no paths:\n{text}");
+    for p in &paths {
+        assert!(
+            m.path(p).symlink_metadata().is_ok(),
+            "{what} printed {p}, which does not exist:\n{text}"
+        );
+    }
+    for w in want {
+        assert!(
+            paths.iter().any(|p| p.contains(w)),
+            "{what} printed no path with {w}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn search_hits_on_reserved_names_are_escaped_and_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = world(dir.path());
+    common::wait_until(
+        "the first index",
+        std::time::Duration::from_secs(60),
+        || {
+            let d = m.read("search/description");
+            !d.contains("in progress") && !d.contains("indexing")
+        },
+    );
+    m.ok("echo '{\"query\": \"zebrafinch\", \"limit\": 20}' > search/ops/search/call");
+    let result = m.read("search/ops/search/result");
+    all_exist(
+        &m,
+        "search",
+        &result,
+        &[
+            "files/README.md~",
+            "files/ops~/x.txt",
+            "files/description~",
+            "files/body~",
+            "files/docs/README.md~",
+        ],
+    );
+}
+
+#[test]
+fn a_tree_walk_reaches_every_reserved_name_through_its_escape() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = world(dir.path());
+    let listing = m.ok("ls files db/tables");
+    for name in ["README.md~", "ops~", "description~", "body~"] {
+        assert!(listing.contains(name), "{name} missing:\n{listing}");
+    }
+    assert_eq!(m.ok("cat files/ops~/x.txt/body"), "zebrafinch under ops\n");
+    let body = m.ok("cat files/README.md~/body");
+    assert_eq!(body, "zebrafinch in README.md\n");
+    // The reserved names themselves stay the entry's own.
+    assert!(m.read("files/description").contains("files"));
+}
+
+#[test]
+fn call_results_and_discovered_entries_print_existing_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = world(dir.path());
+    // A query over a table named `ops` discovers its rows.
+    m.ok("printf '%s\\n' '{\"sql\": \"SELECT id, note FROM ops\"}' > db/ops/query/call");
+    let q = m.read("db/ops/query/result");
+    all_exist(&m, "query", &q, &[]);
+    // Inserting into `body` discovers the new row under `tables/body~`.
+    m.ok("echo '{\"values\": {\"note\": \"another\"}}' > db/tables/body~/ops/insert/call");
+    let ins = m.read("db/tables/body~/ops/insert/result");
+    all_exist(&m, "insert", &ins, &["db/tables/body~/rows/"]);
+    // Writing a file under `ops/` prints where it is.
+    m.ok("echo '{\"path\": \"ops/new.txt\", \"content\": \"hi\\n\"}' > files/ops/write/call");
+    let w = m.read("files/ops/write/result");
+    all_exist(&m, "write", &w, &["files/ops~/new.txt"]);
+    // Every discovered link of those runs resolves.
+    let broken = m.ok(
+        "for r in db/ops/query db/tables/body~/ops/insert files/ops/write; do \
+           find -L \"$r/runs\" -path '*/discovered/*' -type l 2>/dev/null; done",
+    );
+    assert_eq!(broken.trim(), "", "broken discovered links:\n{broken}");
+}
