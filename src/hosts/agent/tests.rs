@@ -755,6 +755,7 @@ fn ops_keep_their_names_schemas_and_descriptions() {
                 "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 20_000,
                                "description": "how long to wait, in milliseconds"}
             },
+            "required": [],
             "additionalProperties": false
         })
     );
