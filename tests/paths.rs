@@ -145,3 +145,38 @@ fn call_results_and_discovered_entries_print_existing_paths() {
     );
     assert_eq!(broken.trim(), "", "broken discovered links:\n{broken}");
 }
+
+#[test]
+fn tracker_guards_and_results_print_escaped_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tracker.db");
+    // The demo project, then a check and a label named like reserved names: only SQL can
+    // name them so, and the tree must still reach them.
+    let settings = wip::hosts::tracker::TrackerSettings {
+        database: Some(db.clone()),
+        ..Default::default()
+    };
+    let ctx = wip::hosts::HostContext::for_tests(dir.path());
+    drop(wip::hosts::tracker::TrackerHost::open("tracker", settings, &ctx).unwrap());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "UPDATE checks SET name = 'ops' WHERE number = 50 AND name = 'test';
+         INSERT INTO labels (name, color, description) VALUES ('body', 'ffffff', 'odd');
+         INSERT INTO item_labels (number, label) VALUES (50, 'body');",
+    )
+    .unwrap();
+    drop(conn);
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"tracker\"\npath = \"tracker\"\ndatabase = {db:?}\n"
+    )));
+    let listing = m.ok("ls tracker/labels tracker/pulls/50/checks");
+    assert!(
+        listing.contains("body~") && listing.contains("ops~"),
+        "{listing}"
+    );
+    let guard = m.read("tracker/pulls/50/ops/merge/guard");
+    all_exist(&m, "merge guard", &guard, &["tracker/pulls/50/checks/ops~"]);
+    m.ok("echo '{}' > tracker/labels/body~/ops/issues/call");
+    let found = m.read("tracker/labels/body~/ops/issues/result");
+    all_exist(&m, "issues", &found, &["tracker/pulls/50"]);
+}

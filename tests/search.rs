@@ -116,6 +116,58 @@ fn locate_finds_an_issue_discovered_through_search() {
     }
 }
 
+/// Files whose names the tree reserves (`README.md`, `ops`, `description`, `body`) are
+/// found by search, and every path the search prints is their escaped entry, which exists.
+#[test]
+fn hits_on_reserved_names_print_paths_that_exist() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("ops")).unwrap();
+    for (file, text) in [
+        ("README.md", "The platypus readme."),
+        ("ops/x.txt", "A platypus under ops."),
+        ("description", "A platypus description."),
+        ("body", "A platypus body."),
+    ] {
+        std::fs::write(root.path().join(file), format!("{text}\n")).unwrap();
+    }
+    let dir = std::fs::canonicalize(root.path()).unwrap();
+    let manifest = format!(
+        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
+         [[host]]\nkind = \"search\"\npath = \"search\"\n"
+    );
+    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    wait_indexed(&m);
+    let r = search(&m, "platypus");
+    // `1. 0.42 files/README.md~ — README.md`: the world path is the third word.
+    let mut hits: Vec<&str> = r
+        .lines()
+        .filter(|l| l.contains(" — "))
+        .filter_map(|l| l.split(' ').nth(2))
+        .collect();
+    hits.sort();
+    assert_eq!(
+        hits,
+        [
+            "files/README.md~",
+            "files/body~",
+            "files/description~",
+            "files/ops~/x.txt"
+        ],
+        "{r}"
+    );
+    // Each one is there for bash, and so is every path the result links.
+    let linked: Vec<&str> = r
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(linked.len(), 5, "the search and its four hits: {r}");
+    for path in hits.iter().copied().chain(linked.iter().copied()) {
+        m.ok(&format!("test -e '{path}' && cat '{path}/ref' > /dev/null"));
+    }
+    assert_eq!(m.ok("cat files/ops~/x.txt/body"), "A platypus under ops.\n");
+}
+
 /// Whether process `pid` has `file` open.
 fn has_open(pid: u32, file: &std::path::Path) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

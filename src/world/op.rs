@@ -114,6 +114,9 @@ pub fn schema_of<A: JsonSchema>() -> Value {
         map.remove("description");
         map.entry("properties")
             .or_insert_with(|| Value::Object(Default::default()));
+        // Always say what is required, even nothing: readers need not guess.
+        map.entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
     }
     value
 }
@@ -354,7 +357,7 @@ mod tests {
         assert_eq!(s["properties"]["method"]["description"], "how to merge");
         assert_eq!(s["properties"]["users"]["items"]["minLength"], 1);
         assert!(s.get("$schema").is_none() && s.get("title").is_none());
-        assert!(s.get("required").is_none_or(|r| r == &json!([])), "{s}");
+        assert_eq!(s["required"], json!([]), "{s}");
         assert_eq!(specs[1].schema["properties"], json!({}));
         assert_eq!(specs[0].description, "merge #2");
     }

@@ -17,20 +17,23 @@ pub(crate) mod turn;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::calendar::parse_iso;
-use crate::hosts::HostContext;
+use crate::hosts::{lock, HostContext};
 use crate::world::host::{
     Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
     HostResult, OpSpec,
 };
 
 use crate::hosts::text::{one_line, plural};
+use crate::world::names::{canonical_number, Paths};
+use crate::world::op::{Decl, NoArgs, Ops, Text};
 use store::{Conversation, State, Store};
 use turn::{End, Observer, Program, Turn};
 
@@ -119,20 +122,16 @@ enum Node {
     Message(i64, i64),
 }
 
-fn parse_number(s: &str) -> Option<i64> {
-    crate::world::names::canonical_number(s)
-}
-
 impl Node {
     fn parse(path: &[String]) -> Option<Node> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         Some(match p.as_slice() {
             [] => Node::Root,
             ["conversations"] => Node::Conversations,
-            ["conversations", id] => Node::Conversation(parse_number(id)?),
-            ["conversations", id, "messages"] => Node::Messages(parse_number(id)?),
+            ["conversations", id] => Node::Conversation(canonical_number(id)?),
+            ["conversations", id, "messages"] => Node::Messages(canonical_number(id)?),
             ["conversations", id, "messages", n] => {
-                Node::Message(parse_number(id)?, parse_number(n)?)
+                Node::Message(canonical_number(id)?, canonical_number(n)?)
             }
             _ => return None,
         })
@@ -155,10 +154,125 @@ fn message_path(id: i64, n: i64) -> Vec<String> {
     p
 }
 
+/// An entry as its ops see it: the node, and the waits their descriptions cite.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    node: Node,
+    wait: Duration,
+    wait_limit: Duration,
+}
+
+/// The arguments of `ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AskArgs {
+    /// what to ask
+    message: Text,
+}
+
+/// The arguments of `reply`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReplyArgs {
+    /// what to say next
+    message: Text,
+}
+
+/// The arguments of `wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WaitArgs {
+    /// how long to wait, in milliseconds
+    #[schemars(range(min = 1), extend("type" = "integer"))]
+    timeout_ms: Option<u64>,
+}
+
+fn conversation_id(at: &At) -> HostResult<i64> {
+    match at.node {
+        Node::Conversation(id) => Ok(id),
+        _ => Err(HostError::NotFound("not a conversation".to_string())),
+    }
+}
+
+/// Every op of the agents host, in the order `ops/` lists them.
+static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
+    let conversation = |at: &At| matches!(at.node, Node::Conversation(_));
+    Ops::new(vec![
+        Decl::<Arc<Inner>, At, (), AskArgs> {
+            name: "ask",
+            offers: |at| at.node == Node::Root,
+            describe: |at| {
+                format!(
+                    "Ask the agent: message. Creates conversations/ID/ and prints the answer if \
+                     it comes within {} s, else says working (then use the conversation's \
+                     wait).",
+                    at.wait.as_secs_f64()
+                )
+            },
+            guard: |_, _, _, _| Ok(Vec::new()),
+            run: |h, _, _, args| h.ask(args.message.as_str()),
+        }
+        .into(),
+        Decl::<Arc<Inner>, At, (), ReplyArgs> {
+            name: "reply",
+            offers: conversation,
+            describe: |at| {
+                format!(
+                    "Continue the conversation: message (the agent sees it all). Prints the \
+                     answer if it comes within {} s, else says working.",
+                    at.wait.as_secs_f64()
+                )
+            },
+            guard: |h, _, at, _| h.not_working(conversation_id(at)?),
+            run: |h, _, at, args| h.reply(conversation_id(at)?, args.message.as_str()),
+        }
+        .into(),
+        Decl::<Arc<Inner>, At, (), WaitArgs> {
+            name: "wait",
+            offers: conversation,
+            describe: |at| {
+                format!(
+                    "Wait until the agent has answered (timeout_ms, default and at most {}) \
+                     and print the answer; fails if the turn failed or was cancelled.",
+                    at.wait_limit.as_millis()
+                )
+            },
+            guard: |_, _, _, _| Ok(Vec::new()),
+            run: |h, _, at, args| h.wait_args(conversation_id(at)?, args),
+        }
+        .into(),
+        Decl::<Arc<Inner>, At, (), NoArgs> {
+            name: "cancel",
+            offers: conversation,
+            describe: |_| "Stop the agent's answer in progress (its whole process group).".into(),
+            guard: |h, _, at, _| h.working(conversation_id(at)?),
+            run: |h, _, at, _| h.cancel(conversation_id(at)?),
+        }
+        .into(),
+        Decl::<Arc<Inner>, At, (), NoArgs> {
+            name: "read_body",
+            offers: |at| matches!(at.node, Node::Conversation(_) | Node::Message(..)),
+            describe: |at| {
+                match at.node {
+                    Node::Message(..) => "Print the message's full text.",
+                    _ => "Print the whole conversation, every message in full.",
+                }
+                .to_string()
+            },
+            guard: |_, _, _, _| Ok(Vec::new()),
+            run: |h, _, at, _| match at.node {
+                Node::Message(id, n) => h.message_text(id, n),
+                _ => Ok(CallOutcome::text(h.transcript_text(conversation_id(at)?)?)),
+            },
+        }
+        .into(),
+    ])
+});
+
 /// What the host and its turns' threads share.
 struct Inner {
     /// Where the host is mounted in the world (`agents/reviewer`).
-    mount: String,
+    paths: Paths,
     /// The world's mount point, given to the agent (`WIP_WORLD`).
     mount_point: PathBuf,
     program: Program,
@@ -178,10 +292,6 @@ struct Inner {
 /// The agents host.
 pub struct AgentHost {
     inner: Arc<Inner>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reports a turn's progress lines to the change feed, at most once a second.
@@ -258,7 +368,7 @@ impl AgentHost {
         }
         Ok(AgentHost {
             inner: Arc::new(Inner {
-                mount,
+                paths: Paths::new(&mount),
                 mount_point: ctx.mount_point.clone(),
                 program: Program {
                     program,
@@ -281,23 +391,11 @@ impl AgentHost {
 }
 
 impl Inner {
-    /// World path of a host path: `agents/reviewer/conversations/3`.
-    fn world_path(&self, parts: &[String]) -> String {
-        std::iter::once(self.mount.as_str())
-            .chain(parts.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join("/")
-    }
-
-    fn op_path(&self, parts: &[String], op: &str) -> String {
-        format!("{}/ops/{op}/call", self.world_path(parts))
-    }
-
     fn reference(&self, parts: &[String]) -> String {
         if parts.is_empty() {
-            format!("agent://{}", self.mount)
+            format!("agent://{}", self.paths.mount())
         } else {
-            format!("agent://{}/{}", self.mount, parts.join("/"))
+            format!("agent://{}/{}", self.paths.mount(), parts.join("/"))
         }
     }
 
@@ -370,8 +468,8 @@ impl Inner {
             } else {
                 String::new()
             },
-            self.world_path(&["conversations".to_string()]),
-            self.op_path(&[], "ask"),
+            self.paths.entry(&["conversations"]),
+            self.paths.call::<&str>(&[], "ask"),
         ))
     }
 
@@ -408,7 +506,7 @@ impl Inner {
                             String::new()
                         },
                         self.page_size,
-                        self.op_path(&[], "ask"),
+                        self.paths.call::<&str>(&[], "ask"),
                     ),
                     self.reference(&["conversations".to_string()]),
                 );
@@ -448,7 +546,7 @@ impl Inner {
                 } else {
                     path.join("/")
                 },
-                self.mount
+                self.paths.mount()
             ))
         };
         let node = Node::parse(path).ok_or_else(missing)?;
@@ -506,129 +604,83 @@ impl Inner {
 
     // ------------------------------------------------------------ ops
 
-    fn op_names(node: Node) -> &'static [&'static str] {
-        match node {
-            Node::Root => &["ask"],
-            Node::Conversation(_) => &["reply", "wait", "cancel", "read_body"],
-            Node::Message(..) => &["read_body"],
-            Node::Conversations | Node::Messages(_) => &[],
+    /// The entry `node` as its ops see it.
+    fn at(&self, node: Node) -> At {
+        At {
+            node,
+            wait: self.wait,
+            wait_limit: self.wait_limit,
         }
     }
 
-    fn message_schema(what: &str) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "message": {"type": "string", "minLength": 1, "description": what}
-            },
-            "required": ["message"],
-            "additionalProperties": false
-        })
+    /// This agent's wait limit in `wait`'s schema, which the type cannot know.
+    fn bounded(&self, mut spec: OpSpec) -> OpSpec {
+        if let Some(t) = spec.schema.pointer_mut("/properties/timeout_ms") {
+            t["maximum"] = json!(self.wait_limit.as_millis() as u64);
+        }
+        spec
     }
 
-    fn spec(&self, node: Node, op: &str) -> Option<OpSpec> {
-        let empty = || json!({"type": "object", "properties": {}, "additionalProperties": false});
-        let wait_s = self.wait.as_secs_f64();
-        let (description, schema) = match (node, op) {
-            (Node::Root, "ask") => (
-                format!(
-                    "Ask the agent: message. Creates conversations/ID/ and prints the answer if \
-                     it comes within {wait_s} s, else says working (then use the \
-                     conversation's wait)."
-                ),
-                Self::message_schema("what to ask"),
-            ),
-            (Node::Conversation(_), "reply") => (
-                format!(
-                    "Continue the conversation: message (the agent sees it all). Prints the \
-                     answer if it comes within {wait_s} s, else says working."
-                ),
-                Self::message_schema("what to say next"),
-            ),
-            (Node::Conversation(_), "wait") => (
-                format!(
-                    "Wait until the agent has answered (timeout_ms, default and at most {}) \
-                     and print the answer; fails if the turn failed or was cancelled.",
-                    self.wait_limit.as_millis()
-                ),
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "timeout_ms": {"type": "integer", "minimum": 1,
-                                       "maximum": self.wait_limit.as_millis() as u64,
-                                       "description": "how long to wait, in milliseconds"}
-                    },
-                    "additionalProperties": false
-                }),
-            ),
-            (Node::Conversation(_), "cancel") => (
-                "Stop the agent's answer in progress (its whole process group).".to_string(),
-                empty(),
-            ),
-            (Node::Conversation(_), "read_body") => (
-                "Print the whole conversation, every message in full.".to_string(),
-                empty(),
-            ),
-            (Node::Message(..), "read_body") => {
-                ("Print the message's full text.".to_string(), empty())
-            }
-            _ => return None,
-        };
-        Some(OpSpec {
-            name: op.to_string(),
-            description,
-            schema,
-        })
-    }
-
-    fn offered(&self, node: Node, op: &str) -> HostResult<OpSpec> {
-        self.spec(node, op)
-            .ok_or_else(|| HostError::NotFound(format!("no operation {op:?} here")))
-    }
-
-    fn conditions(&self, node: Node, op: &str) -> HostResult<Vec<Condition>> {
-        let Node::Conversation(id) = node else {
-            return Ok(Vec::new());
-        };
+    /// `reply`'s guard: the agent is not answering already.
+    fn not_working(&self, id: i64) -> HostResult<Vec<Condition>> {
         let here = conversation_path(id);
-        Ok(match op {
-            "reply" => {
-                let c = self.conversation(id)?;
-                let working = c.state == State::Working;
-                vec![Condition::check(
-                    "not_working",
-                    !working,
-                    if working {
-                        format!(
-                            "conversation {id} is {}: wait for the answer with echo > {} or \
-                             stop it with echo > {}",
-                            self.state_words(&c),
-                            self.op_path(&here, "wait"),
-                            self.op_path(&here, "cancel")
-                        )
-                    } else {
-                        format!("conversation {id} is {}", c.state.as_str())
-                    },
-                )]
+        let c = self.conversation(id)?;
+        let working = c.state == State::Working;
+        Ok(vec![Condition::check(
+            "not_working",
+            !working,
+            if working {
+                format!(
+                    "conversation {id} is {}: wait for the answer with echo > {} or \
+                     stop it with echo > {}",
+                    self.state_words(&c),
+                    self.paths.call(&here, "wait"),
+                    self.paths.call(&here, "cancel")
+                )
+            } else {
+                format!("conversation {id} is {}", c.state.as_str())
+            },
+        )])
+    }
+
+    /// `cancel`'s guard: there is an answer in progress to stop.
+    fn working(&self, id: i64) -> HostResult<Vec<Condition>> {
+        let c = self.conversation(id)?;
+        let working = c.state == State::Working;
+        Ok(vec![Condition::check(
+            "working",
+            working,
+            if working {
+                format!("conversation {id} is {}", self.state_words(&c))
+            } else {
+                format!(
+                    "conversation {id} is {}: there is nothing to cancel",
+                    c.state.as_str()
+                )
+            },
+        )])
+    }
+
+    fn wait_args(&self, id: i64, args: WaitArgs) -> HostResult<CallOutcome> {
+        let limit = self.wait_limit.as_millis() as u64;
+        let ms = match args.timeout_ms {
+            None => limit,
+            Some(n) if (1..=limit).contains(&n) => n,
+            Some(_) => {
+                return Err(HostError::InvalidArgs(format!(
+                    "timeout_ms: an integer from 1 to {limit} (this agent's wait_limit_ms)"
+                )))
             }
-            "cancel" => {
-                let c = self.conversation(id)?;
-                let working = c.state == State::Working;
-                vec![Condition::check(
-                    "working",
-                    working,
-                    if working {
-                        format!("conversation {id} is {}", self.state_words(&c))
-                    } else {
-                        format!(
-                            "conversation {id} is {}: there is nothing to cancel",
-                            c.state.as_str()
-                        )
-                    },
-                )]
-            }
-            _ => Vec::new(),
-        })
+        };
+        self.wait_for(id, Duration::from_millis(ms))
+    }
+
+    fn message_text(&self, id: i64, n: i64) -> HostResult<CallOutcome> {
+        let m = self
+            .store
+            .message(id, n)?
+            .ok_or_else(|| HostError::NotFound(format!("no message {n} in {id}")))?;
+        Ok(CallOutcome::text(m.content))
     }
 
     /// Entries a turn's end changes.
@@ -664,9 +716,9 @@ impl Inner {
             ("WIP_CONVERSATION".to_string(), id.to_string()),
             (
                 "WIP_CONVERSATION_PATH".to_string(),
-                self.world_path(&conversation_path(id)),
+                self.paths.entry(&conversation_path(id)),
             ),
-            ("WIP_AGENT".to_string(), self.mount.clone()),
+            ("WIP_AGENT".to_string(), self.paths.mount().to_string()),
             (
                 "WIP_WORLD".to_string(),
                 self.mount_point.display().to_string(),
@@ -759,9 +811,9 @@ impl Inner {
                             format!(" (status: {status})")
                         },
                         turn.started.elapsed().as_secs_f64(),
-                        self.world_path(&message_path(id, user_n + 1)),
-                        self.op_path(&here, "wait"),
-                        self.world_path(&here),
+                        self.paths.entry(&message_path(id, user_n + 1)),
+                        self.paths.call(&here, "wait"),
+                        self.paths.entry(&here),
                     ),
                     ..base
                 })
@@ -772,7 +824,7 @@ impl Inner {
                 out.changed.push(message_path(id, user_n + 1));
                 out.result = format!(
                     "{answer}\n\n(conversation {id}, done; continue it with echo 'more' > {})",
-                    self.op_path(&here, "reply")
+                    self.paths.call(&here, "reply")
                 );
                 Ok(out)
             }
@@ -785,8 +837,8 @@ impl Inner {
         let here = conversation_path(id);
         let again = format!(
             "{} is kept; reply to try again: echo '…' > {}",
-            self.world_path(&here),
-            self.op_path(&here, "reply")
+            self.paths.entry(&here),
+            self.paths.call(&here, "reply")
         );
         match end {
             End::Failed(why) => HostError::Backend(format!("the agent failed: {why} — {again}")),
@@ -795,14 +847,6 @@ impl Inner {
             }
             End::Done(_) => HostError::Backend("unreachable: done has an answer".to_string()),
         }
-    }
-
-    fn message_arg(map: &serde_json::Map<String, Value>) -> HostResult<String> {
-        map.get("message")
-            .and_then(Value::as_str)
-            .filter(|m| !m.trim().is_empty())
-            .map(str::to_string)
-            .ok_or_else(|| HostError::InvalidArgs("message: a non-empty string".to_string()))
     }
 
     fn ask(self: &Arc<Self>, message: &str) -> HostResult<CallOutcome> {
@@ -828,9 +872,7 @@ impl Inner {
                 }
                 Err(_) => {
                     drop(running);
-                    return Err(HostError::Blocked(Guard::new(
-                        self.conditions(Node::Conversation(id), "reply")?,
-                    )));
+                    return Err(HostError::Blocked(Guard::new(self.not_working(id)?)));
                 }
             }
         };
@@ -851,7 +893,7 @@ impl Inner {
                     } else {
                         format!(" (status: {status})")
                     },
-                    self.op_path(&here, "wait")
+                    self.paths.call(&here, "wait")
                 )));
             }
         }
@@ -871,7 +913,7 @@ impl Inner {
                     result: format!(
                         "{}\n\n(conversation {id}, done; continue it with echo 'more' > {})",
                         last.content,
-                        self.op_path(&here, "reply")
+                        self.paths.call(&here, "reply")
                     ),
                     discovered: vec![here, message_path(id, last.n)],
                     changed: Self::turn_changes(id, Some(last.n)),
@@ -883,7 +925,7 @@ impl Inner {
             State::Interrupted => Err(HostError::Backend(format!(
                 "conversation {id} was interrupted ({}); reply to ask again: echo '…' > {}",
                 c.detail,
-                self.op_path(&here, "reply")
+                self.paths.call(&here, "reply")
             ))),
             State::Working => Err(HostError::Backend(format!(
                 "conversation {id} says working but no turn is running here; it will show \
@@ -893,11 +935,8 @@ impl Inner {
     }
 
     fn cancel(&self, id: i64) -> HostResult<CallOutcome> {
-        let blocked = || -> HostResult<HostError> {
-            Ok(HostError::Blocked(Guard::new(
-                self.conditions(Node::Conversation(id), "cancel")?,
-            )))
-        };
+        let blocked =
+            || -> HostResult<HostError> { Ok(HostError::Blocked(Guard::new(self.working(id)?))) };
         let Some(turn) = self.turn(id) else {
             return Err(blocked()?);
         };
@@ -911,7 +950,7 @@ impl Inner {
                 result: format!(
                     "cancelled conversation {id} after {took:.1} s (its process group was \
                      stopped); ask again with echo '…' > {}",
-                    self.op_path(&conversation_path(id), "reply")
+                    self.paths.call(&conversation_path(id), "reply")
                 ),
                 changed: Self::turn_changes(id, None),
                 ..Default::default()
@@ -946,43 +985,6 @@ impl Inner {
             }
         }
         Ok(out)
-    }
-
-    fn run(self: &Arc<Self>, node: Node, op: &str, args: &Value) -> HostResult<CallOutcome> {
-        let spec = self.offered(node, op)?;
-        let map = spec.check_args(args)?;
-        match (node, op) {
-            (Node::Root, "ask") => self.ask(&Self::message_arg(&map)?),
-            (Node::Conversation(id), "reply") => self.reply(id, &Self::message_arg(&map)?),
-            (Node::Conversation(id), "wait") => {
-                let limit = self.wait_limit.as_millis() as u64;
-                let ms = match map.get("timeout_ms") {
-                    None => limit,
-                    Some(v) => v
-                        .as_u64()
-                        .filter(|n| (1..=limit).contains(n))
-                        .ok_or_else(|| {
-                            HostError::InvalidArgs(format!(
-                                "timeout_ms: an integer from 1 to {limit} (this agent's \
-                             wait_limit_ms)"
-                            ))
-                        })?,
-                };
-                self.wait_for(id, Duration::from_millis(ms))
-            }
-            (Node::Conversation(id), "cancel") => self.cancel(id),
-            (Node::Conversation(id), "read_body") => {
-                Ok(CallOutcome::text(self.transcript_text(id)?))
-            }
-            (Node::Message(id, n), "read_body") => {
-                let m = self
-                    .store
-                    .message(id, n)?
-                    .ok_or_else(|| HostError::NotFound(format!("no message {n} in {id}")))?;
-                Ok(CallOutcome::text(m.content))
-            }
-            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
-        }
     }
 }
 
@@ -1043,17 +1045,17 @@ impl Host for AgentHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let node = self.inner.existing(path)?;
-        Ok(Inner::op_names(node)
-            .iter()
-            .filter_map(|op| self.inner.spec(node, op))
+        let at = self.inner.at(self.inner.existing(path)?);
+        Ok(OPS
+            .specs(&at)
+            .into_iter()
+            .map(|s| self.inner.bounded(s))
             .collect())
     }
 
-    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
-        let node = self.inner.existing(path)?;
-        self.inner.offered(node, op)?;
-        Ok(Guard::new(self.inner.conditions(node, op)?))
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        let at = self.inner.at(self.inner.existing(path)?);
+        OPS.guard(&self.inner, &(), &at, op, args)
     }
 
     fn call(
@@ -1063,8 +1065,8 @@ impl Host for AgentHost {
         args: &Value,
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let node = self.inner.existing(path)?;
-        self.inner.run(node, op, args)
+        let at = self.inner.at(self.inner.existing(path)?);
+        OPS.call(&self.inner, &(), &at, op, args)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::world::host::{HostError, HostResult};
+use crate::world::host::{HostError, HostResult, OrFailed};
 
 /// Where a conversation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,9 +75,8 @@ pub struct Store {
     conn: Mutex<Connection>,
 }
 
-fn db_err(e: rusqlite::Error) -> HostError {
-    HostError::Backend(format!("conversation store: {e}"))
-}
+/// What a failed statement says it was at.
+const STORE: &str = "conversation store";
 
 const CONVERSATION_COLUMNS: &str = "c.id, c.state, c.detail, c.created, c.updated, \
      (SELECT count(*) FROM messages m WHERE m.conversation = c.id), \
@@ -136,22 +135,22 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite consistent (transactions roll back).
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        crate::hosts::lock(&self.conn)
     }
 
     /// A new conversation, working on its first user message; returns its id.
     pub fn create(&self, message: &str) -> HostResult<i64> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
+        let tx = conn.transaction().or_failed(STORE)?;
         tx.execute("INSERT INTO conversations (state) VALUES ('working')", [])
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         let id = tx.last_insert_rowid();
         tx.execute(
             "INSERT INTO messages (conversation, n, role, content) VALUES (?1, 1, 'user', ?2)",
             params![id, message],
         )
-        .map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
+        .or_failed(STORE)?;
+        tx.commit().or_failed(STORE)?;
         Ok(id)
     }
 
@@ -160,7 +159,7 @@ impl Store {
     /// message's number, or the conversation as it stands if it is working.
     pub fn reply(&self, id: i64, message: &str) -> HostResult<Result<i64, Conversation>> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
+        let tx = conn.transaction().or_failed(STORE)?;
         let conv = tx
             .query_row(
                 &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = ?1"),
@@ -168,7 +167,7 @@ impl Store {
                 conversation_row,
             )
             .optional()
-            .map_err(db_err)?
+            .or_failed(STORE)?
             .ok_or_else(|| HostError::NotFound(format!("no conversation {id}")))?;
         if conv.state == State::Working {
             return Ok(Err(conv));
@@ -178,14 +177,14 @@ impl Store {
             "INSERT INTO messages (conversation, n, role, content) VALUES (?1, ?2, 'user', ?3)",
             params![id, n, message],
         )
-        .map_err(db_err)?;
+        .or_failed(STORE)?;
         tx.execute(
             "UPDATE conversations SET state = 'working', detail = '', updated = datetime('now') \
              WHERE id = ?1",
             [id],
         )
-        .map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
+        .or_failed(STORE)?;
+        tx.commit().or_failed(STORE)?;
         Ok(Ok(n))
     }
 
@@ -198,7 +197,7 @@ impl Store {
         answer: Option<&str>,
     ) -> HostResult<()> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
+        let tx = conn.transaction().or_failed(STORE)?;
         if let Some(text) = answer {
             tx.execute(
                 "INSERT INTO messages (conversation, n, role, content) VALUES (?1, \
@@ -206,15 +205,15 @@ impl Store {
                  'agent', ?2)",
                 params![id, text],
             )
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         }
         tx.execute(
             "UPDATE conversations SET state = ?2, detail = ?3, updated = datetime('now') \
              WHERE id = ?1",
             params![id, state.as_str(), detail],
         )
-        .map_err(db_err)?;
-        tx.commit().map_err(db_err)
+        .or_failed(STORE)?;
+        tx.commit().or_failed(STORE)
     }
 
     pub fn conversation(&self, id: i64) -> HostResult<Option<Conversation>> {
@@ -225,7 +224,7 @@ impl Store {
                 conversation_row,
             )
             .optional()
-            .map_err(db_err)
+            .or_failed(STORE)
     }
 
     /// The newest `limit` conversations, newest first, and how many exist.
@@ -233,17 +232,17 @@ impl Store {
         let conn = self.lock();
         let total: i64 = conn
             .query_row("SELECT count(*) FROM conversations", [], |r| r.get(0))
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         let mut stmt = conn
             .prepare(&format!(
                 "SELECT {CONVERSATION_COLUMNS} FROM conversations c ORDER BY c.id DESC LIMIT ?1"
             ))
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         let rows = stmt
             .query_map([limit as i64], conversation_row)
-            .map_err(db_err)?
+            .or_failed(STORE)?
             .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         Ok((rows, total))
     }
 
@@ -255,7 +254,7 @@ impl Store {
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .map_err(db_err)
+            .or_failed(STORE)
     }
 
     pub fn messages(&self, id: i64) -> HostResult<Vec<Message>> {
@@ -265,7 +264,7 @@ impl Store {
                 "SELECT n, role, content, created FROM messages WHERE conversation = ?1 \
                  ORDER BY n",
             )
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         let rows = stmt
             .query_map([id], |r| {
                 Ok(Message {
@@ -275,9 +274,9 @@ impl Store {
                     created: r.get(3)?,
                 })
             })
-            .map_err(db_err)?
+            .or_failed(STORE)?
             .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err)?;
+            .or_failed(STORE)?;
         Ok(rows)
     }
 
@@ -297,7 +296,7 @@ impl Store {
                 },
             )
             .optional()
-            .map_err(db_err)
+            .or_failed(STORE)
     }
 
     /// Mark working conversations interrupted (the host is going away with turns running).

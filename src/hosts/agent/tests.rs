@@ -698,3 +698,79 @@ fn the_example_manifest_and_agent_work() {
     let out = answer();
     assert!(out.starts_with("wc -w FILE\n"), "{out}");
 }
+
+#[test]
+fn ops_keep_their_names_schemas_and_descriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = open(dir.path(), settings(&[]));
+    ask(&h, "first").unwrap();
+    let names = |path: &str| -> Vec<String> {
+        h.ops(&p(path))
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect()
+    };
+    assert_eq!(names(""), ["ask"]);
+    assert_eq!(
+        names("conversations/1"),
+        ["reply", "wait", "cancel", "read_body"]
+    );
+    assert_eq!(names("conversations/1/messages/1"), ["read_body"]);
+    assert!(names("conversations").is_empty());
+    assert!(names("conversations/1/messages").is_empty());
+    let root = h.ops(&[]).unwrap();
+    assert_eq!(
+        root[0].schema,
+        json!({
+            "type": "object",
+            "properties": {
+                "message": {"type": "string", "minLength": 1, "description": "what to ask"}
+            },
+            "required": ["message"],
+            "additionalProperties": false
+        })
+    );
+    assert!(
+        root[0].description.contains("within 20 s"),
+        "{}",
+        root[0].description
+    );
+    let conv = h.ops(&p("conversations/1")).unwrap();
+    assert_eq!(
+        conv[0].schema["properties"]["message"]["description"],
+        "what to say next"
+    );
+    let mut wait = conv[1].schema.clone();
+    // The integer's width is the generator's addition, not a constraint.
+    wait["properties"]["timeout_ms"]
+        .as_object_mut()
+        .unwrap()
+        .remove("format");
+    assert_eq!(
+        wait,
+        json!({
+            "type": "object",
+            "properties": {
+                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 20_000,
+                               "description": "how long to wait, in milliseconds"}
+            },
+            "required": [],
+            "additionalProperties": false
+        })
+    );
+    assert!(conv[1].description.contains("default and at most 20000"));
+    assert_eq!(conv[2].schema["properties"], json!({}));
+    // A guard fails in words: the answer is in, so there is nothing to cancel.
+    let g = h.guard(&p("conversations/1"), "cancel", None).unwrap();
+    assert!(!g.allowed());
+    assert!(
+        g.render().contains("there is nothing to cancel"),
+        "{}",
+        g.render()
+    );
+    assert!(matches!(
+        call(&h, "conversations/1", "cancel", json!({})),
+        Err(HostError::Blocked(_))
+    ));
+}

@@ -13,9 +13,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::hosts::lock;
 use crate::hosts::text::one_line;
 
 use serde_json::{json, Value};
@@ -87,10 +88,6 @@ pub struct Turn {
     ended: Condvar,
     /// The agent's latest `{"status": …}` line.
     status: Mutex<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Signal a whole process group (the agent and whatever it started).

@@ -25,7 +25,7 @@ pub struct EntryCache {
 
 impl EntryCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<String>, (Instant, WireEntry)>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        crate::hosts::lock(&self.entries)
     }
 
     /// The entry at `path` if it was described less than `ttl` ago.
@@ -79,7 +79,7 @@ const CRASHES_MAX: usize = 256;
 
 impl CrashLog {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Vec<String>, String), Crashes>> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+        crate::hosts::lock(&self.calls)
     }
 
     /// How long this call is still refused, with its record, if it is.

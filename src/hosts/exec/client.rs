@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -23,6 +23,7 @@ use super::protocol::{
     self, ChangedParams, Incoming, InitializeParams, InitializeResult, Request, RpcError,
 };
 use super::transport::{self, Endpoint, Link, Socket};
+use crate::hosts::lock;
 use crate::world::host::{Changes, HostError, HostResult, OpSpec};
 
 /// The ops of each kind of entry, as the host declared them in `initialize`.
@@ -59,11 +60,6 @@ const STDERR_LINE_MAX: usize = 2000;
 pub fn backoff(failures: u32) -> Duration {
     let factor = 1u32 << failures.saturating_sub(1).min(16);
     (BACKOFF_BASE * factor).min(BACKOFF_CAP)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves plain data behind: keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What a waiting request receives.
@@ -330,10 +326,10 @@ impl Client {
                             me.attempt_done.notify_all();
                         });
                     if let Err(e) = spawned {
-                        return Err(HostError::Backend(format!(
-                            "host {}: cannot start a thread to connect: {e}",
-                            self.name
-                        )));
+                        return Err(HostError::failed(
+                            format!("host {}: cannot start a thread to connect", self.name),
+                            e,
+                        ));
                     }
                     let now = Instant::now();
                     *attempt = Some(now);

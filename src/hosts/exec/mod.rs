@@ -25,6 +25,7 @@ use crate::world::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec, Readiness,
 };
+use crate::world::names::Paths;
 use cache::CrashLog;
 use client::{Client, Failed, Failure, Health};
 use protocol::{
@@ -112,8 +113,8 @@ pub enum ExecError {
 /// A host behind the wip host protocol.
 pub struct ExecHost {
     client: Arc<Client>,
-    /// World path of the mount point (`processes`), for the root's fallback ref.
-    mount: String,
+    /// Where the host is mounted (`processes`): its printed paths and fallback ref.
+    paths: Paths,
     /// The manifest's cache lifetime, which wins over the host's wish.
     ttl: Option<Duration>,
     max_children: usize,
@@ -185,7 +186,7 @@ impl ExecHost {
         client.supervise();
         Ok(ExecHost {
             client,
-            mount: mount.to_string(),
+            paths: Paths::new(mount),
             ttl: settings.cache_ttl_ms.map(Duration::from_millis),
             max_children: settings.max_children,
             page_size: settings.page_size,
@@ -210,17 +211,13 @@ impl ExecHost {
     /// The root's description, with the calls that crash the host appended.
     fn with_crashes(&self, mut info: EntryInfo) -> EntryInfo {
         for ((path, op), c) in self.crashes.all().into_iter().take(3) {
-            let at = if path.is_empty() {
-                self.mount.clone()
-            } else {
-                format!("{}/{}", self.mount, path.join("/"))
-            };
+            let at = self.paths.op(&path, &op);
             let left = match self.crashes.refused(&path, &op, client::backoff) {
                 Some((_, left)) => format!("refused for {:.1} s more", left.as_secs_f64()),
                 None => "may be tried again".to_string(),
             };
             info.description.push_str(&format!(
-                " · crashes on this call: {at}/ops/{op} ({}; {left})",
+                " · crashes on this call: {at} ({}; {left})",
                 crate::hosts::text::plural(c.times, "time", "times in a row")
             ));
         }
@@ -239,10 +236,13 @@ impl ExecHost {
 
     fn decode<T: serde::de::DeserializeOwned>(&self, method: &str, v: Value) -> HostResult<T> {
         serde_json::from_value(v).map_err(|e| {
-            HostError::Backend(format!(
-                "host {} answered {method} with a result of the wrong shape: {e}",
-                self.client.name
-            ))
+            HostError::failed(
+                format!(
+                    "host {} answered {method} with a result of the wrong shape",
+                    self.client.name
+                ),
+                e,
+            )
         })
     }
 
@@ -259,7 +259,7 @@ impl ExecHost {
         match kinds.get(&kind) {
             Some(ops) => Some(ops.clone()),
             None => {
-                tracing::debug!(host = %self.mount, "entry {path:?} names kind {kind:?}, which initialize did not declare");
+                tracing::debug!(host = %self.paths.mount(), "entry {path:?} names kind {kind:?}, which initialize did not declare");
                 None
             }
         }
@@ -275,14 +275,14 @@ impl ExecHost {
             Health::Down(why, _) => why,
             _ => {
                 return EntryInfo::new(
-                    format!("exec host {}: {err}", self.mount),
-                    format!("exec://{}", self.mount),
+                    format!("exec host {}: {err}", self.paths.mount()),
+                    format!("exec://{}", self.paths.mount()),
                 )
             }
         };
         EntryInfo::new(
-            format!("exec host {} is down: {why}", self.mount),
-            format!("exec://{}", self.mount),
+            format!("exec host {} is down: {why}", self.paths.mount()),
+            format!("exec://{}", self.paths.mount()),
         )
     }
 }
@@ -293,8 +293,8 @@ impl Host for ExecHost {
             Ok(Some(e)) => Some(e.into_info()),
             // The root exists whatever the host says: it is where the host is mounted.
             Ok(None) if path.is_empty() => Some(EntryInfo::new(
-                format!("exec host {}", self.mount),
-                format!("exec://{}", self.mount),
+                format!("exec host {}", self.paths.mount()),
+                format!("exec://{}", self.paths.mount()),
             )),
             Ok(None) => None,
             Err(err) if path.is_empty() => Some(self.down_root(&err)),
@@ -348,7 +348,7 @@ impl Host for ExecHost {
                 .and_then(|v| self.decode::<Vec<WireOp>>("ops", v))
                 .map(|ops| ops.into_iter().map(WireOp::into_spec).collect()),
         };
-        let mut last = self.last_ops.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = crate::hosts::lock(&self.last_ops);
         match answer {
             Ok(ops) => {
                 if last.len() >= LAST_OPS_MAX {
@@ -357,12 +357,12 @@ impl Host for ExecHost {
                 last.insert(path.to_vec(), ops.clone());
                 Ok(ops)
             }
-            Err(e @ (HostError::Backend(_) | HostError::TimedOut(_))) => {
-                match (last.get(path), self.client.health()) {
-                    (Some(ops), Health::Down(..)) => Ok(ops.clone()),
-                    _ => Err(e),
-                }
-            }
+            Err(
+                e @ (HostError::Backend(_) | HostError::Failed { .. } | HostError::TimedOut(_)),
+            ) => match (last.get(path), self.client.health()) {
+                (Some(ops), Health::Down(..)) => Ok(ops.clone()),
+                _ => Err(e),
+            },
             Err(e) => Err(e),
         }
     }
@@ -383,7 +383,7 @@ impl Host for ExecHost {
         if let Some((c, left)) = self.crashes.refused(path, op, client::backoff) {
             return Err(HostError::Backend(format!(
                 "host {} crashes on this call: it went down during it {} (last: {}); refused for {:.1} s more, then it may be tried again",
-                self.mount,
+                self.paths.mount(),
                 crate::hosts::text::plural(c.times, "time", "times in a row"),
                 c.why,
                 left.as_secs_f64()
@@ -402,7 +402,7 @@ impl Host for ExecHost {
                 match how {
                     Failed::HostLost => {
                         let words = error.to_string();
-                        let prefix = format!("host {}: ", self.mount);
+                        let prefix = format!("host {}: ", self.paths.mount());
                         let why = words.strip_prefix(&prefix).unwrap_or(&words);
                         self.crashes.crashed(path, op, why.to_string())
                     }
@@ -459,7 +459,7 @@ impl Host for ExecHost {
         {
             Ok(r) => r.paths,
             Err(e) => {
-                tracing::debug!(host = %self.mount, "resolve failed: {e}");
+                tracing::debug!(host = %self.paths.mount(), "resolve failed: {e}");
                 Vec::new()
             }
         }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderValue, ACCEPT, ETAG, IF_NONE_MATCH, LINK};
@@ -15,6 +15,7 @@ use octocrab::service::middleware::retry::RetryConfig;
 use octocrab::Octocrab;
 use serde_json::Value;
 
+use crate::hosts::lock;
 use crate::world::host::{Condition, Guard, HostError};
 
 /// A response body (JSON, or the raw text of a non-JSON media type) and its next page.
@@ -98,12 +99,12 @@ impl GhError {
                     format!("GitHub refused the {what} ({status}): {message}"),
                 )])),
                 422 => HostError::InvalidArgs(format!("{what}: GitHub rejected it: {message}")),
-                _ => HostError::Backend(format!("{what}: {self}")),
+                _ => HostError::failed(what, self),
             },
             GhError::RateLimited(m) | GhError::Timeout(m) => {
                 HostError::TimedOut(format!("{what}: {m}"))
             }
-            GhError::Transport(m) => HostError::Backend(format!("{what}: {m}")),
+            GhError::Transport(_) => HostError::failed(what, self),
         }
     }
 }
@@ -120,10 +121,6 @@ pub struct Client {
     /// Only to scrub it from any text we pass on; never sent anywhere but the header.
     secret: Option<String>,
     pub stats: Stats,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `HH:MM:SS UTC (in N min)` for a Unix time.

@@ -1,18 +1,47 @@
 //! Guards from GitHub's own state: open, mergeable (mergeable_state), checks and statuses on
 //! the head commit, branch protection's required reviews and checks, approving reviews, and
-//! the token user's permission (collaborator permission API). `fresh` reads everything again
-//! (ETag-revalidated) right before a change.
+//! the token user's permission (collaborator permission API). A call reads everything again
+//! (`Read::Fresh`, ETag-revalidated) right before the change.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::client::seg;
+use super::client::{seg, GhResult, Page};
 use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
+use crate::hosts::lock;
 use crate::hosts::text::{and_list, plural};
 use crate::world::host::{Condition, HostError, HostResult};
 
+/// How a guard reads GitHub's state: through the cache for the guard file, fresh for the
+/// check a call makes right before its change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Read {
+    Cached,
+    Fresh,
+}
+
+/// The issue or pull request a guard is about (item ops are offered on items only).
+fn item_of(node: &Node) -> HostResult<(&Repo, Kind, u64)> {
+    match node {
+        Node::Item(r, k, n) => Ok((r, *k, *n)),
+        _ => Err(HostError::NotFound(
+            "this entry is not an issue or pull request".to_string(),
+        )),
+    }
+}
+
 impl GithubHost {
-    fn can_read(&self) -> Condition {
+    /// A GET through the cache, or revalidated now.
+    pub(super) fn get_read(&self, path: &str, read: Read) -> GhResult<Arc<Page>> {
+        match read {
+            Read::Fresh => self.client.get_fresh(path),
+            Read::Cached => self.client.get(path),
+        }
+    }
+
+    pub(super) fn can_read(&self) -> Condition {
         Condition::check("can_read", true, "reading changes nothing")
     }
 
@@ -34,7 +63,14 @@ impl GithubHost {
     }
 
     fn ops_path(&self, node: &Node, op: &str) -> String {
-        self.world_path(&node.path(), &["ops", op])
+        self.paths.op(&node.path(), op)
+    }
+
+    /// World path of the entry `sub` below `node` (`reviews`, `checks/NAME`).
+    fn below(&self, node: &Node, sub: &[&str]) -> String {
+        let mut segs = node.path();
+        segs.extend(sub.iter().map(|s| s.to_string()));
+        self.paths.entry(&segs)
     }
 
     /// The token's login (`GET /user`), asked once.
@@ -42,7 +78,7 @@ impl GithubHost {
         if !self.has_token {
             return Err("no token is configured".to_string());
         }
-        if let Some(l) = self.login.lock().map(|l| l.clone()).unwrap_or(None) {
+        if let Some(l) = lock(&self.login).clone() {
             return Ok(l);
         }
         let p = self.client.get("/user").map_err(|e| e.message())?;
@@ -50,9 +86,7 @@ impl GithubHost {
         if l.is_empty() {
             return Err("GitHub did not say who the token belongs to".to_string());
         }
-        if let Ok(mut g) = self.login.lock() {
-            *g = Some(l.clone());
-        }
+        *lock(&self.login) = Some(l.clone());
         Ok(l)
     }
 
@@ -182,14 +216,9 @@ impl GithubHost {
 
     /// Branch protection of the base branch: `Ok(None)` when it is not protected, `Err` with
     /// GitHub's words when it cannot be read.
-    fn protection(&self, r: &Repo, base: &str, fresh: bool) -> Result<Option<Value>, String> {
+    fn protection(&self, r: &Repo, base: &str, read: Read) -> Result<Option<Value>, String> {
         let path = format!("{}/branches/{}/protection", r.api(), seg(base));
-        let res = if fresh {
-            self.client.get_fresh(&path)
-        } else {
-            self.client.get(&path)
-        };
-        match res {
+        match self.get_read(&path, read) {
             Ok(p) => Ok(Some(p.body.clone())),
             Err(e) if e.status() == Some(404) && e.message().contains("not protected") => Ok(None),
             Err(e) => Err(e.message()),
@@ -202,10 +231,10 @@ impl GithubHost {
         r: &Repo,
         v: &Value,
         protection: &Result<Option<Value>, String>,
-        fresh: bool,
+        read: Read,
     ) -> HostResult<Condition> {
         let sha = s(&v["head"], "sha");
-        let checks = match self.checks_at(r, sha, fresh) {
+        let checks = match self.checks_at(r, sha, read) {
             Ok(c) => c,
             Err(e) => {
                 return Ok(Condition::check(
@@ -215,7 +244,7 @@ impl GithubHost {
                 ))
             }
         };
-        let see = |name: &str| self.world_path(&node.path(), &["checks", &check_path_name(name)]);
+        let see = |name: &str| self.below(node, &["checks", &check_path_name(name)]);
         let failing: Vec<String> = checks
             .iter()
             .filter(|c| c.failing())
@@ -288,14 +317,10 @@ impl GithubHost {
         n: u64,
         v: &Value,
         protection: &Result<Option<Value>, String>,
-        fresh: bool,
+        read: Read,
     ) -> HostResult<Condition> {
         let path = self.paged(&format!("{}/pulls/{n}/reviews", r.api()));
-        let reviews = match if fresh {
-            self.client.get_fresh(&path)
-        } else {
-            self.client.get(&path)
-        } {
+        let reviews = match self.get_read(&path, read) {
             Ok(r) => r,
             // The guard says what it could not read rather than failing the read of it.
             Err(e) => {
@@ -305,7 +330,7 @@ impl GithubHost {
                     format!(
                         "could not read the reviews of PR #{n} (GitHub said: {}) — see {}",
                         e.message(),
-                        self.world_path(&node.path(), &["reviews"])
+                        self.below(node, &["reviews"])
                     ),
                 ))
             }
@@ -359,7 +384,7 @@ impl GithubHost {
                 ),
             ),
         };
-        let reviews_path = self.world_path(&node.path(), &["reviews"]);
+        let reviews_path = self.below(node, &["reviews"]);
         if !blockers.is_empty() {
             return Ok(Condition::check(
                 "review_approved",
@@ -412,7 +437,7 @@ impl GithubHost {
     }
 
     /// Write permission of the token's user (collaborator permission API).
-    fn can_write(&self, r: &Repo, fresh: bool) -> Condition {
+    fn can_write(&self, r: &Repo, read: Read) -> Condition {
         let me = match self.me() {
             Ok(me) => me,
             Err(e) => {
@@ -424,12 +449,7 @@ impl GithubHost {
             }
         };
         let path = format!("{}/collaborators/{}/permission", r.api(), seg(&me));
-        let res = if fresh {
-            self.client.get_fresh(&path)
-        } else {
-            self.client.get(&path)
-        };
-        match res {
+        match self.get_read(&path, read) {
             Ok(p) => {
                 let perm = s(&p.body, "permission").to_string();
                 let role = s(&p.body, "role_name").to_string();
@@ -452,7 +472,7 @@ impl GithubHost {
                     "could not read your ({me}) permission on {} (GitHub said: {}) — the token may lack access; see {}",
                     r.full(),
                     e.message(),
-                    self.world_path(&Node::Repo(r.clone()).path(), &[])
+                    self.paths.entry(&r.path())
                 ),
             ),
         }
@@ -478,89 +498,71 @@ impl GithubHost {
         }
     }
 
-    /// The item's JSON (full, fresh when `fresh`).
-    fn item_value(&self, r: &Repo, kind: Kind, n: u64, fresh: bool) -> HostResult<Value> {
+    /// The item's JSON: the pull request itself, not a listing's copy (listings leave out
+    /// mergeable).
+    fn item_value(&self, r: &Repo, kind: Kind, n: u64, read: Read) -> HostResult<Value> {
         let path = match kind {
             Kind::Issue => format!("{}/issues/{n}", r.api()),
             Kind::Pull => format!("{}/pulls/{n}", r.api()),
         };
-        let p = if fresh {
-            self.client.get_fresh(&path)
-        } else if kind == Kind::Pull {
-            // Listings leave out mergeable: a guard needs the pull request itself.
-            self.client.get_full(&path)
-        } else {
-            self.client.get(&path)
+        match (read, kind) {
+            (Read::Cached, Kind::Pull) => self.client.get_full(&path),
+            _ => self.get_read(&path, read),
         }
-        .map_err(|e| e.into_host(&format!("reading {} #{n}", kind.dir())))?;
-        Ok(p.body.clone())
+        .map(|p| p.body.clone())
+        .map_err(|e| e.into_host(&format!("reading {} #{n}", kind.dir())))
     }
 
-    /// The guard of `op` on `node`: the same function serves `guard` files and calls (with
-    /// `fresh`, right before the change).
-    pub(super) fn conditions(
+    /// Close, request a review: the item is open.
+    pub(super) fn open_guard(&self, read: Read, node: &Node) -> HostResult<Vec<Condition>> {
+        let (r, k, n) = item_of(node)?;
+        let v = self.item_value(r, k, n, read)?;
+        Ok(vec![self.open_cond(node, k, n, &v), self.token_cond()])
+    }
+
+    /// Reopen: the item is closed (and not merged).
+    pub(super) fn closed_guard(&self, read: Read, node: &Node) -> HostResult<Vec<Condition>> {
+        let (r, k, n) = item_of(node)?;
+        let v = self.item_value(r, k, n, read)?;
+        Ok(vec![self.closed_cond(node, k, n, &v), self.token_cond()])
+    }
+
+    /// Lock (`locked` false: it is not locked yet), unlock (`locked` true).
+    pub(super) fn locked_guard(
         &self,
+        read: Read,
         node: &Node,
-        op: &str,
-        _args: Option<&Value>,
-        fresh: bool,
+        locked: bool,
     ) -> HostResult<Vec<Condition>> {
-        let item = match node {
-            Node::Item(r, k, n) => Some((r.clone(), *k, *n)),
-            _ => None,
-        };
-        let need = || {
-            item.clone()
-                .ok_or_else(|| HostError::NotFound(format!("{op} needs an issue or pull request")))
-        };
-        Ok(match op {
-            "read_body" | "get_metadata" | "diff" | "read_log" | "issues" | "search"
-            | "read_file" => {
-                vec![self.can_read()]
-            }
-            "comment" | "label" | "assign" | "unassign" | "create_issue" | "create_status"
-            | "create_label" => vec![self.token_cond()],
-            "close" | "request_review" => {
-                let (r, k, n) = need()?;
-                let v = self.item_value(&r, k, n, fresh)?;
-                vec![self.open_cond(node, k, n, &v), self.token_cond()]
-            }
-            "reopen" => {
-                let (r, k, n) = need()?;
-                let v = self.item_value(&r, k, n, fresh)?;
-                vec![self.closed_cond(node, k, n, &v), self.token_cond()]
-            }
-            "lock" | "unlock" => {
-                let (r, k, n) = need()?;
-                let v = self.item_value(&r, k, n, fresh)?;
-                vec![
-                    self.locked_cond(node, n, &v, op == "unlock"),
-                    self.token_cond(),
-                ]
-            }
-            "approve" => {
-                let (r, k, n) = need()?;
-                let v = self.item_value(&r, k, n, fresh)?;
-                vec![
-                    self.open_cond(node, k, n, &v),
-                    self.not_author_cond(node, n, &v),
-                    self.token_cond(),
-                ]
-            }
-            "merge" => {
-                let (r, k, n) = need()?;
-                let v = self.item_value(&r, k, n, fresh)?;
-                let base = s(&v["base"], "ref").to_string();
-                let protection = self.protection(&r, &base, fresh);
-                vec![
-                    self.open_cond(node, k, n, &v),
-                    self.mergeable_cond(&v),
-                    self.checks_cond(node, &r, &v, &protection, fresh)?,
-                    self.review_cond(node, &r, n, &v, &protection, fresh)?,
-                    self.can_write(&r, fresh),
-                ]
-            }
-            other => return Err(HostError::NotFound(format!("no operation {other:?} here"))),
-        })
+        let (r, k, n) = item_of(node)?;
+        let v = self.item_value(r, k, n, read)?;
+        Ok(vec![
+            self.locked_cond(node, n, &v, locked),
+            self.token_cond(),
+        ])
+    }
+
+    pub(super) fn approve_guard(&self, read: Read, node: &Node) -> HostResult<Vec<Condition>> {
+        let (r, k, n) = item_of(node)?;
+        let v = self.item_value(r, k, n, read)?;
+        Ok(vec![
+            self.open_cond(node, k, n, &v),
+            self.not_author_cond(node, n, &v),
+            self.token_cond(),
+        ])
+    }
+
+    pub(super) fn merge_guard(&self, read: Read, node: &Node) -> HostResult<Vec<Condition>> {
+        let (r, k, n) = item_of(node)?;
+        let v = self.item_value(r, k, n, read)?;
+        let base = s(&v["base"], "ref").to_string();
+        let protection = self.protection(r, &base, read);
+        Ok(vec![
+            self.open_cond(node, k, n, &v),
+            self.mergeable_cond(&v),
+            self.checks_cond(node, r, &v, &protection, read)?,
+            self.review_cond(node, r, n, &v, &protection, read)?,
+            self.can_write(r, read),
+        ])
     }
 }

@@ -22,11 +22,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::calendar::parse_iso;
-use crate::hosts::HostContext;
+use crate::hosts::{lock, HostContext};
 use crate::world::host::{
     Body, CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
+use crate::world::names::Paths;
 use client::Client;
+use guards::Read;
+use ops::OPS;
 
 pub use client::{github_message, next_link, reset_words, GhError};
 
@@ -284,8 +287,8 @@ struct Hit {
 
 pub struct GithubHost {
     client: Client,
-    /// Where the host is mounted in the world (`github`), for paths in guard lines.
-    mount: String,
+    /// Where the host's entries are in the world, for every path it prints.
+    paths: Paths,
     base_uri: String,
     repos: Vec<Repo>,
     owners: Vec<String>,
@@ -356,19 +359,20 @@ fn gh_token() -> Option<String> {
 
 impl GithubHost {
     pub fn open(
-        mount_path: &str,
+        _mount_path: &str,
         settings: GithubSettings,
-        _ctx: &HostContext,
+        ctx: &HostContext,
     ) -> Result<GithubHost, GithubError> {
         // The token is the daemon's alone: no child of another host inherits it.
         crate::secrets::withhold_env(&settings.token_env);
         let (token, source) = find_token(&settings.token_env, settings.gh);
-        Self::with_token(mount_path, settings, token, source)
+        Self::with_token(ctx.paths(), settings, token, source)
     }
 
-    /// Open with a given token (tests, and `open` once the token is found).
+    /// Open with a given token (tests, and `open` once the token is found), printing paths
+    /// with `paths`.
     pub fn with_token(
-        mount_path: &str,
+        paths: Paths,
         settings: GithubSettings,
         token: Option<String>,
         source: TokenSource,
@@ -406,7 +410,7 @@ impl GithubHost {
         .map_err(GithubError::Client)?;
         Ok(GithubHost {
             client,
-            mount: mount_path.trim_matches('/').to_string(),
+            paths,
             base_uri: settings.base_uri.trim_end_matches('/').to_string(),
             repos,
             owners: settings.owners,
@@ -418,17 +422,6 @@ impl GithubHost {
             searches: Mutex::new(Vec::new()),
             login: Mutex::new(None),
         })
-    }
-
-    /// A path in the world (`github/octo/hello/pulls/7/ops/merge`), as guard lines show them.
-    fn world_path(&self, node_path: &[String], extra: &[&str]) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        if !self.mount.is_empty() {
-            parts.push(self.mount.clone());
-        }
-        parts.extend(node_path.iter().cloned());
-        parts.extend(extra.iter().map(|s| s.to_string()));
-        parts.join("/")
     }
 
     fn reference(&self, node: &Node) -> String {
@@ -633,12 +626,7 @@ impl GithubHost {
     }
 
     fn search_run(&self, id: u64) -> Option<SearchRun> {
-        self.searches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|s| s.id == id)
-            .cloned()
+        lock(&self.searches).iter().find(|s| s.id == id).cloned()
     }
 
     fn existing(&self, path: &[String]) -> HostResult<Node> {
@@ -709,18 +697,15 @@ impl Host for GithubHost {
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
         let node = self.existing(path)?;
-        Ok(ops::names(&node)
-            .iter()
-            .filter_map(|op| ops::spec(&node, op))
-            .collect())
+        Ok(OPS.specs(&node))
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
         let node = self.existing(path)?;
-        ops::offered(&node, op)?;
-        Ok(Guard::new(self.conditions(&node, op, args, false)?))
+        OPS.guard(self, &Read::Cached, &node, op, args)
     }
 
+    /// Guards are read again, fresh from GitHub, right before the change they allow.
     fn call(
         &self,
         path: &[String],
@@ -729,8 +714,7 @@ impl Host for GithubHost {
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
         let node = self.existing(path)?;
-        ops::offered(&node, op)?;
-        self.run(&node, op, args)
+        OPS.call(self, &Read::Fresh, &node, op, args)
     }
 
     /// HTTP calls are bounded by the client's own deadline, but the runtime should still

@@ -1,232 +1,816 @@
-//! Operations: the tracker's names and arguments where they mean the same, their specs, and
-//! what a call asks of GitHub.
+//! Operations, each declared once: the tracker's names and arguments where they mean the
+//! same, which entries offer them, their guards (guards.rs) and what a call asks of GitHub.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use http::Method;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::client::{query_value, seg};
+use super::guards::Read;
 use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
+use crate::hosts::lock;
 use crate::hosts::text::{and_list, flat, plural};
-use crate::world::host::{object_schema, CallOutcome, Guard, HostError, HostResult, OpSpec};
+use crate::world::host::{CallOutcome, Condition, HostError, HostResult};
+use crate::world::op::{Decl, Names, NoArgs, Ops, Text};
 
-const ISSUE_OPS: &[&str] = &[
-    "read_body",
-    "get_metadata",
-    "comment",
-    "close",
-    "reopen",
-    "label",
-    "assign",
-    "unassign",
-    "lock",
-    "unlock",
-];
-const PULL_OPS: &[&str] = &[
-    "read_body",
-    "get_metadata",
-    "comment",
-    "close",
-    "reopen",
-    "label",
-    "assign",
-    "unassign",
-    "diff",
-    "request_review",
-    "approve",
-    "merge",
-];
+type D<A> = Decl<GithubHost, Node, Read, A>;
 
-pub(super) fn names(node: &Node) -> &'static [&'static str] {
+/// Free text that may be empty (a body, a description); the trailing newline `echo` adds is
+/// dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Prose(String);
+
+impl<'de> Deserialize<'de> for Prose {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(Prose(s.trim_end_matches(['\n', '\r']).to_string()))
+    }
+}
+
+impl JsonSchema for Prose {
+    fn schema_name() -> Cow<'static, str> {
+        "Prose".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
+
+/// How many search hits to keep: 1 to 100 (GitHub's largest page).
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(try_from = "u64")]
+pub(super) struct Limit(u64);
+
+impl TryFrom<u64> for Limit {
+    type Error = String;
+    fn try_from(n: u64) -> Result<Limit, String> {
+        if (1..=100).contains(&n) {
+            Ok(Limit(n))
+        } else {
+            Err(format!("must be 1..100, not {n}"))
+        }
+    }
+}
+
+impl JsonSchema for Limit {
+    fn schema_name() -> Cow<'static, str> {
+        "Limit".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": 100})
+    }
+}
+
+// Optional arguments are `#[serde(default)]` with the schema of the value itself: the
+// schema says "leave it out", not "send null".
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Search {
+    /// GitHub search words and qualifiers, e.g. is:open label:bug crash
+    query: Text,
+    /// how many hits to keep
+    #[serde(default)]
+    #[schemars(with = "Limit")]
+    limit: Option<Limit>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateIssue {
+    /// one line
+    title: Text,
+    /// markdown
+    #[serde(default)]
+    #[schemars(with = "Prose")]
+    body: Option<Prose>,
+    /// label names, see labels/
+    #[serde(default)]
+    labels: Names,
+    /// GitHub logins
+    #[serde(default)]
+    assignees: Names,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum StatusState {
+    Pending,
+    Success,
+    Failure,
+    Error,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateStatus {
+    /// full commit sha
+    sha: Text,
+    state: StatusState,
+    /// the status's name, e.g. ci/build
+    #[serde(default)]
+    #[schemars(with = "Text")]
+    context: Option<Text>,
+    #[serde(default)]
+    #[schemars(with = "Prose")]
+    description: Option<Prose>,
+    #[serde(default)]
+    #[schemars(with = "Prose")]
+    target_url: Option<Prose>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadFile {
+    /// path in the repository
+    path: Text,
+    /// branch, tag or sha
+    #[serde(default, rename = "ref")]
+    #[schemars(with = "Text")]
+    reference: Option<Text>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateLabel {
+    /// label name
+    name: Text,
+    /// 6 hex digits
+    color: Text,
+    #[serde(default)]
+    #[schemars(with = "Prose")]
+    description: Option<Prose>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Comment {
+    /// markdown
+    body: Text,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Close {
+    /// why it is closed
+    reason: Text,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
+struct Label {
+    /// labels to add
+    #[serde(default)]
+    add: Names,
+    /// labels to remove
+    #[serde(default)]
+    remove: Names,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct User {
+    /// GitHub login
+    user: Text,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+enum LockReason {
+    #[serde(rename = "off-topic")]
+    OffTopic,
+    #[serde(rename = "too heated")]
+    TooHeated,
+    #[serde(rename = "resolved")]
+    Resolved,
+    #[serde(rename = "spam")]
+    Spam,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Lock {
+    // `skip_serializing_if` keeps `"default": null` out of the schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LockReason")]
+    reason: Option<LockReason>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RequestReview {
+    /// GitHub login
+    reviewer: Text,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Approve {
+    /// review text
+    #[serde(default)]
+    #[schemars(with = "Prose")]
+    body: Option<Prose>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum MergeMethod {
+    #[default]
+    Merge,
+    Squash,
+    Rebase,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Merge {
+    #[serde(default)]
+    method: MergeMethod,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum IssueState {
+    Open,
+    Closed,
+    #[default]
+    All,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Issues {
+    #[serde(default)]
+    state: IssueState,
+}
+
+/// An enum argument as GitHub spells it (its serde name).
+fn word<T: Serialize>(value: T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `issue` or `pull request`, in descriptions.
+fn what(node: &Node) -> &'static str {
     match node {
-        Node::Root => &["search"],
-        Node::Repo(_) => &["search", "create_issue", "create_status", "read_file"],
-        Node::Issues(_) => &["create_issue"],
-        Node::Labels(_) => &["create_label"],
-        Node::Item(_, Kind::Issue, _) => ISSUE_OPS,
-        Node::Item(_, Kind::Pull, _) => PULL_OPS,
-        Node::Check(..) => &["read_log"],
-        Node::Review(..) | Node::File(..) => &["read_body"],
-        Node::Label(..) => &["issues"],
-        Node::Branch(..) => &["get_metadata"],
-        _ => &[],
-    }
-}
-
-pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
-    if names(node).contains(&op) {
-        return Ok(());
-    }
-    let offered = names(node);
-    Err(HostError::NotFound(if offered.is_empty() {
-        format!("no operation {op:?} here (this entry has none)")
-    } else {
-        format!("no operation {op:?} here (offered: {})", offered.join(", "))
-    }))
-}
-
-pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
-    let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
-    let names = |d: &str| json!({"type": "array", "items": {"type": "string", "minLength": 1}, "description": d});
-    let none = || object_schema(json!({}), &[]);
-    let what = match node {
         Node::Item(_, Kind::Pull, _) => "pull request",
         _ => "issue",
-    };
-    let (description, schema) = match op {
-        "search" => (
-            match node {
-                Node::Root => "Search GitHub's issues and pull requests: query (GitHub search syntax), limit (1-100). Makes results/ID/ with hits/1…N linked to the entries.".to_string(),
-                _ => "Search this repository's issues and pull requests: query (GitHub search syntax), limit (1-100). Makes results/ID/ with hits/1…N linked to the entries.".to_string(),
+    }
+}
+
+fn is_item(node: &Node) -> bool {
+    matches!(node, Node::Item(..))
+}
+
+fn is_pull(node: &Node) -> bool {
+    matches!(node, Node::Item(_, Kind::Pull, _))
+}
+
+fn is_issue(node: &Node) -> bool {
+    matches!(node, Node::Item(_, Kind::Issue, _))
+}
+
+/// The issue or pull request an item op acts on, and the words and URLs it uses.
+struct Target<'a> {
+    repo: &'a Repo,
+    kind: Kind,
+    n: u64,
+}
+
+impl<'a> Target<'a> {
+    fn of(node: &'a Node) -> HostResult<Target<'a>> {
+        match node {
+            Node::Item(repo, kind, n) => Ok(Target {
+                repo,
+                kind: *kind,
+                n: *n,
+            }),
+            _ => Err(HostError::NotFound(
+                "this entry is not an issue or pull request".to_string(),
+            )),
+        }
+    }
+
+    fn issue(&self) -> String {
+        format!("{}/issues/{}", self.repo.api(), self.n)
+    }
+
+    fn pull(&self) -> String {
+        format!("{}/pulls/{}", self.repo.api(), self.n)
+    }
+
+    /// `Issue #4` / `PR #7`.
+    fn label(&self) -> String {
+        GithubHost::item_label(self.kind, self.n)
+    }
+
+    /// What a write is called in GitHub's errors: `merge of octo/hello#7`.
+    fn doing(&self, verb: &str) -> String {
+        format!("{verb} of {}#{}", self.repo.full(), self.n)
+    }
+}
+
+/// The guard of an op that only reads.
+fn reading<A>(h: &GithubHost, _: &Read, _: &Node, _: Option<&A>) -> HostResult<Vec<Condition>> {
+    Ok(vec![h.can_read()])
+}
+
+/// The guard of a change GitHub checks by itself when it is made: a token is configured.
+fn needs_token<A>(h: &GithubHost, _: &Read, _: &Node, _: Option<&A>) -> HostResult<Vec<Condition>> {
+    Ok(vec![h.token_cond()])
+}
+
+/// Every op of the github host, in the order `ops/` lists them.
+pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| {
+    Ops::new(vec![
+        D::<Search> {
+            name: "search",
+            offers: |n| matches!(n, Node::Root | Node::Repo(_)),
+            describe: |n| {
+                format!(
+                    "Search {} issues and pull requests: query (GitHub search syntax), limit (1-100). Makes results/ID/ with hits/1…N linked to the entries.",
+                    if matches!(n, Node::Root) { "GitHub's" } else { "this repository's" }
+                )
             },
-            object_schema(
-                json!({"query": string("GitHub search words and qualifiers, e.g. is:open label:bug crash"),
-                       "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "how many hits to keep"}}),
-                &["query"],
-            ),
-        ),
-        "create_issue" => (
-            "Open a new issue: title, optional body (markdown), labels and assignees (names).".to_string(),
-            object_schema(
-                json!({
-                    "title": string("one line"),
-                    "body": {"type": "string", "description": "markdown"},
-                    "labels": names("label names, see labels/"),
-                    "assignees": names("GitHub logins"),
-                }),
-                &["title"],
-            ),
-        ),
-        "create_status" => (
-            "Set a commit status: sha, state pending|success|failure|error, context, description, target_url.".to_string(),
-            object_schema(
-                json!({
-                    "sha": string("full commit sha"),
-                    "state": {"type": "string", "enum": ["pending", "success", "failure", "error"]},
-                    "context": string("the status's name, e.g. ci/build"),
-                    "description": {"type": "string"},
-                    "target_url": {"type": "string"},
-                }),
-                &["sha", "state"],
-            ),
-        ),
-        "read_file" => (
-            "Read a file of the repository: path, ref (branch, tag or sha; default the default branch).".to_string(),
-            object_schema(json!({"path": string("path in the repository"), "ref": string("branch, tag or sha")}), &["path"]),
-        ),
-        "create_label" => (
-            "Create a label: name, color (6 hex digits, e.g. d73a4a), description.".to_string(),
-            object_schema(
-                json!({"name": string("label name"), "color": string("6 hex digits"), "description": {"type": "string"}}),
-                &["name", "color"],
-            ),
-        ),
-        "read_body" => match node {
-            Node::Review(..) => ("Read the review's full text and verdict.".to_string(), none()),
-            Node::File(..) => ("Read the file's patch in this pull request.".to_string(), none()),
-            _ => (format!("Read the {what}'s full text (markdown) with a header of its state."), none()),
-        },
-        "get_metadata" => match node {
-            Node::Branch(..) => ("All of GitHub's fields of the branch as JSON.".to_string(), none()),
-            _ => (
-                format!("All of GitHub's fields of the {what} as JSON: state, author, labels, assignees, dates{}.",
-                    if what == "pull request" { ", branches, mergeable" } else { "" }),
-                none(),
-            ),
-        },
-        "comment" => (
-            format!("Add a comment to the {what}: body (markdown)."),
-            object_schema(json!({"body": string("markdown")}), &["body"]),
-        ),
-        "close" => (
-            format!("Close the {what}{}: reason (text, posted as a comment; \"completed\" or \"not_planned\" set GitHub's state reason).",
-                if what == "pull request" { " without merging" } else { "" }),
-            object_schema(json!({"reason": string("why it is closed")}), &["reason"]),
-        ),
-        "reopen" => (format!("Reopen the closed {what}."), none()),
-        "label" => (
-            "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string(),
-            {
-                let mut sc = object_schema(json!({"add": names("labels to add"), "remove": names("labels to remove")}), &[]);
-                sc["minProperties"] = json!(1);
-                sc
+            guard: reading,
+            run: |h, _, n, a| h.search(n, a),
+        }
+        .into(),
+        D::<CreateIssue> {
+            name: "create_issue",
+            offers: |n| matches!(n, Node::Repo(_) | Node::Issues(_)),
+            describe: |_| {
+                "Open a new issue: title, optional body (markdown), labels and assignees (names)."
+                    .to_string()
             },
-        ),
-        "assign" => (
-            format!("Assign a user to the {what}: user (GitHub login)."),
-            object_schema(json!({"user": string("GitHub login")}), &["user"]),
-        ),
-        "unassign" => (
-            format!("Remove an assignee from the {what}: user (GitHub login)."),
-            object_schema(json!({"user": string("GitHub login")}), &["user"]),
-        ),
-        "lock" => (
-            "Lock the conversation: reason (optional: off-topic, too heated, resolved, spam).".to_string(),
-            object_schema(json!({"reason": {"type": "string", "enum": ["off-topic", "too heated", "resolved", "spam"]}}), &[]),
-        ),
-        "unlock" => ("Unlock the conversation.".to_string(), none()),
-        "diff" => ("The pull request's changes as a unified diff (file by file).".to_string(), none()),
-        "request_review" => (
-            "Ask someone to review the pull request: reviewer (GitHub login, not its author).".to_string(),
-            object_schema(json!({"reviewer": string("GitHub login")}), &["reviewer"]),
-        ),
-        "approve" => (
-            "Approve the pull request as the token's user: body (optional review text).".to_string(),
-            object_schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
-        ),
-        "merge" => (
-            "Merge into the base branch: method merge|squash|rebase (default merge). GitHub refuses it if the head moved since the guard was read.".to_string(),
-            object_schema(json!({"method": {"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"}}), &[]),
-        ),
-        "read_log" => ("Read the check's output (title, summary, text) and where its full log is.".to_string(), none()),
-        "issues" => (
-            "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string(),
-            object_schema(json!({"state": {"type": "string", "enum": ["open", "closed", "all"], "default": "all"}}), &[]),
-        ),
-        _ => return None,
-    };
-    Some(OpSpec {
-        name: op.to_string(),
-        description,
-        schema,
-    })
-}
+            guard: needs_token,
+            run: |h, _, n, a| match n {
+                Node::Repo(r) | Node::Issues(r) => h.create_issue(r, a),
+                _ => Err(HostError::NotFound("create_issue needs a repository".into())),
+            },
+        }
+        .into(),
+        D::<CreateStatus> {
+            name: "create_status",
+            offers: |n| matches!(n, Node::Repo(_)),
+            describe: |_| {
+                "Set a commit status: sha, state pending|success|failure|error, context, description, target_url.".to_string()
+            },
+            guard: needs_token,
+            run: |h, _, n, a| {
+                let r = repo_of(n)?;
+                let sha = a.sha.into_string();
+                let mut body = Map::new();
+                body.insert("state".into(), json!(a.state));
+                for (k, v) in [
+                    ("target_url", a.target_url.map(|p| p.0)),
+                    ("description", a.description.map(|p| p.0)),
+                    ("context", a.context.map(Text::into_string)),
+                ] {
+                    if let Some(v) = v {
+                        body.insert(k.into(), json!(v));
+                    }
+                }
+                let v = h.write(
+                    &format!("status on {sha}"),
+                    Method::POST,
+                    &format!("{}/statuses/{}", r.api(), seg(&sha)),
+                    Some(&Value::Object(body)),
+                )?;
+                h.client
+                    .forget(&[format!("{}/commits/{}", r.api(), seg(&sha))]);
+                Ok(CallOutcome::text(format!(
+                    "status {} set to {} on {}",
+                    s(&v, "context"),
+                    s(&v, "state"),
+                    sha
+                )))
+            },
+        }
+        .into(),
+        D::<ReadFile> {
+            name: "read_file",
+            offers: |n| matches!(n, Node::Repo(_)),
+            describe: |_| {
+                "Read a file of the repository: path, ref (branch, tag or sha; default the default branch).".to_string()
+            },
+            guard: reading,
+            run: |h, _, n, a| {
+                let r = repo_of(n)?;
+                let path = a.path.as_str();
+                let enc: Vec<String> = path.trim_matches('/').split('/').map(seg).collect();
+                let mut url = format!("{}/contents/{}", r.api(), enc.join("/"));
+                if let Some(rf) = &a.reference {
+                    url.push_str(&format!("?ref={}", query_value(rf.as_str())));
+                }
+                let p = h
+                    .client
+                    .get_media(&url, "application/vnd.github.raw")
+                    .map_err(|e| e.into_host(&format!("reading {path} in {}", r.full())))?;
+                Ok(CallOutcome::text(match &p.body {
+                    Value::String(t) => t.clone(),
+                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                }))
+            },
+        }
+        .into(),
+        D::<CreateLabel> {
+            name: "create_label",
+            offers: |n| matches!(n, Node::Labels(_)),
+            describe: |_| {
+                "Create a label: name, color (6 hex digits, e.g. d73a4a), description.".to_string()
+            },
+            guard: needs_token,
+            run: |h, _, n, a| {
+                let r = repo_of(n)?;
+                let mut body = Map::new();
+                body.insert("name".into(), json!(a.name.as_str()));
+                body.insert("color".into(), json!(a.color.as_str().trim_start_matches('#')));
+                if let Some(d) = a.description {
+                    body.insert("description".into(), json!(d.0));
+                }
+                let v = h.write(
+                    &format!("new label in {}", r.full()),
+                    Method::POST,
+                    &format!("{}/labels", r.api()),
+                    Some(&Value::Object(body)),
+                )?;
+                h.client.forget(&[format!("{}/labels", r.api())]);
+                let name = s(&v, "name").to_string();
+                Ok(CallOutcome::text(format!("created label {name}"))
+                    .discovered(Node::Label(r.clone(), name).path())
+                    .changed(Node::Labels(r.clone()).path()))
+            },
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "read_body",
+            offers: |n| matches!(n, Node::Item(..) | Node::Review(..) | Node::File(..)),
+            describe: |n| match n {
+                Node::Review(..) => "Read the review's full text and verdict.".to_string(),
+                Node::File(..) => "Read the file's patch in this pull request.".to_string(),
+                _ => format!("Read the {}'s full text (markdown) with a header of its state.", what(n)),
+            },
+            guard: reading,
+            run: |h, _, n, _| h.read_body(n),
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "get_metadata",
+            offers: |n| matches!(n, Node::Item(..) | Node::Branch(..)),
+            describe: |n| match n {
+                Node::Branch(..) => "All of GitHub's fields of the branch as JSON.".to_string(),
+                _ => format!(
+                    "All of GitHub's fields of the {} as JSON: state, author, labels, assignees, dates{}.",
+                    what(n),
+                    if is_pull(n) { ", branches, mergeable" } else { "" }
+                ),
+            },
+            guard: reading,
+            run: |h, _, n, _| {
+                let page = match n {
+                    Node::Branch(r, b) => h
+                        .get_opt(&format!("{}/branches/{}", r.api(), seg(b)), true)?
+                        .ok_or_else(|| HostError::NotFound(format!("no branch {b}")))?,
+                    _ => {
+                        let t = Target::of(n)?;
+                        h.item(t.repo, t.kind, t.n, true)?.ok_or_else(|| {
+                            HostError::NotFound(format!("no {} #{}", t.kind.dir(), t.n))
+                        })?
+                    }
+                };
+                Ok(CallOutcome::text(
+                    serde_json::to_string_pretty(&page.body).unwrap_or_default(),
+                ))
+            },
+        }
+        .into(),
+        D::<Comment> {
+            name: "comment",
+            offers: is_item,
+            describe: |n| format!("Add a comment to the {}: body (markdown).", what(n)),
+            guard: needs_token,
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                let v = h.write(
+                    &t.doing("comment"),
+                    Method::POST,
+                    &format!("{}/comments", t.issue()),
+                    Some(&json!({"body": a.body.as_str()})),
+                )?;
+                Ok(h.changed_item(&t, format!("commented on {}: {}", t.label(), s(&v, "html_url"))))
+            },
+        }
+        .into(),
+        D::<Close> {
+            name: "close",
+            offers: is_item,
+            describe: |n| {
+                format!(
+                    "Close the {}{}: reason (text, posted as a comment; \"completed\" or \"not_planned\" set GitHub's state reason).",
+                    what(n),
+                    if is_pull(n) { " without merging" } else { "" }
+                )
+            },
+            guard: |h, c, n, _| h.open_guard(*c, n),
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                let reason = a.reason.as_str();
+                let code = reason.trim().replace(' ', "_").to_lowercase();
+                let mut body = json!({"state": "closed"});
+                if t.kind == Kind::Issue && (code == "completed" || code == "not_planned") {
+                    body["state_reason"] = json!(code);
+                } else {
+                    // Free text: GitHub keeps no reason field, so it is said in a comment.
+                    h.write(
+                        &t.doing("comment"),
+                        Method::POST,
+                        &format!("{}/comments", t.issue()),
+                        Some(&json!({"body": reason})),
+                    )?;
+                }
+                h.set_state(&t, "close", &body)?;
+                Ok(h.changed_item(&t, format!("{} closed", t.label())))
+            },
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "reopen",
+            offers: is_item,
+            describe: |n| format!("Reopen the closed {}.", what(n)),
+            guard: |h, c, n, _| h.closed_guard(*c, n),
+            run: |h, _, n, _| {
+                let t = Target::of(n)?;
+                h.set_state(&t, "reopen", &json!({"state": "open"}))?;
+                Ok(h.changed_item(&t, format!("{} reopened", t.label())))
+            },
+        }
+        .into(),
+        D::<Label> {
+            name: "label",
+            offers: is_item,
+            describe: |_| {
+                "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string()
+            },
+            guard: needs_token,
+            run: |h, _, n, a| h.relabel(&Target::of(n)?, a),
+        }
+        .into(),
+        D::<User> {
+            name: "assign",
+            offers: is_item,
+            describe: |n| format!("Assign a user to the {}: user (GitHub login).", what(n)),
+            guard: needs_token,
+            run: |h, _, n, a| h.assignees(&Target::of(n)?, "assign", Method::POST, a.user),
+        }
+        .into(),
+        D::<User> {
+            name: "unassign",
+            offers: is_item,
+            describe: |n| {
+                format!("Remove an assignee from the {}: user (GitHub login).", what(n))
+            },
+            guard: needs_token,
+            run: |h, _, n, a| h.assignees(&Target::of(n)?, "unassign", Method::DELETE, a.user),
+        }
+        .into(),
+        D::<Lock> {
+            name: "lock",
+            offers: is_issue,
+            describe: |_| {
+                "Lock the conversation: reason (optional: off-topic, too heated, resolved, spam)."
+                    .to_string()
+            },
+            guard: |h, c, n, _| h.locked_guard(*c, n, false),
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                let body = a.reason.map(|r| json!({"lock_reason": r}));
+                h.write(
+                    &t.doing("lock"),
+                    Method::PUT,
+                    &format!("{}/lock", t.issue()),
+                    body.as_ref(),
+                )?;
+                Ok(h.changed_item(&t, format!("{} locked", t.label())))
+            },
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "unlock",
+            offers: is_issue,
+            describe: |_| "Unlock the conversation.".to_string(),
+            guard: |h, c, n, _| h.locked_guard(*c, n, true),
+            run: |h, _, n, _| {
+                let t = Target::of(n)?;
+                h.write(
+                    &t.doing("unlock"),
+                    Method::DELETE,
+                    &format!("{}/lock", t.issue()),
+                    None,
+                )?;
+                Ok(h.changed_item(&t, format!("{} unlocked", t.label())))
+            },
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "diff",
+            offers: is_pull,
+            describe: |_| {
+                "The pull request's changes as a unified diff (file by file).".to_string()
+            },
+            guard: reading,
+            run: |h, _, n, _| {
+                let t = Target::of(n)?;
+                let files = h.files_of(t.repo, t.n)?;
+                let mut text = String::new();
+                for f in &files {
+                    text.push_str(&file_patch(f));
+                }
+                if files.is_empty() {
+                    text = format!("PR #{} changes no files\n", t.n);
+                }
+                Ok(CallOutcome::text(text))
+            },
+        }
+        .into(),
+        D::<RequestReview> {
+            name: "request_review",
+            offers: is_pull,
+            describe: |_| {
+                "Ask someone to review the pull request: reviewer (GitHub login, not its author)."
+                    .to_string()
+            },
+            guard: |h, c, n, _| h.open_guard(*c, n),
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                let reviewer = a.reviewer.as_str();
+                h.write(
+                    &t.doing("review request"),
+                    Method::POST,
+                    &format!("{}/requested_reviewers", t.pull()),
+                    Some(&json!({"reviewers": [reviewer]})),
+                )?;
+                Ok(h.changed_item(&t, format!("asked {reviewer} to review {}", t.label())))
+            },
+        }
+        .into(),
+        D::<Approve> {
+            name: "approve",
+            offers: is_pull,
+            describe: |_| {
+                "Approve the pull request as the token's user: body (optional review text)."
+                    .to_string()
+            },
+            guard: |h, c, n, _| h.approve_guard(*c, n),
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                let mut body = json!({"event": "APPROVE"});
+                if let Some(b) = a.body {
+                    body["body"] = json!(b.0);
+                }
+                let v = h.write(
+                    &t.doing("approval"),
+                    Method::POST,
+                    &format!("{}/reviews", t.pull()),
+                    Some(&body),
+                )?;
+                h.client.forget(&[format!("{}/reviews", t.pull())]);
+                let mut out =
+                    h.changed_item(&t, format!("approved {} (review {})", t.label(), v["id"]));
+                if let Some(id) = v["id"].as_u64() {
+                    out.discovered
+                        .push(Node::Review(t.repo.clone(), t.n, id).path());
+                }
+                Ok(out)
+            },
+        }
+        .into(),
+        D::<Merge> {
+            name: "merge",
+            offers: is_pull,
+            describe: |_| {
+                "Merge into the base branch: method merge|squash|rebase (default merge). GitHub refuses it if the head moved since the guard was read.".to_string()
+            },
+            guard: |h, c, n, _| h.merge_guard(*c, n),
+            run: |h, _, n, a| {
+                let t = Target::of(n)?;
+                // The head we checked: GitHub refuses (409) if it moved since.
+                let sha = h.head_sha(t.repo, t.n)?;
+                let v = h.write(
+                    &t.doing("merge"),
+                    Method::PUT,
+                    &format!("{}/merge", t.pull()),
+                    Some(&json!({"merge_method": a.method, "sha": sha})),
+                )?;
+                Ok(h.changed_item(
+                    &t,
+                    format!(
+                        "{} merged ({}) as {}: {}",
+                        t.label(),
+                        word(a.method),
+                        s(&v, "sha"),
+                        s(&v, "message")
+                    ),
+                ))
+            },
+        }
+        .into(),
+        D::<NoArgs> {
+            name: "read_log",
+            offers: |n| matches!(n, Node::Check(..)),
+            describe: |_| {
+                "Read the check's output (title, summary, text) and where its full log is."
+                    .to_string()
+            },
+            guard: reading,
+            run: |h, _, n, _| {
+                let Node::Check(r, pr, c) = n else {
+                    return Err(HostError::NotFound("read_log needs a check".into()));
+                };
+                let ch = h
+                    .checks_of(r, *pr)?
+                    .into_iter()
+                    .find(|x| &x.name == c)
+                    .ok_or_else(|| HostError::NotFound(format!("no check {c} on PR #{pr}")))?;
+                let o = &ch.body["output"];
+                let mut text = format!("{} {} · {}\n", ch.kind, ch.name, ch.outcome);
+                for k in ["title", "summary", "text"] {
+                    let t = s(o, k);
+                    if !t.is_empty() {
+                        text.push_str(&format!("\n{t}\n"));
+                    }
+                }
+                if !ch.summary.is_empty() && ch.kind == "status" {
+                    text.push_str(&format!("\n{}\n", ch.summary));
+                }
+                if !ch.url.is_empty() {
+                    text.push_str(&format!("\nfull log: {}\n", ch.url));
+                }
+                Ok(CallOutcome::text(text))
+            },
+        }
+        .into(),
+        D::<Issues> {
+            name: "issues",
+            offers: |n| matches!(n, Node::Label(..)),
+            describe: |_| {
+                "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string()
+            },
+            guard: reading,
+            run: |h, _, n, a| {
+                let Node::Label(r, l) = n else {
+                    return Err(HostError::NotFound("issues needs a label".into()));
+                };
+                let state = word(a.state);
+                let (items, more) = h.list(&format!(
+                    "{}/issues?labels={}&state={state}",
+                    r.api(),
+                    query_value(l)
+                ))?;
+                let mut out = CallOutcome::text(format!(
+                    "{} labelled {l} (state {state}), newest first{}",
+                    plural(
+                        items.len() as u64,
+                        "issue or pull request",
+                        "issues and pull requests"
+                    ),
+                    if more { "; showing the first ones" } else { "" }
+                ));
+                for v in items {
+                    let Some(n) = v["number"].as_u64() else {
+                        continue;
+                    };
+                    let kind = if v.get("pull_request").is_some() {
+                        Kind::Pull
+                    } else {
+                        Kind::Issue
+                    };
+                    out.discovered.push(Node::Item(r.clone(), kind, n).path());
+                }
+                Ok(out)
+            },
+        }
+        .into(),
+    ])
+});
 
-fn opt_str(a: &Map<String, Value>, key: &str) -> HostResult<Option<String>> {
-    match a.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(x)) => Ok(Some(x.trim_end_matches(['\n', '\r']).to_string())),
-        Some(other) => Err(HostError::InvalidArgs(format!(
-            "{key} must be a string, not {other}"
-        ))),
-    }
-}
-
-fn req_str(a: &Map<String, Value>, key: &str) -> HostResult<String> {
-    match opt_str(a, key)? {
-        Some(x) if !x.trim().is_empty() => Ok(x),
-        _ => Err(HostError::InvalidArgs(format!(
-            "{key} is required and must not be empty"
-        ))),
-    }
-}
-
-fn str_list(a: &Map<String, Value>, key: &str) -> HostResult<Vec<String>> {
-    match a.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(x) if !x.trim().is_empty() => Ok(x.trim().to_string()),
-                other => Err(HostError::InvalidArgs(format!(
-                    "{key} must hold non-empty names, not {other}"
-                ))),
-            })
-            .collect(),
-        Some(other) => Err(HostError::InvalidArgs(format!(
-            "{key} must be an array of names, not {other}"
-        ))),
-    }
+/// The repository an op on a repository's entry acts on.
+fn repo_of(node: &Node) -> HostResult<&Repo> {
+    GithubHost::repo_of(node)
+        .ok_or_else(|| HostError::NotFound("this entry is not in a repository".to_string()))
 }
 
 impl GithubHost {
@@ -262,118 +846,37 @@ impl GithubHost {
             .map_err(|e| e.into_host(what))
     }
 
-    /// After a change: forget what we cached of the item and the repository's listings.
-    fn changed_item(&self, r: &Repo, kind: Kind, n: u64) -> CallOutcome {
+    /// After a change: forget what we cached of the item and the repository's listings; the
+    /// item and its folder changed, `result` says how.
+    fn changed_item(&self, t: &Target, result: String) -> CallOutcome {
+        let r = t.repo;
         self.client.forget(&[
             format!("{}/issues", r.api()),
             format!("{}/pulls", r.api()),
             r.api(),
         ]);
-        let mut out = CallOutcome::default();
-        out.changed.push(Node::Item(r.clone(), kind, n).path());
-        out.changed
-            .push(Node::Item(r.clone(), kind, n).path()[..3].to_vec());
+        let item = Node::Item(r.clone(), t.kind, t.n).path();
+        let mut out = CallOutcome::text(result);
+        out.changed.push(item.clone());
+        out.changed.push(item[..3].to_vec());
         out
     }
 
-    pub(super) fn run(&self, node: &Node, op: &str, args: &Value) -> HostResult<CallOutcome> {
-        let spec = spec(node, op)
-            .ok_or_else(|| HostError::NotFound(format!("no operation {op:?} here")))?;
-        let a = spec.check_args(args)?;
-        // Guards are read again, fresh from GitHub, right before the change.
-        let guard = Guard::new(self.conditions(node, op, Some(args), true)?);
-        if !guard.allowed() {
-            return Err(HostError::Blocked(guard));
-        }
-        match (node, op) {
-            (_, "search") => self.search(node, &a),
-            (Node::Repo(r) | Node::Issues(r), "create_issue") => self.create_issue(r, &a),
-            (Node::Repo(r), "create_status") => {
-                let sha = req_str(&a, "sha")?;
-                let mut body = Map::new();
-                body.insert("state".into(), json!(req_str(&a, "state")?));
-                for k in ["target_url", "description", "context"] {
-                    if let Some(v) = opt_str(&a, k)? {
-                        body.insert(k.into(), json!(v));
-                    }
-                }
-                let v = self.write(
-                    &format!("status on {sha}"),
-                    Method::POST,
-                    &format!("{}/statuses/{}", r.api(), seg(&sha)),
-                    Some(&Value::Object(body)),
-                )?;
-                self.client
-                    .forget(&[format!("{}/commits/{}", r.api(), seg(&sha))]);
-                Ok(CallOutcome::text(format!(
-                    "status {} set to {} on {}",
-                    s(&v, "context"),
-                    s(&v, "state"),
-                    sha
-                )))
-            }
-            (Node::Repo(r), "read_file") => {
-                let path = req_str(&a, "path")?;
-                let enc: Vec<String> = path.trim_matches('/').split('/').map(seg).collect();
-                let mut url = format!("{}/contents/{}", r.api(), enc.join("/"));
-                if let Some(rf) = opt_str(&a, "ref")? {
-                    url.push_str(&format!("?ref={}", query_value(&rf)));
-                }
-                let p = self
-                    .client
-                    .get_media(&url, "application/vnd.github.raw")
-                    .map_err(|e| e.into_host(&format!("reading {path} in {}", r.full())))?;
-                Ok(CallOutcome::text(match &p.body {
-                    Value::String(t) => t.clone(),
-                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
-                }))
-            }
-            (Node::Labels(r), "create_label") => {
-                let mut body = Map::new();
-                body.insert("name".into(), json!(req_str(&a, "name")?));
-                body.insert(
-                    "color".into(),
-                    json!(req_str(&a, "color")?.trim_start_matches('#')),
-                );
-                if let Some(d) = opt_str(&a, "description")? {
-                    body.insert("description".into(), json!(d));
-                }
-                let v = self.write(
-                    &format!("new label in {}", r.full()),
-                    Method::POST,
-                    &format!("{}/labels", r.api()),
-                    Some(&Value::Object(body)),
-                )?;
-                self.client.forget(&[format!("{}/labels", r.api())]);
-                let name = s(&v, "name").to_string();
-                Ok(CallOutcome::text(format!("created label {name}"))
-                    .discovered(Node::Label(r.clone(), name).path())
-                    .changed(Node::Labels(r.clone()).path()))
-            }
-            (Node::Item(r, k, n), _) => self.item_op(node, r, *k, *n, op, &a),
-            (Node::Check(r, n, c), "read_log") => {
-                let ch = self
-                    .checks_of(r, *n)?
-                    .into_iter()
-                    .find(|x| &x.name == c)
-                    .ok_or_else(|| HostError::NotFound(format!("no check {c} on PR #{n}")))?;
-                let o = &ch.body["output"];
-                let mut text = format!("{} {} · {}\n", ch.kind, ch.name, ch.outcome);
-                for k in ["title", "summary", "text"] {
-                    let t = s(o, k);
-                    if !t.is_empty() {
-                        text.push_str(&format!("\n{t}\n"));
-                    }
-                }
-                if !ch.summary.is_empty() && ch.kind == "status" {
-                    text.push_str(&format!("\n{}\n", ch.summary));
-                }
-                if !ch.url.is_empty() {
-                    text.push_str(&format!("\nfull log: {}\n", ch.url));
-                }
-                Ok(CallOutcome::text(text))
-            }
-            (Node::Review(r, n, id), "read_body") => {
+    /// Close or reopen: the state is the issue's, or the pull request's (which GitHub keeps
+    /// apart from its issue).
+    fn set_state(&self, t: &Target, verb: &str, body: &Value) -> HostResult<()> {
+        let target = if t.kind == Kind::Pull {
+            t.pull()
+        } else {
+            t.issue()
+        };
+        self.write(&t.doing(verb), Method::PATCH, &target, Some(body))?;
+        Ok(())
+    }
+
+    fn read_body(&self, node: &Node) -> HostResult<CallOutcome> {
+        match node {
+            Node::Review(r, n, id) => {
                 let v = self
                     .reviews_of(r, *n)?
                     .into_iter()
@@ -386,7 +889,7 @@ impl GithubHost {
                     s(&v, "body")
                 )))
             }
-            (Node::File(r, n, f), "read_body") => {
+            Node::File(r, n, f) => {
                 let v = self
                     .files_of(r, *n)?
                     .into_iter()
@@ -394,62 +897,31 @@ impl GithubHost {
                     .ok_or_else(|| HostError::NotFound(format!("no file {f} in PR #{n}")))?;
                 Ok(CallOutcome::text(file_patch(&v)))
             }
-            (Node::Label(r, l), "issues") => {
-                let state = opt_str(&a, "state")?.unwrap_or_else(|| "all".into());
-                if !["open", "closed", "all"].contains(&state.as_str()) {
-                    return Err(HostError::InvalidArgs(format!(
-                        "state {state:?} is not one of open, closed, all"
-                    )));
-                }
-                let (items, more) = self.list(&format!(
-                    "{}/issues?labels={}&state={state}",
-                    r.api(),
-                    query_value(l)
-                ))?;
-                let mut out = CallOutcome::text(format!(
-                    "{} labelled {l} (state {state}), newest first{}",
-                    plural(
-                        items.len() as u64,
-                        "issue or pull request",
-                        "issues and pull requests"
-                    ),
-                    if more { "; showing the first ones" } else { "" }
-                ));
-                for v in items {
-                    let Some(n) = v["number"].as_u64() else {
-                        continue;
-                    };
-                    let kind = if v.get("pull_request").is_some() {
-                        Kind::Pull
-                    } else {
-                        Kind::Issue
-                    };
-                    out.discovered.push(Node::Item(r.clone(), kind, n).path());
-                }
-                Ok(out)
-            }
-            (Node::Branch(r, b), "get_metadata") => {
+            _ => {
+                let t = Target::of(node)?;
                 let p = self
-                    .get_opt(&format!("{}/branches/{}", r.api(), seg(b)), true)?
-                    .ok_or_else(|| HostError::NotFound(format!("no branch {b}")))?;
-                Ok(CallOutcome::text(
-                    serde_json::to_string_pretty(&p.body).unwrap_or_default(),
-                ))
+                    .item(t.repo, t.kind, t.n, true)?
+                    .ok_or_else(|| HostError::NotFound(format!("no {} #{}", t.kind.dir(), t.n)))?;
+                let v = &p.body;
+                Ok(CallOutcome::text(format!(
+                    "{}\n{}\n\n{}",
+                    self.item_line(t.kind, t.n, v),
+                    s(v, "html_url"),
+                    s(v, "body")
+                )))
             }
-            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
         }
     }
 
-    fn create_issue(&self, r: &Repo, a: &Map<String, Value>) -> HostResult<CallOutcome> {
+    fn create_issue(&self, r: &Repo, a: CreateIssue) -> HostResult<CallOutcome> {
         let mut body = Map::new();
-        body.insert("title".into(), json!(flat(&req_str(a, "title")?)));
-        if let Some(b) = opt_str(a, "body")? {
-            body.insert("body".into(), json!(b));
+        body.insert("title".into(), json!(flat(a.title.as_str())));
+        if let Some(b) = a.body {
+            body.insert("body".into(), json!(b.0));
         }
-        for k in ["labels", "assignees"] {
-            let l = str_list(a, k)?;
-            if !l.is_empty() {
-                body.insert(k.into(), json!(l));
+        for (k, names) in [("labels", a.labels), ("assignees", a.assignees)] {
+            if !names.is_empty() {
+                body.insert(k.into(), json!(names.0));
             }
         }
         let v = self.write(
@@ -461,273 +933,101 @@ impl GithubHost {
         let n = v["number"].as_u64().ok_or_else(|| {
             HostError::Backend("GitHub did not say the new issue's number".into())
         })?;
-        let mut out = self.changed_item(r, Kind::Issue, n);
-        self.client.seed(&format!("{}/issues/{n}", r.api()), &v);
-        out.result = format!("opened issue #{n}: {}", s(&v, "title"));
+        let t = Target {
+            repo: r,
+            kind: Kind::Issue,
+            n,
+        };
+        let mut out = self.changed_item(&t, format!("opened issue #{n}: {}", s(&v, "title")));
+        self.client.seed(&t.issue(), &v);
         out.discovered
             .push(Node::Item(r.clone(), Kind::Issue, n).path());
         Ok(out)
     }
 
-    fn item_op(
-        &self,
-        node: &Node,
-        r: &Repo,
-        kind: Kind,
-        n: u64,
-        op: &str,
-        a: &Map<String, Value>,
-    ) -> HostResult<CallOutcome> {
-        let issue = format!("{}/issues/{n}", r.api());
-        let pull = format!("{}/pulls/{n}", r.api());
-        let label = Self::item_label(kind, n);
-        let what = |verb: &str| format!("{verb} of {}#{n}", r.full());
-        match op {
-            "read_body" => {
-                let p = self
-                    .item(r, kind, n, true)?
-                    .ok_or_else(|| HostError::NotFound(format!("no {} #{n}", kind.dir())))?;
-                let v = &p.body;
-                Ok(CallOutcome::text(format!(
-                    "{}\n{}\n\n{}",
-                    self.item_line(kind, n, v),
-                    s(v, "html_url"),
-                    s(v, "body")
-                )))
-            }
-            "get_metadata" => {
-                let p = self
-                    .item(r, kind, n, true)?
-                    .ok_or_else(|| HostError::NotFound(format!("no {} #{n}", kind.dir())))?;
-                Ok(CallOutcome::text(
-                    serde_json::to_string_pretty(&p.body).unwrap_or_default(),
-                ))
-            }
-            "diff" => {
-                let files = self.files_of(r, n)?;
-                let mut text = String::new();
-                for f in &files {
-                    text.push_str(&file_patch(f));
-                    if !text.ends_with('\n') {
-                        text.push('\n');
-                    }
-                }
-                if files.is_empty() {
-                    text = format!("PR #{n} changes no files\n");
-                }
-                Ok(CallOutcome::text(text))
-            }
-            "comment" => {
-                let body = req_str(a, "body")?;
-                let v = self.write(
-                    &what("comment"),
-                    Method::POST,
-                    &format!("{issue}/comments"),
-                    Some(&json!({"body": body})),
-                )?;
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!("commented on {label}: {}", s(&v, "html_url"));
-                Ok(out)
-            }
-            "close" | "reopen" => {
-                let mut body = Map::new();
-                if op == "close" {
-                    let reason = req_str(a, "reason")?;
-                    let code = reason.trim().replace(' ', "_").to_lowercase();
-                    body.insert("state".into(), json!("closed"));
-                    if kind == Kind::Issue && (code == "completed" || code == "not_planned") {
-                        body.insert("state_reason".into(), json!(code));
-                    } else {
-                        // Free text: GitHub keeps no reason field, so it is said in a comment.
-                        self.write(
-                            &what("comment"),
-                            Method::POST,
-                            &format!("{issue}/comments"),
-                            Some(&json!({"body": reason})),
-                        )?;
-                    }
-                } else {
-                    body.insert("state".into(), json!("open"));
-                }
-                let target = if kind == Kind::Pull { &pull } else { &issue };
-                self.write(&what(op), Method::PATCH, target, Some(&Value::Object(body)))?;
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!(
-                    "{label} {}",
-                    if op == "close" { "closed" } else { "reopened" }
-                );
-                Ok(out)
-            }
-            "label" => {
-                let add = str_list(a, "add")?;
-                let remove = str_list(a, "remove")?;
-                if add.is_empty() && remove.is_empty() {
-                    return Err(HostError::InvalidArgs(
-                        "give add and/or remove: label names".into(),
-                    ));
-                }
-                let mut now: Vec<String> = Vec::new();
-                if !add.is_empty() {
-                    let v = self.write(
-                        &what("labelling"),
-                        Method::POST,
-                        &format!("{issue}/labels"),
-                        Some(&json!({"labels": add})),
-                    )?;
-                    now = v
-                        .as_array()
-                        .map(|l| l.iter().map(|x| s(x, "name").to_string()).collect())
-                        .unwrap_or_default();
-                }
-                for l in &remove {
-                    let v = self.write(
-                        &what("unlabelling"),
-                        Method::DELETE,
-                        &format!("{issue}/labels/{}", seg(l)),
-                        None,
-                    )?;
-                    if let Some(arr) = v.as_array() {
-                        now = arr.iter().map(|x| s(x, "name").to_string()).collect();
-                    }
-                }
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!(
-                    "{label} now labelled {}",
-                    if now.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        and_list(&now)
-                    }
-                );
-                Ok(out)
-            }
-            "assign" | "unassign" => {
-                let user = req_str(a, "user")?;
-                let method = if op == "assign" {
-                    Method::POST
-                } else {
-                    Method::DELETE
-                };
-                let v = self.write(
-                    &what(op),
-                    method,
-                    &format!("{issue}/assignees"),
-                    Some(&json!({"assignees": [user]})),
-                )?;
-                let now: Vec<String> = v["assignees"]
-                    .as_array()
-                    .map(|l| l.iter().map(login).collect())
-                    .unwrap_or_default();
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!(
-                    "{label} assigned to {}",
-                    if now.is_empty() {
-                        "nobody".to_string()
-                    } else {
-                        and_list(&now)
-                    }
-                );
-                Ok(out)
-            }
-            "lock" | "unlock" => {
-                if op == "lock" {
-                    let body = opt_str(a, "reason")?.map(|r| json!({"lock_reason": r}));
-                    self.write(
-                        &what("lock"),
-                        Method::PUT,
-                        &format!("{issue}/lock"),
-                        body.as_ref(),
-                    )?;
-                } else {
-                    self.write(
-                        &what("unlock"),
-                        Method::DELETE,
-                        &format!("{issue}/lock"),
-                        None,
-                    )?;
-                }
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!(
-                    "{label} {}",
-                    if op == "lock" { "locked" } else { "unlocked" }
-                );
-                Ok(out)
-            }
-            "request_review" => {
-                let reviewer = req_str(a, "reviewer")?;
-                self.write(
-                    &what("review request"),
-                    Method::POST,
-                    &format!("{pull}/requested_reviewers"),
-                    Some(&json!({"reviewers": [reviewer]})),
-                )?;
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!("asked {reviewer} to review {label}");
-                Ok(out)
-            }
-            "approve" => {
-                let mut body = json!({"event": "APPROVE"});
-                if let Some(b) = opt_str(a, "body")? {
-                    body["body"] = json!(b);
-                }
-                let v = self.write(
-                    &what("approval"),
-                    Method::POST,
-                    &format!("{pull}/reviews"),
-                    Some(&body),
-                )?;
-                self.client.forget(&[format!("{pull}/reviews")]);
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!("approved {label} (review {})", v["id"]);
-                if let Some(id) = v["id"].as_u64() {
-                    out.discovered.push(Node::Review(r.clone(), n, id).path());
-                }
-                Ok(out)
-            }
-            "merge" => {
-                let method = opt_str(a, "method")?.unwrap_or_else(|| "merge".into());
-                if !["merge", "squash", "rebase"].contains(&method.as_str()) {
-                    return Err(HostError::InvalidArgs(format!(
-                        "method {method:?} is not one of merge, squash, rebase"
-                    )));
-                }
-                // The head we checked: GitHub refuses (409) if it moved since.
-                let sha = self.head_sha(r, n)?;
-                let v = self.write(
-                    &what("merge"),
-                    Method::PUT,
-                    &format!("{pull}/merge"),
-                    Some(&json!({"merge_method": method, "sha": sha})),
-                )?;
-                let mut out = self.changed_item(r, kind, n);
-                out.result = format!(
-                    "{label} merged ({method}) as {}: {}",
-                    s(&v, "sha"),
-                    s(&v, "message")
-                );
-                let _ = node;
-                Ok(out)
-            }
-            other => Err(HostError::NotFound(format!("no operation {other:?} here"))),
+    fn relabel(&self, t: &Target, a: Label) -> HostResult<CallOutcome> {
+        if a.add.is_empty() && a.remove.is_empty() {
+            return Err(HostError::InvalidArgs(
+                "give add and/or remove: label names".into(),
+            ));
         }
+        let issue = t.issue();
+        let mut now: Vec<String> = Vec::new();
+        if !a.add.is_empty() {
+            let v = self.write(
+                &t.doing("labelling"),
+                Method::POST,
+                &format!("{issue}/labels"),
+                Some(&json!({"labels": a.add.0})),
+            )?;
+            now = v
+                .as_array()
+                .map(|l| l.iter().map(|x| s(x, "name").to_string()).collect())
+                .unwrap_or_default();
+        }
+        for l in &a.remove.0 {
+            let v = self.write(
+                &t.doing("unlabelling"),
+                Method::DELETE,
+                &format!("{issue}/labels/{}", seg(l)),
+                None,
+            )?;
+            if let Some(arr) = v.as_array() {
+                now = arr.iter().map(|x| s(x, "name").to_string()).collect();
+            }
+        }
+        Ok(self.changed_item(
+            t,
+            format!(
+                "{} now labelled {}",
+                t.label(),
+                if now.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    and_list(&now)
+                }
+            ),
+        ))
     }
 
-    fn search(&self, node: &Node, a: &Map<String, Value>) -> HostResult<CallOutcome> {
-        let query = req_str(a, "query")?;
-        let limit = match a.get("limit") {
-            None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64() {
-                Some(l) if (1..=100).contains(&l) => Some(l),
-                _ => {
-                    return Err(HostError::InvalidArgs(format!(
-                        "limit must be 1..100, not {v}"
-                    )))
+    /// Assign (POST) or unassign (DELETE) one user.
+    fn assignees(
+        &self,
+        t: &Target,
+        verb: &str,
+        method: Method,
+        user: Text,
+    ) -> HostResult<CallOutcome> {
+        let v = self.write(
+            &t.doing(verb),
+            method,
+            &format!("{}/assignees", t.issue()),
+            Some(&json!({"assignees": [user.as_str()]})),
+        )?;
+        let now: Vec<String> = v["assignees"]
+            .as_array()
+            .map(|l| l.iter().map(login).collect())
+            .unwrap_or_default();
+        Ok(self.changed_item(
+            t,
+            format!(
+                "{} assigned to {}",
+                t.label(),
+                if now.is_empty() {
+                    "nobody".to_string()
+                } else {
+                    and_list(&now)
                 }
-            },
-        };
+            ),
+        ))
+    }
+
+    fn search(&self, node: &Node, a: Search) -> HostResult<CallOutcome> {
+        let query = a.query.into_string();
+        let limit = a.limit.map(|l| l.0);
         let q = match Self::repo_of(node) {
             Some(r) => format!("{query} repo:{}", r.full()),
-            None => query.clone(),
+            None => query,
         };
         let mut url = format!("/search/issues?q={}", query_value(&q));
         if let Some(l) = limit {
@@ -772,7 +1072,7 @@ impl GithubHost {
             }
         }
         let id = {
-            let mut all = self.searches.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = lock(&self.searches);
             let id = all.last().map(|x| x.id + 1).unwrap_or(1);
             all.push(SearchRun {
                 id,
@@ -783,8 +1083,9 @@ impl GithubHost {
             id
         };
         let mut text = format!(
-            "{} for {q:?} (search {id}; each hit is results/{id}/hits/K, its ref the object's)\n",
-            plural(total, "hit", "hits")
+            "{} for {q:?} (search {id}; each hit is {}/K, its ref the object's)\n",
+            plural(total, "hit", "hits"),
+            self.paths.entry(&Node::Hits(id).path())
         );
         let mut out = CallOutcome::default();
         out.discovered.push(Node::Result(id).path());
@@ -809,7 +1110,7 @@ impl GithubHost {
     }
 }
 
-/// A file of a pull request as a unified diff section.
+/// A file of a pull request as a unified diff section (ending in a newline).
 pub(super) fn file_patch(v: &Value) -> String {
     let f = s(v, "filename");
     let prev = v

@@ -1,9 +1,16 @@
 //! Unit tests: paths, GitHub's words, errno mapping, rate-limit words. The host against
 //! recorded GitHub responses is tested in tests/github.rs.
 
+use serde_json::json;
+
 use super::client::{github_message, next_link, reset_words, GhError};
-use super::{decode_name, encode_name, GithubHost, GithubSettings, Kind, Node, TokenSource};
-use crate::world::host::{Host, HostError};
+use super::ops::OPS;
+use super::{
+    decode_name, encode_name, GithubHost, GithubSettings, Hit, Kind, Node, Repo, SearchRun,
+    TokenSource,
+};
+use crate::world::host::{Caller, Host, HostError};
+use crate::world::names::Paths;
 
 fn settings(repos: &[&str]) -> GithubSettings {
     toml::from_str::<GithubSettings>(&format!(
@@ -108,11 +115,15 @@ fn statuses_become_errnos_with_githubs_words() {
 
 #[test]
 fn settings_are_checked() {
-    let words =
-        |s: GithubSettings| match GithubHost::with_token("github", s, None, TokenSource::None) {
-            Ok(_) => panic!("accepted"),
-            Err(e) => e.to_string(),
-        };
+    let words = |s: GithubSettings| match GithubHost::with_token(
+        Paths::new("github"),
+        s,
+        None,
+        TokenSource::None,
+    ) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    };
     assert_eq!(
         words(settings(&["no-slash"])),
         "repos entry \"no-slash\" is not owner/name"
@@ -145,8 +156,13 @@ fn settings_are_checked() {
 #[test]
 fn unreachable_github_never_hangs_and_keeps_the_tree() {
     // Port 9 (discard) on loopback: connection refused at once.
-    let host =
-        GithubHost::with_token("github", settings(&["o/r"]), None, TokenSource::None).unwrap();
+    let host = GithubHost::with_token(
+        Paths::new("github"),
+        settings(&["o/r"]),
+        None,
+        TokenSource::None,
+    )
+    .unwrap();
     let root = host.entry(&[]).unwrap().unwrap();
     assert!(
         root.description.contains("no token"),
@@ -173,7 +189,7 @@ fn unreachable_github_never_hangs_and_keeps_the_tree() {
         .entry(&["o".into(), "r".into(), "issues".into(), "1".into()])
         .unwrap_err();
     assert!(
-        matches!(err, HostError::Backend(_) | HostError::TimedOut(_)),
+        matches!(err, HostError::Failed { .. } | HostError::TimedOut(_)),
         "{err:?}"
     );
     // Changes need a token.
@@ -192,6 +208,24 @@ fn unreachable_github_never_hangs_and_keeps_the_tree() {
 /// One HTTP answer on 127.0.0.1 per connection, `count` connections; the answer may quote
 /// the request's Authorization header (as a careless server or proxy might).
 fn answer_on_loopback(count: usize, status: &'static str, headers: String, echo_auth: bool) -> u16 {
+    let body = move |auth: &str| {
+        if echo_auth {
+            format!("{{\"message\":\"Bad credentials: {auth}\"}}")
+        } else {
+            "{\"message\":\"API rate limit exceeded\"}".to_string()
+        }
+    };
+    serve_on_loopback(count, status, headers, body)
+}
+
+/// `count` connections on 127.0.0.1, each answered with `status`, `headers` and the JSON
+/// `body` makes of the request's Authorization header.
+fn serve_on_loopback(
+    count: usize,
+    status: &'static str,
+    headers: String,
+    body: impl Fn(&str) -> String + Send + 'static,
+) -> u16 {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -209,11 +243,7 @@ fn answer_on_loopback(count: usize, status: &'static str, headers: String, echo_
                     auth = line[14..].trim().to_string();
                 }
             }
-            let body = if echo_auth {
-                format!("{{\"message\":\"Bad credentials: {auth}\"}}")
-            } else {
-                "{\"message\":\"API rate limit exceeded\"}".to_string()
-            };
+            let body = body(&auth);
             let _ = write!(
                 stream,
                 "HTTP/1.1 {status}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -290,4 +320,191 @@ fn the_token_is_scrubbed_from_githubs_words() {
     );
     assert!(!words.contains(secret), "{words}");
     assert!(matches!(e.into_host("x"), HostError::Forbidden(_)));
+}
+
+fn repo(owner: &str, name: &str) -> Repo {
+    Repo {
+        owner: owner.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn segs(p: &[&str]) -> Vec<String> {
+    p.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn each_entry_offers_its_ops_in_order_with_their_schemas() {
+    let r = repo("o", "r");
+    let issue = Node::Item(r.clone(), Kind::Issue, 1);
+    let pull = Node::Item(r.clone(), Kind::Pull, 2);
+    let common = [
+        "read_body",
+        "get_metadata",
+        "comment",
+        "close",
+        "reopen",
+        "label",
+        "assign",
+        "unassign",
+    ];
+    let cases: Vec<(Node, Vec<&str>)> = vec![
+        (Node::Root, vec!["search"]),
+        (
+            Node::Repo(r.clone()),
+            vec!["search", "create_issue", "create_status", "read_file"],
+        ),
+        (Node::Issues(r.clone()), vec!["create_issue"]),
+        (Node::Labels(r.clone()), vec!["create_label"]),
+        (issue.clone(), [&common[..], &["lock", "unlock"]].concat()),
+        (
+            pull.clone(),
+            [&common[..], &["diff", "request_review", "approve", "merge"]].concat(),
+        ),
+        (Node::Check(r.clone(), 2, "ci".into()), vec!["read_log"]),
+        (Node::Review(r.clone(), 2, 3), vec!["read_body"]),
+        (Node::File(r.clone(), 2, "f".into()), vec!["read_body"]),
+        (Node::Label(r.clone(), "bug".into()), vec!["issues"]),
+        (Node::Branch(r.clone(), "main".into()), vec!["get_metadata"]),
+        (Node::Pulls(r.clone()), vec![]),
+        (Node::Results, vec![]),
+    ];
+    for (node, names) in cases {
+        assert_eq!(OPS.names(&node), names, "{node:?}");
+    }
+    let schema = |node: &Node, op: &str| {
+        OPS.specs(node)
+            .into_iter()
+            .find(|s| s.name == op)
+            .unwrap_or_else(|| panic!("{op}"))
+            .schema
+    };
+    // Optional arguments are left out, never null; enums and defaults as GitHub spells them.
+    assert_eq!(
+        schema(&issue, "lock")["properties"]["reason"],
+        json!({"type": "string", "enum": ["off-topic", "too heated", "resolved", "spam"]})
+    );
+    assert_eq!(
+        schema(&pull, "merge")["properties"]["method"],
+        json!({"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"})
+    );
+    let search = schema(&Node::Root, "search");
+    assert_eq!(search["required"], json!(["query"]));
+    assert_eq!(
+        search["properties"]["limit"],
+        json!({"type": "integer", "minimum": 1, "maximum": 100, "description": "how many hits to keep"})
+    );
+    let status = schema(&Node::Repo(r.clone()), "create_status");
+    assert_eq!(status["required"], json!(["sha", "state"]));
+    assert_eq!(
+        status["properties"]["context"],
+        json!({"type": "string", "minLength": 1, "description": "the status's name, e.g. ci/build"})
+    );
+    assert_eq!(
+        status["properties"]["description"],
+        json!({"type": "string"})
+    );
+    let file = schema(&Node::Repo(r), "read_file");
+    assert_eq!(file["properties"]["ref"]["type"], "string");
+    assert_eq!(schema(&pull, "label")["minProperties"], 1);
+    assert!(OPS.specs(&pull)[3]
+        .description
+        .starts_with("Close the pull request without merging"));
+}
+
+#[test]
+fn bad_arguments_are_refused_with_the_op_and_argument_before_any_guard() {
+    let host = GithubHost::with_token(
+        Paths::new("github"),
+        settings(&["o/r"]),
+        None,
+        TokenSource::None,
+    )
+    .unwrap();
+    let nobody = Caller::default();
+    let refused = |path: &[&str], op: &str, args: serde_json::Value| match host.call(
+        &segs(path),
+        op,
+        &args,
+        &nobody,
+    ) {
+        Err(HostError::InvalidArgs(m)) => m,
+        other => panic!("{op} {args}: {other:?}"),
+    };
+    assert_eq!(
+        refused(&[], "search", json!({"query": "x", "limit": 101})),
+        "argument limit of search: must be 1..100, not 101"
+    );
+    assert!(refused(&[], "search", json!({"query": " \n"})).contains("must not be empty"));
+    let labels = ["o", "r", "labels"];
+    assert!(
+        refused(&labels, "create_label", json!({"name": "bug"})).contains("missing field `color`")
+    );
+    assert!(refused(
+        &["o", "r"],
+        "create_status",
+        json!({"sha": "1", "state": "done"})
+    )
+    .contains("argument state of create_status: unknown variant `done`"));
+    // Good arguments reach the guard: without a token, nothing can change.
+    match host.call(
+        &segs(&labels),
+        "create_label",
+        &json!({"name": "bug", "color": "d73a4a"}),
+        &nobody,
+    ) {
+        Err(HostError::Blocked(g)) => assert!(g.render().contains("no GitHub token")),
+        other => panic!("{other:?}"),
+    }
+    match host.guard(
+        &segs(&["o", "r", "issues"]),
+        "create_issue",
+        Some(&json!({"title": 1})),
+    ) {
+        Err(HostError::InvalidArgs(m)) => assert!(m.contains("argument title of create_issue")),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Repositories may be named like an entry's own files (`README.md`, `ops`): every path
+/// the host prints escapes them as the tree does (`README.md~`), so it names a real entry.
+#[test]
+fn printed_paths_escape_repositories_named_like_reserved_names() {
+    let pull = r#"{"number": 1, "state": "open", "title": "t", "user": {"login": "a"}}"#;
+    let port = serve_on_loopback(3, "200 OK", String::new(), move |_| pull.to_string());
+    let mut s = settings(&["octo/README.md", "octo/ops"]);
+    s.base_uri = format!("http://127.0.0.1:{port}");
+    let host = GithubHost::with_token(Paths::new("github"), s, None, TokenSource::None).unwrap();
+    crate::hosts::lock(&host.searches).push(SearchRun {
+        id: 1,
+        query: "q".into(),
+        total: 1,
+        hits: vec![Hit {
+            repo: repo("octo", "README.md"),
+            kind: Kind::Issue,
+            number: 4,
+            title: "t".into(),
+            state: "open".into(),
+        }],
+    });
+    let hit = host
+        .entry(&segs(&["results", "1", "hits", "1"]))
+        .unwrap()
+        .unwrap();
+    assert!(
+        hit.description
+            .ends_with(" — see github/octo/README.md~/issues/4"),
+        "{}",
+        hit.description
+    );
+    let g = host
+        .guard(&segs(&["octo", "ops", "pulls", "1"]), "reopen", None)
+        .unwrap();
+    assert!(
+        g.render().contains(
+            "PR #1 is open; nothing to reopen (close it with github/octo/ops~/pulls/1/ops/close)"
+        ),
+        "{}",
+        g.render()
+    );
 }

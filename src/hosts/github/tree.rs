@@ -3,7 +3,9 @@
 use serde_json::Value;
 
 use super::client::{now_secs, reset_words, seg};
+use super::guards::Read;
 use super::{encode_name, GithubHost, Kind, Node, Repo, TokenSource};
+use crate::hosts::lock;
 use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{Child, EntryInfo, HostError, HostResult};
 
@@ -177,7 +179,7 @@ impl GithubHost {
                 )
             }
             Node::Results => {
-                let n = self.searches.lock().map(|s| s.len()).unwrap_or(0);
+                let n = lock(&self.searches).len();
                 format!(
                     "{} so far; each is results/ID/ (not listed here: reach it by id, as search results print it)",
                     plural(n as u64, "search", "searches")
@@ -205,7 +207,7 @@ impl GithubHost {
                     );
                     let target = Node::Item(h.repo.clone(), h.kind, h.number);
                     if self.repo_known(&h.repo) {
-                        line.push_str(&format!(" — see {}", self.world_path(&target.path(), &[])));
+                        line.push_str(&format!(" — see {}", self.paths.entry(&target.path())));
                     } else {
                         line.push_str(&format!(
                             " — {} is not mounted here (add it to repos in the manifest)",
@@ -617,17 +619,12 @@ impl GithubHost {
     /// Check runs and commit statuses on the pull request's head.
     pub(super) fn checks_of(&self, r: &Repo, n: u64) -> HostResult<Vec<CheckItem>> {
         let sha = self.head_sha(r, n)?;
-        self.checks_at(r, &sha, false)
+        self.checks_at(r, &sha, Read::Cached)
     }
 
-    pub(super) fn checks_at(&self, r: &Repo, sha: &str, fresh: bool) -> HostResult<Vec<CheckItem>> {
+    pub(super) fn checks_at(&self, r: &Repo, sha: &str, read: Read) -> HostResult<Vec<CheckItem>> {
         let get = |path: String| -> HostResult<Option<std::sync::Arc<super::client::Page>>> {
-            let res = if fresh {
-                self.client.get_fresh(&path)
-            } else {
-                self.client.get(&path)
-            };
-            match res {
+            match self.get_read(&path, read) {
                 Ok(p) => Ok(Some(p)),
                 Err(e) if e.status() == Some(404) => Ok(None),
                 Err(e) => Err(e.into_host(&format!("reading checks of {sha}"))),

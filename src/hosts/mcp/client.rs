@@ -119,8 +119,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind: keep using it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::hosts::lock(&self.state)
     }
 
     fn set_phase(&self, phase: Phase) {

@@ -342,11 +342,7 @@ impl McpHost {
             .templates
             .iter()
             .find(|t| UriTemplate::parse(&t.uri_template).is_some_and(|u| u.matches(uri)));
-        let seen = self
-            .seen_uris
-            .lock()
-            .map(|s| s.contains(uri))
-            .unwrap_or(false);
+        let seen = crate::hosts::lock(&self.seen_uris).contains(uri);
         if template.is_none() && !seen {
             return None;
         }
@@ -514,9 +510,10 @@ impl McpHost {
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(b.trim())
                         .map_err(|e| {
-                            HostError::Backend(format!(
-                                "protocol error: the blob of {uri} is not base64: {e}"
-                            ))
+                            HostError::failed(
+                                format!("protocol error: the blob of {uri} is not base64"),
+                                e,
+                            )
                         })?;
                     out.extend_from_slice(&bytes);
                 }
@@ -887,9 +884,7 @@ impl Host for McpHost {
                 self.check_guard(&c, &phase, &node, op)?;
                 let uri = t.expand(&args);
                 let text = self.read_resource(&uri)?;
-                if let Ok(mut s) = self.seen_uris.lock() {
-                    s.insert(uri.clone());
-                }
+                crate::hosts::lock(&self.seen_uris).insert(uri.clone());
                 Ok(CallOutcome::text(format!("{uri}\n{text}"))
                     .discovered(vec!["resources".into(), encode_name(&uri)]))
             }

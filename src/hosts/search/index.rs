@@ -14,7 +14,7 @@ use tantivy::schema::{
 use tantivy::snippet::{Snippet, SnippetGenerator};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::world::host::{Document, HostError, HostResult};
+use crate::world::host::{Document, HostError, HostResult, OrFailed};
 
 /// Boost of a title match over a text match.
 const TITLE_BOOST: f32 = 2.0;
@@ -71,9 +71,8 @@ pub(super) struct Engine {
     f: Fields,
 }
 
-fn tantivy_err(e: tantivy::TantivyError) -> HostError {
-    HostError::Backend(format!("search index: {e}"))
-}
+/// What a failed index read says it was at.
+const INDEX: &str = "search index";
 
 pub(super) fn doc_key(source: &str, path: &str) -> String {
     format!("{source}\0{path}")
@@ -202,13 +201,13 @@ impl Engine {
                 &query,
                 &(TopDocs::with_limit(limit.max(1)).order_by_score(), Count),
             )
-            .map_err(tantivy_err)?;
+            .or_failed(INDEX)?;
         let mut snippets =
-            SnippetGenerator::create(&searcher, &*query, self.f.text).map_err(tantivy_err)?;
+            SnippetGenerator::create(&searcher, &*query, self.f.text).or_failed(INDEX)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            let doc: TantivyDocument = searcher.doc(addr).map_err(tantivy_err)?;
+            let doc: TantivyDocument = searcher.doc(addr).or_failed(INDEX)?;
             let get = |field: Field| {
                 doc.get_first(field)
                     .and_then(|v| v.as_str())
@@ -242,11 +241,11 @@ impl Engine {
         );
         let top = searcher
             .search(&term, &TopDocs::with_limit(1).order_by_score())
-            .map_err(tantivy_err)?;
+            .or_failed(INDEX)?;
         let Some((_, addr)) = top.first() else {
             return Ok(None);
         };
-        let doc: TantivyDocument = searcher.doc(*addr).map_err(tantivy_err)?;
+        let doc: TantivyDocument = searcher.doc(*addr).or_failed(INDEX)?;
         Ok(doc
             .get_first(self.f.text)
             .and_then(|v| v.as_str())

@@ -19,10 +19,11 @@ mod tests;
 mod worker;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -31,6 +32,8 @@ use crate::hosts::{HostContext, Peer};
 use crate::world::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
+use crate::world::names::{canonical_number, Paths};
+use crate::world::op::{Decl, NoArgs, Ops, Text};
 
 use index::{Engine, Hit};
 use store::{Search, Store};
@@ -148,7 +151,7 @@ pub struct SearchHost {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
     /// Where the host is mounted in the world (`search`).
-    mount: String,
+    paths: Paths,
 }
 
 /// An entry of the tree, parsed from a host-relative path.
@@ -161,24 +164,104 @@ enum Node {
     Hit(i64, i64),
 }
 
-/// Numbers in paths have one spelling (see `names::canonical_number`).
-fn parse_number(s: &str) -> Option<i64> {
-    crate::world::names::canonical_number(s)
-}
-
 impl Node {
     fn parse(path: &[String]) -> Option<Node> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         Some(match p.as_slice() {
             [] => Node::Root,
             ["results"] => Node::Results,
-            ["results", id] => Node::Result(parse_number(id)?),
-            ["results", id, "hits"] => Node::Hits(parse_number(id)?),
-            ["results", id, "hits", n] => Node::Hit(parse_number(id)?, parse_number(n)?),
+            ["results", id] => Node::Result(canonical_number(id)?),
+            ["results", id, "hits"] => Node::Hits(canonical_number(id)?),
+            ["results", id, "hits", n] => Node::Hit(canonical_number(id)?, canonical_number(n)?),
             _ => return None,
         })
     }
 }
+
+/// An entry as its ops see it: the node, and the page size their descriptions cite.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    node: Node,
+    page_size: usize,
+}
+
+/// The arguments of `search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// what to look for (tantivy query syntax)
+    query: Text,
+    /// how many hits to keep
+    #[schemars(range(min = 1), extend("type" = "integer"))]
+    limit: Option<usize>,
+    /// search only the documents of this host
+    #[schemars(extend("type" = "string"))]
+    source: Option<String>,
+}
+
+/// The arguments of `reindex`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReindexArgs {
+    /// drop the index and read everything again
+    #[serde(default)]
+    full: bool,
+}
+
+/// Every op of the search host, in the order `ops/` lists them.
+static OPS: LazyLock<Ops<SearchHost, At>> = LazyLock::new(|| {
+    Ops::new(vec![
+        Decl::<SearchHost, At, (), SearchArgs> {
+            name: "search",
+            offers: |at| at.node == Node::Root,
+            describe: |at| {
+                format!(
+                    "Full-text search (BM25; words, \"phrases\", AND/OR/-word, title:word): \
+                     query, limit (1–{}, default {DEFAULT_LIMIT}), source (one of the indexed \
+                     hosts). Makes results/ID/ with hits/1…N.",
+                    at.page_size
+                )
+            },
+            guard: |h, _, _, _| Ok(h.has_sources()),
+            run: |h, _, _, args| h.run_search(args),
+        }
+        .into(),
+        Decl::<SearchHost, At, (), ReindexArgs> {
+            name: "reindex",
+            offers: |at| at.node == Node::Root,
+            describe: |_| {
+                "Bring the index up to date with every source now (full: rebuild it from \
+                 nothing)."
+                    .to_string()
+            },
+            guard: |h, _, _, _| Ok(h.has_sources()),
+            run: |h, _, _, args| Ok(h.reindex(args.full)),
+        }
+        .into(),
+        Decl::<SearchHost, At, (), NoArgs> {
+            name: "read_body",
+            offers: |at| matches!(at.node, Node::Result(_) | Node::Hit(..)),
+            describe: |at| {
+                if matches!(at.node, Node::Hit(..)) {
+                    "Print the hit's snippet (matched words in **…**) and the indexed text of \
+                     the object."
+                } else {
+                    "Print this search's hits again: rank, score, world path, title."
+                }
+                .to_string()
+            },
+            guard: |_, _, _, _| Ok(Vec::new()),
+            run: |h, _, at, _| match at.node {
+                Node::Hit(id, n) => h.read_hit(id, n),
+                Node::Result(id) => h.read_result(id),
+                _ => Err(HostError::NotFound(
+                    "no operation \"read_body\" here".to_string(),
+                )),
+            },
+        }
+        .into(),
+    ])
+});
 
 fn default_index_dir(mount_path: &str, ctx: &HostContext) -> PathBuf {
     ctx.state_dir.join(format!(
@@ -263,27 +346,15 @@ impl SearchHost {
         Ok(SearchHost {
             inner,
             worker: Mutex::new(Some(worker)),
-            mount: mount_path.trim_matches('/').to_string(),
+            paths: Paths::new(mount_path),
         })
-    }
-
-    /// World path of the entry at a host path.
-    fn world_path(&self, parts: &[&str]) -> String {
-        let mut p = self.mount.clone();
-        for part in parts {
-            if !p.is_empty() {
-                p.push('/');
-            }
-            p.push_str(part);
-        }
-        p
     }
 
     fn reference(&self, tail: &str) -> String {
         if tail.is_empty() {
-            format!("search://{}", self.mount)
+            format!("search://{}", self.paths.mount())
         } else {
-            format!("search://{}/{tail}", self.mount)
+            format!("search://{}/{tail}", self.paths.mount())
         }
     }
 
@@ -353,7 +424,7 @@ impl SearchHost {
             "Full-text search (BM25) over {} from {from} · {} · search: echo 'words' > {}",
             plural(total, "document", "documents"),
             self.index_state(),
-            self.world_path(&["ops", "search", "call"]),
+            self.paths.call::<&str>(&[], "search"),
         ))
     }
 
@@ -373,13 +444,10 @@ impl SearchHost {
         out
     }
 
-    /// The world path of a hit's object: `tracker/issues/42`.
+    /// The world path of a hit's object as the tree shows it: `tracker/issues/42`,
+    /// `files/docs/README.md~`.
     fn hit_target(hit: &Hit) -> String {
-        if hit.path.is_empty() {
-            hit.source.clone()
-        } else {
-            format!("{}/{}", hit.source, hit.path)
-        }
+        Paths::new(&hit.source).entry(&Self::hit_segments(hit))
     }
 
     fn peer(&self, source: &str) -> Option<&Peer> {
@@ -521,210 +589,137 @@ impl SearchHost {
 
     // ------------------------------------------------------------ ops
 
-    fn op_names(node: Node) -> &'static [&'static str] {
-        match node {
-            Node::Root => &["search", "reindex"],
-            Node::Result(_) | Node::Hit(..) => &["read_body"],
-            Node::Results | Node::Hits(_) => &[],
+    /// The entry `node` as its ops see it.
+    fn at(&self, node: Node) -> At {
+        At {
+            node,
+            page_size: self.inner.page_size,
         }
     }
 
-    fn spec(&self, node: Node, op: &str) -> Option<OpSpec> {
-        let (description, schema) = match (node, op) {
-            (Node::Root, "search") => (
-                format!(
-                    "Full-text search (BM25; words, \"phrases\", AND/OR/-word, title:word): \
-                     query, limit (1–{}, default {DEFAULT_LIMIT}), source (one of the indexed \
-                     hosts). Makes results/ID/ with hits/1…N.",
-                    self.inner.page_size
-                ),
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "minLength": 1,
-                                  "description": "what to look for (tantivy query syntax)"},
-                        "limit": {"type": "integer", "minimum": 1,
-                                  "maximum": self.inner.page_size,
-                                  "description": "how many hits to keep"},
-                        "source": {"type": "string", "enum": self.source_names(),
-                                   "description": "search only the documents of this host"}
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                }),
-            ),
-            (Node::Root, "reindex") => (
-                "Bring the index up to date with every source now (full: rebuild it from \
-                 nothing)."
-                    .to_string(),
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "full": {"type": "boolean",
-                                 "description": "drop the index and read everything again"}
-                    },
-                    "additionalProperties": false
-                }),
-            ),
-            (Node::Result(_), "read_body") => (
-                "Print this search's hits again: rank, score, world path, title.".to_string(),
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ),
-            (Node::Hit(..), "read_body") => (
-                "Print the hit's snippet (matched words in **…**) and the indexed text of the \
-                 object."
-                    .to_string(),
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ),
-            _ => return None,
+    /// The sources' names and this host's page size in the schemas, which the types
+    /// cannot know.
+    fn bounded(&self, mut spec: OpSpec) -> OpSpec {
+        if let Some(props) = spec.schema["properties"].as_object_mut() {
+            if let Some(limit) = props.get_mut("limit") {
+                limit["maximum"] = json!(self.inner.page_size);
+            }
+            if let Some(source) = props.get_mut("source") {
+                source["enum"] = json!(self.source_names());
+            }
+        }
+        spec
+    }
+
+    fn has_sources(&self) -> Vec<Condition> {
+        let names = self.source_names();
+        vec![Condition::check(
+            "has_sources",
+            !names.is_empty(),
+            if names.is_empty() {
+                "no host to index: list hosts mounted before this one in `sources` \
+                 (a setting of the manifest; you cannot change it from here)"
+                    .to_string()
+            } else {
+                format!("indexes {}", names.join(", "))
+            },
+        )]
+    }
+
+    fn run_search(&self, args: SearchArgs) -> HostResult<CallOutcome> {
+        let query = args.query.as_str().trim();
+        let page = self.inner.page_size;
+        let limit = match args.limit {
+            None => DEFAULT_LIMIT.min(page),
+            Some(n) if (1..=page).contains(&n) => n,
+            Some(_) => {
+                return Err(HostError::InvalidArgs(format!(
+                    "limit: an integer from 1 to {page}"
+                )))
+            }
         };
-        Some(OpSpec {
-            name: op.to_string(),
-            description,
-            schema,
-        })
+        let source = match args.source.as_deref() {
+            Some(s) if self.peer(s).is_none() => {
+                return Err(HostError::InvalidArgs(format!(
+                    "source {s:?}: not an indexed host (indexed: {})",
+                    self.source_names().join(", ")
+                )))
+            }
+            other => other,
+        };
+        self.search(query, limit, source)
     }
 
-    fn offered(&self, node: Node, op: &str) -> HostResult<OpSpec> {
-        self.spec(node, op)
-            .ok_or_else(|| HostError::NotFound(format!("no operation {op:?} here")))
+    fn reindex(&self, full: bool) -> CallOutcome {
+        let n = self.inner.shared.request(full, None);
+        let done = self.inner.shared.wait(n, REINDEX_WAIT);
+        let s = self.inner.shared.lock();
+        let text = match (&s.last, done) {
+            (Some(st), true) => format!(
+                "indexed: {} read, {} written, {} removed in {} ms{}",
+                st.read,
+                st.written,
+                st.removed,
+                st.took.as_millis(),
+                s.last_error
+                    .as_deref()
+                    .map(|e| format!("\nerrors: {e}"))
+                    .unwrap_or_default()
+            ),
+            (None, true) => format!(
+                "indexing failed: {}",
+                s.last_error.as_deref().unwrap_or("unknown error")
+            ),
+            (_, false) => format!(
+                "still indexing in the background ({} documents read so far); \
+                 {} shows when it is done",
+                s.progress,
+                self.paths.file::<&str>(&[], "description")
+            ),
+        };
+        drop(s);
+        CallOutcome::text(text).changed(Vec::new())
     }
 
-    fn conditions(&self, node: Node, op: &str) -> Vec<Condition> {
-        match (node, op) {
-            (Node::Root, "search") | (Node::Root, "reindex") => {
-                let names = self.source_names();
-                vec![Condition::check(
-                    "has_sources",
-                    !names.is_empty(),
-                    if names.is_empty() {
-                        "no host to index: list hosts mounted before this one in `sources` \
-                         (a setting of the manifest; you cannot change it from here)"
-                            .to_string()
-                    } else {
-                        format!("indexes {}", names.join(", "))
-                    },
-                )]
-            }
-            _ => Vec::new(),
-        }
+    fn read_result(&self, id: i64) -> HostResult<CallOutcome> {
+        let hits = self.inner.store.hits(id)?;
+        let s = self
+            .search_row(id)?
+            .ok_or_else(|| HostError::NotFound(format!("no search {id}")))?;
+        let mut out = format!("{}\n", self.result_description(&s));
+        out.push_str(&self.hit_lines(&hits));
+        Ok(CallOutcome::text(out))
     }
 
-    fn run(&self, node: Node, op: &str, args: &Value) -> HostResult<CallOutcome> {
-        let spec = self.offered(node, op)?;
-        let map = &spec.check_args(args)?;
-        let guard = Guard::new(self.conditions(node, op));
-        if !guard.allowed() {
-            return Err(HostError::Blocked(guard));
-        }
-        match (node, op) {
-            (Node::Root, "search") => {
-                let query = map
-                    .get("query")
-                    .and_then(Value::as_str)
-                    .map(str::trim)
-                    .filter(|q| !q.is_empty())
-                    .ok_or_else(|| HostError::InvalidArgs("query: a non-empty string".into()))?;
-                let limit = match map.get("limit") {
-                    None => DEFAULT_LIMIT.min(self.inner.page_size),
-                    Some(v) => v
-                        .as_u64()
-                        .and_then(|n| usize::try_from(n).ok())
-                        .filter(|n| (1..=self.inner.page_size).contains(n))
-                        .ok_or_else(|| {
-                            HostError::InvalidArgs(format!(
-                                "limit: an integer from 1 to {}",
-                                self.inner.page_size
-                            ))
-                        })?,
-                };
-                let source = match map.get("source") {
-                    None => None,
-                    Some(v) => {
-                        let s = v.as_str().unwrap_or_default();
-                        if self.peer(s).is_none() {
-                            return Err(HostError::InvalidArgs(format!(
-                                "source {v}: not an indexed host (indexed: {})",
-                                self.source_names().join(", ")
-                            )));
-                        }
-                        Some(s)
-                    }
-                };
-                self.search(query, limit, source)
-            }
-            (Node::Root, "reindex") => {
-                let full = map.get("full").and_then(Value::as_bool).unwrap_or(false);
-                let n = self.inner.shared.request(full, None);
-                let done = self.inner.shared.wait(n, REINDEX_WAIT);
-                let s = self.inner.shared.lock();
-                let text = match (&s.last, done) {
-                    (Some(st), true) => format!(
-                        "indexed: {} read, {} written, {} removed in {} ms{}",
-                        st.read,
-                        st.written,
-                        st.removed,
-                        st.took.as_millis(),
-                        s.last_error
-                            .as_deref()
-                            .map(|e| format!("\nerrors: {e}"))
-                            .unwrap_or_default()
-                    ),
-                    (None, true) => format!(
-                        "indexing failed: {}",
-                        s.last_error.as_deref().unwrap_or("unknown error")
-                    ),
-                    (_, false) => format!(
-                        "still indexing in the background ({} documents read so far); \
-                         {} shows when it is done",
-                        s.progress,
-                        self.world_path(&["description"])
-                    ),
-                };
-                drop(s);
-                Ok(CallOutcome::text(text).changed(Vec::new()))
-            }
-            (Node::Result(id), "read_body") => {
-                let hits = self.inner.store.hits(id)?;
-                let s = self
-                    .search_row(id)?
-                    .ok_or_else(|| HostError::NotFound(format!("no search {id}")))?;
-                let mut out = format!("{}\n", self.result_description(&s));
-                out.push_str(&self.hit_lines(&hits));
-                Ok(CallOutcome::text(out))
-            }
-            (Node::Hit(id, n), "read_body") => {
-                let hit = self
-                    .inner
-                    .store
-                    .hit(id, n)?
-                    .ok_or_else(|| HostError::NotFound(format!("no hit {n} in search {id}")))?;
-                let mut out = format!(
-                    "{} — {} (score {:.2})\n\n…{}…\n",
-                    Self::hit_target(&hit),
-                    hit.title,
-                    hit.score,
-                    hit.snippet.trim()
-                );
-                match self.inner.engine.text_of(&hit.source, &hit.path)? {
-                    Some(text) => {
-                        let cut: String = text.chars().take(BODY_CHARS).collect();
-                        out.push_str("\n--- indexed text");
-                        if cut.len() < text.len() {
-                            out.push_str(&format!(" (first {BODY_CHARS} characters)"));
-                        }
-                        out.push_str(" ---\n");
-                        out.push_str(&cut);
-                        if !cut.ends_with('\n') {
-                            out.push('\n');
-                        }
-                    }
-                    None => out.push_str("\n(no longer in the index)\n"),
+    fn read_hit(&self, id: i64, n: i64) -> HostResult<CallOutcome> {
+        let hit = self
+            .inner
+            .store
+            .hit(id, n)?
+            .ok_or_else(|| HostError::NotFound(format!("no hit {n} in search {id}")))?;
+        let mut out = format!(
+            "{} — {} (score {:.2})\n\n…{}…\n",
+            Self::hit_target(&hit),
+            hit.title,
+            hit.score,
+            hit.snippet.trim()
+        );
+        match self.inner.engine.text_of(&hit.source, &hit.path)? {
+            Some(text) => {
+                let cut: String = text.chars().take(BODY_CHARS).collect();
+                out.push_str("\n--- indexed text");
+                if cut.len() < text.len() {
+                    out.push_str(&format!(" (first {BODY_CHARS} characters)"));
                 }
-                Ok(CallOutcome::text(out))
+                out.push_str(" ---\n");
+                out.push_str(&cut);
+                if !cut.ends_with('\n') {
+                    out.push('\n');
+                }
             }
-            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
+            None => out.push_str("\n(no longer in the index)\n"),
         }
+        Ok(CallOutcome::text(out))
     }
 
     /// `1. 0.87 tracker/issues/42 — Issue #42: …`, one line per hit.
@@ -757,12 +752,12 @@ impl SearchHost {
         };
         let (total, hits) = self.inner.engine.search(query, limit, source)?;
         let id = self.inner.store.add_search(query, source, total, &hits)?;
-        let dir = format!("results/{id}");
         let mut out = format!(
-            "{} for {query:?}{} (search {id}; each hit is {}/hits/N, its ref the object's)\n",
+            "{} for {query:?}{} (search {id} is {}; each hit is its hits/N, whose ref is the \
+             object's)\n",
             plural(total as i64, "hit", "hits"),
             source.map(|s| format!(" in {s}")).unwrap_or_default(),
-            self.world_path(&[&dir]),
+            self.paths.entry(&["results".to_string(), id.to_string()]),
         );
         if hits.len() < total {
             out.push_str(&format!("best {}:\n", hits.len()));
@@ -787,7 +782,7 @@ impl SearchHost {
 impl Drop for SearchHost {
     fn drop(&mut self) {
         self.inner.shared.shutdown();
-        let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let handle = crate::hosts::lock(&self.worker).take();
         if let Some(h) = handle {
             let _ = h.join();
         }
@@ -808,17 +803,17 @@ impl Host for SearchHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        let node = self.existing(path)?;
-        Ok(Self::op_names(node)
-            .iter()
-            .filter_map(|op| self.spec(node, op))
+        let at = self.at(self.existing(path)?);
+        Ok(OPS
+            .specs(&at)
+            .into_iter()
+            .map(|s| self.bounded(s))
             .collect())
     }
 
-    fn guard(&self, path: &[String], op: &str, _args: Option<&Value>) -> HostResult<Guard> {
-        let node = self.existing(path)?;
-        self.offered(node, op)?;
-        Ok(Guard::new(self.conditions(node, op)))
+    fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        let at = self.at(self.existing(path)?);
+        OPS.guard(self, &(), &at, op, args)
     }
 
     fn call(
@@ -828,8 +823,8 @@ impl Host for SearchHost {
         args: &Value,
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let node = self.existing(path)?;
-        self.run(node, op, args)
+        let at = self.at(self.existing(path)?);
+        OPS.call(self, &(), &at, op, args)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::index::Hit;
-use crate::world::host::{HostError, HostResult};
+use crate::world::host::{HostResult, OrFailed};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS docs (
@@ -57,9 +57,8 @@ pub(super) struct Store {
     conn: Mutex<Connection>,
 }
 
-fn db_err(e: rusqlite::Error) -> HostError {
-    HostError::Backend(format!("search database: {e}"))
-}
+/// What a failed statement says it was at.
+const DB: &str = "search database";
 
 impl Store {
     /// Open (creating) the file; `clear` forgets the indexed documents (a new, empty index).
@@ -78,8 +77,8 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A poisoned lock only means a thread panicked; SQLite rolled its transaction back.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        // A thread that panicked left no transaction open: SQLite rolled it back.
+        crate::hosts::lock(&self.conn)
     }
 
     /// Path → version of the indexed documents of one source.
@@ -87,11 +86,11 @@ impl Store {
         let conn = self.lock();
         let mut st = conn
             .prepare_cached("SELECT path, version FROM docs WHERE source = ?1")
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         let rows = st
             .query_map([source], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)
+            .or_failed(DB)?;
+        rows.collect::<Result<_, _>>().or_failed(DB)
     }
 
     /// Sources with indexed documents.
@@ -99,9 +98,9 @@ impl Store {
         let conn = self.lock();
         let mut st = conn
             .prepare_cached("SELECT DISTINCT source FROM docs ORDER BY source")
-            .map_err(db_err)?;
-        let rows = st.query_map([], |r| r.get(0)).map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)
+            .or_failed(DB)?;
+        let rows = st.query_map([], |r| r.get(0)).or_failed(DB)?;
+        rows.collect::<Result<_, _>>().or_failed(DB)
     }
 
     /// Indexed documents per source.
@@ -109,11 +108,11 @@ impl Store {
         let conn = self.lock();
         let mut st = conn
             .prepare_cached("SELECT source, count(*) FROM docs GROUP BY source")
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         let rows = st
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)
+            .or_failed(DB)?;
+        rows.collect::<Result<_, _>>().or_failed(DB)
     }
 
     /// Record a pass's changes in one transaction: first forget everything (`clear`, a full
@@ -125,13 +124,13 @@ impl Store {
         changes: &[Change],
     ) -> HostResult<()> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
+        let tx = conn.transaction().or_failed(DB)?;
         if clear {
-            tx.execute("DELETE FROM docs", []).map_err(db_err)?;
+            tx.execute("DELETE FROM docs", []).or_failed(DB)?;
         }
         for source in dropped {
             tx.execute("DELETE FROM docs WHERE source = ?1", [source])
-                .map_err(db_err)?;
+                .or_failed(DB)?;
         }
         {
             let mut put = tx
@@ -139,19 +138,19 @@ impl Store {
                     "INSERT INTO docs (source, path, version) VALUES (?1, ?2, ?3)
                      ON CONFLICT (source, path) DO UPDATE SET version = excluded.version",
                 )
-                .map_err(db_err)?;
+                .or_failed(DB)?;
             let mut del = tx
                 .prepare_cached("DELETE FROM docs WHERE source = ?1 AND path = ?2")
-                .map_err(db_err)?;
+                .or_failed(DB)?;
             for (source, path, version) in changes {
                 match version {
                     Some(v) => put.execute(params![source, path, v]),
                     None => del.execute(params![source, path]),
                 }
-                .map_err(db_err)?;
+                .or_failed(DB)?;
             }
         }
-        tx.commit().map_err(db_err)
+        tx.commit().or_failed(DB)
     }
 
     /// Keep a search and its hits; returns its id.
@@ -167,12 +166,12 @@ impl Store {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db_err)?;
+        let tx = conn.transaction().or_failed(DB)?;
         tx.execute(
             "INSERT INTO results (query, source, total, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![query, source, i64::try_from(total).unwrap_or(i64::MAX), now],
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
         let id = tx.last_insert_rowid();
         {
             let mut st = tx
@@ -180,7 +179,7 @@ impl Store {
                     "INSERT INTO hits (result, rank, score, source, path, title, snippet)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
-                .map_err(db_err)?;
+                .or_failed(DB)?;
             for (i, h) in hits.iter().enumerate() {
                 st.execute(params![
                     id,
@@ -191,10 +190,10 @@ impl Store {
                     h.title,
                     h.snippet
                 ])
-                .map_err(db_err)?;
+                .or_failed(DB)?;
             }
         }
-        tx.commit().map_err(db_err)?;
+        tx.commit().or_failed(DB)?;
         Ok(id)
     }
 
@@ -206,8 +205,8 @@ impl Store {
                         (SELECT count(*) FROM hits WHERE result = results.id)
                  FROM results WHERE id = ?1",
             )
-            .map_err(db_err)?;
-        st.query_row([id], search_row).optional().map_err(db_err)
+            .or_failed(DB)?;
+        st.query_row([id], search_row).optional().or_failed(DB)
     }
 
     /// The newest `limit` searches, newest first, and how many there are.
@@ -215,18 +214,18 @@ impl Store {
         let conn = self.lock();
         let total: i64 = conn
             .query_row("SELECT count(*) FROM results", [], |r| r.get(0))
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         let mut st = conn
             .prepare_cached(
                 "SELECT id, query, source, total,
                         (SELECT count(*) FROM hits WHERE result = results.id)
                  FROM results ORDER BY id DESC LIMIT ?1",
             )
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         let rows = st
             .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], search_row)
-            .map_err(db_err)?;
-        Ok((rows.collect::<Result<_, _>>().map_err(db_err)?, total))
+            .or_failed(DB)?;
+        Ok((rows.collect::<Result<_, _>>().or_failed(DB)?, total))
     }
 
     /// The hits of a search, best first (rank 1 first).
@@ -237,9 +236,9 @@ impl Store {
                 "SELECT score, source, path, title, snippet FROM hits
                  WHERE result = ?1 ORDER BY rank",
             )
-            .map_err(db_err)?;
-        let rows = st.query_map([id], hit_row).map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)
+            .or_failed(DB)?;
+        let rows = st.query_map([id], hit_row).or_failed(DB)?;
+        rows.collect::<Result<_, _>>().or_failed(DB)
     }
 
     pub(super) fn hit(&self, id: i64, rank: i64) -> HostResult<Option<Hit>> {
@@ -249,10 +248,10 @@ impl Store {
                 "SELECT score, source, path, title, snippet FROM hits
                  WHERE result = ?1 AND rank = ?2",
             )
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         st.query_row(params![id, rank], hit_row)
             .optional()
-            .map_err(db_err)
+            .or_failed(DB)
     }
 }
 

@@ -550,3 +550,118 @@ fn searches_reread_quick_sources_always_and_slow_ones_after_ten_passes() {
     );
     assert!(!shared.wait(1, Duration::from_millis(10)));
 }
+
+#[test]
+fn search_arguments_keep_their_schema() {
+    let w = world();
+    let h = open(&w);
+    let ops = h.ops(&[]).unwrap();
+    let mut schema = ops[0].schema.clone();
+    // The integer's width is the generator's addition, not a constraint.
+    schema["properties"]["limit"]
+        .as_object_mut()
+        .unwrap()
+        .remove("format");
+    assert_eq!(
+        schema,
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1,
+                          "description": "what to look for (tantivy query syntax)"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                          "description": "how many hits to keep"},
+                "source": {"type": "string", "enum": ["tracker", "files"],
+                           "description": "search only the documents of this host"}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        })
+    );
+    assert!(ops[0].description.contains("limit (1–50, default 10)"));
+    assert_eq!(
+        ops[1].schema["properties"]["full"],
+        json!({"type": "boolean", "default": false,
+               "description": "drop the index and read everything again"})
+    );
+    let (id, _) = search(&h, "flamingo");
+    let result = h.ops(&p(&format!("results/{id}"))).unwrap();
+    assert_eq!(result.len(), 1);
+    assert_eq!(result[0].name, "read_body");
+    assert_eq!(result[0].schema["properties"], json!({}));
+    assert!(h.ops(&p("results")).unwrap().is_empty());
+}
+
+/// Hits on files whose names the tree reserves (`README.md`, `ops`, `description`,
+/// `body`) print the escaped paths the tree shows, each an entry of the files host.
+#[test]
+fn hits_on_reserved_names_print_paths_that_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("root");
+    fs::create_dir_all(root.join("ops")).unwrap();
+    for (file, text) in [
+        ("README.md", "The platypus readme."),
+        ("ops/x.txt", "A platypus under ops."),
+        ("description", "A platypus description."),
+        ("body", "A platypus body."),
+    ] {
+        fs::write(root.join(file), format!("{text}\n")).unwrap();
+    }
+    let mut ctx = HostContext::for_tests(&base);
+    let files: Arc<dyn Host> = Arc::new(
+        FilesHost::open(
+            "files",
+            FilesSettings {
+                root: Some(root),
+                ..FilesSettings::default()
+            },
+            &ctx,
+        )
+        .unwrap(),
+    );
+    ctx.peers.push(Peer {
+        path: "files".to_string(),
+        host: files.clone(),
+    });
+    let h = SearchHost::open("search", SearchSettings::default(), &ctx).unwrap();
+    assert!(h.inner.shared.wait(1, Duration::from_secs(60)));
+    let out = ok(&h, "", "search", json!({"query": "platypus"}));
+    let mut found = out.found_elsewhere.clone();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "files/README.md~",
+            "files/body~",
+            "files/description~",
+            "files/ops~/x.txt"
+        ]
+    );
+    for path in &found {
+        // The result's lines print the same paths.
+        assert!(
+            out.result.contains(&format!(" {path} — ")),
+            "{}",
+            out.result
+        );
+        let segments: Vec<String> = path
+            .split('/')
+            .skip(1)
+            .map(|s| crate::world::names::unescape(s).expect("a child's name"))
+            .collect();
+        assert!(
+            files.entry(&segments).unwrap().is_some(),
+            "{path} is no entry"
+        );
+    }
+    let id = out.discovered[0][1].clone();
+    let hit = h
+        .entry(&p(&format!("results/{id}/hits/1")))
+        .unwrap()
+        .unwrap();
+    assert!(!hit.description.starts_with("gone"), "{}", hit.description);
+    assert!(found
+        .iter()
+        .any(|f| hit.description.contains(&format!(" · {f} · "))));
+}

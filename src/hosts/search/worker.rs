@@ -63,7 +63,7 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, Status> {
-        self.status.lock().unwrap_or_else(|p| p.into_inner())
+        crate::hosts::lock(&self.status)
     }
 
     /// Ask for a pass over `sources` (None: all); returns the number the pass that serves

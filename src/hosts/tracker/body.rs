@@ -5,37 +5,49 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{db, db_err, ops, Node, TrackerHost};
+use super::ops::{Here, OPS};
+use super::{db, Node, TrackerHost, DB};
 use crate::calendar::parse_iso;
-use crate::world::host::{Body, HostResult};
+use crate::world::host::{Body, HostResult, OrFailed};
 
 impl TrackerHost {
     pub(super) fn body_in(&self, conn: &Connection, node: &Node) -> HostResult<Option<Body>> {
-        let body = match node {
+        let (body, here) = match node {
             Node::Item(_, n) => match db::item(conn, *n)? {
-                Some(item) => Body::bytes(text(item.body)).modified(parse_iso(&item.updated_at)),
+                Some(item) => (
+                    Body::bytes(text(item.body.clone())).modified(parse_iso(&item.updated_at)),
+                    Here::of_item(item),
+                ),
                 None => return Ok(None),
             },
             Node::Comment(_, n, c) => match db::comment(conn, *n, *c)? {
-                Some(cm) => Body::bytes(text(cm.body)).modified(comment_time(conn, *n, *c)?),
+                Some(cm) => (
+                    Body::bytes(text(cm.body)).modified(comment_time(conn, *n, *c)?),
+                    Here::read(conn, node.clone())?,
+                ),
                 None => return Ok(None),
             },
             Node::Review(n, r) => match db::review(conn, *n, *r)? {
-                Some(rv) => Body::bytes(text(rv.body)).modified(parse_iso(&rv.created_at)),
+                Some(rv) => {
+                    return Ok(Some(
+                        Body::bytes(text(rv.body)).modified(parse_iso(&rv.created_at)),
+                    ))
+                }
                 None => return Ok(None),
             },
             Node::Check(n, name) => match db::check(conn, *n, name)? {
-                Some(c) => Body::bytes(text(c.log))
-                    .modified(self.modified_in(conn, &Node::Item(super::Kind::Pull, *n))?),
+                Some(c) => {
+                    return Ok(Some(Body::bytes(text(c.log)).modified(
+                        self.modified_in(conn, &Node::Item(super::Kind::Pull, *n))?,
+                    )))
+                }
                 None => return Ok(None),
             },
             _ => return Ok(None),
         };
-        let editable = ops::names(node).contains(&"edit_body")
-            && self
-                .conditions(conn, node, "edit_body", None)?
-                .iter()
-                .all(|c| c.ok);
+        // Writable when you may run `edit_body` now.
+        let editable = OPS.names(&here).contains(&"edit_body")
+            && OPS.guard(self, conn, &here, "edit_body", None)?.allowed();
         Ok(Some(if editable {
             body.written_by("edit_body", "body")
         } else {
@@ -57,7 +69,7 @@ impl TrackerHost {
             | Node::Check(n, _) => conn
                 .prepare_cached("SELECT updated_at FROM items WHERE number = ?1")
                 .and_then(|mut st| st.query_row([n], |r| r.get::<_, String>(0)).optional())
-                .map_err(db_err)?
+                .or_failed(DB)?
                 .as_deref()
                 .and_then(parse_iso),
             Node::Comment(_, n, c) => comment_time(conn, *n, *c)?,
@@ -76,7 +88,7 @@ fn comment_time(conn: &Connection, n: i64, c: i64) -> HostResult<Option<std::tim
             "SELECT coalesce(edited_at, created_at) FROM comments WHERE number = ?1 AND seq = ?2",
         )
         .and_then(|mut st| st.query_row(params![n, c], |r| r.get(0)).optional())
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     Ok(at.as_deref().and_then(parse_iso))
 }
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{db_err, Kind, Node};
+use super::{Kind, Node, DB};
 use crate::manifest::Identity;
-use crate::world::host::HostResult;
+use crate::world::host::{HostResult, OrFailed};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS project (
@@ -233,8 +233,8 @@ pub(super) fn item(conn: &Connection, number: i64) -> HostResult<Option<Item>> {
         .prepare_cached(&format!(
             "SELECT {ITEM_COLUMNS} FROM items WHERE number = ?1"
         ))
-        .map_err(db_err)?;
-    st.query_row([number], item_row).optional().map_err(db_err)
+        .or_failed(DB)?;
+    st.query_row([number], item_row).optional().or_failed(DB)
 }
 
 /// The item, which the caller knows exists (checked by `exists` in the same transaction).
@@ -247,11 +247,11 @@ pub(super) fn item_req(conn: &Connection, number: i64) -> HostResult<Item> {
 pub(super) fn item_kind(conn: &Connection, number: i64) -> HostResult<Option<Kind>> {
     let mut st = conn
         .prepare_cached("SELECT kind FROM items WHERE number = ?1")
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let kind: Option<String> = st
         .query_row([number], |r| r.get(0))
         .optional()
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     Ok(kind.as_deref().and_then(Kind::from_db))
 }
 
@@ -261,11 +261,11 @@ pub(super) fn items_newest(conn: &Connection, kind: Kind, limit: usize) -> HostR
         .prepare_cached(&format!(
             "SELECT {ITEM_COLUMNS} FROM items WHERE kind = ?1 ORDER BY number DESC LIMIT ?2"
         ))
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map(params![kind.db(), limit as i64], item_row)
-        .map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 /// (total, open, merged) of one kind.
@@ -275,15 +275,15 @@ pub(super) fn counts(conn: &Connection, kind: Kind) -> HostResult<(i64, i64, i64
             "SELECT count(*), coalesce(sum(state = 'open'), 0), coalesce(sum(state = 'merged'), 0)
              FROM items WHERE kind = ?1",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     st.query_row([kind.db()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .map_err(db_err)
+        .or_failed(DB)
 }
 
 fn strings(conn: &Connection, sql: &str, key: impl rusqlite::Params) -> HostResult<Vec<String>> {
-    let mut st = conn.prepare_cached(sql).map_err(db_err)?;
-    let rows = st.query_map(key, |r| r.get(0)).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+    let mut st = conn.prepare_cached(sql).or_failed(DB)?;
+    let rows = st.query_map(key, |r| r.get(0)).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn labels_of(conn: &Connection, number: i64) -> HostResult<Vec<String>> {
@@ -313,24 +313,24 @@ pub(super) fn requested_of(conn: &Connection, number: i64) -> HostResult<Vec<Str
 pub(super) fn fixes_of(conn: &Connection, pull: i64) -> HostResult<Vec<i64>> {
     let mut st = conn
         .prepare_cached("SELECT issue FROM fixes WHERE pull = ?1 ORDER BY issue")
-        .map_err(db_err)?;
-    let rows = st.query_map([pull], |r| r.get(0)).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    let rows = st.query_map([pull], |r| r.get(0)).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn fixed_by(conn: &Connection, issue: i64) -> HostResult<Vec<i64>> {
     let mut st = conn
         .prepare_cached("SELECT pull FROM fixes WHERE issue = ?1 ORDER BY pull")
-        .map_err(db_err)?;
-    let rows = st.query_map([issue], |r| r.get(0)).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    let rows = st.query_map([issue], |r| r.get(0)).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn comment_count(conn: &Connection, number: i64) -> HostResult<i64> {
     let mut st = conn
         .prepare_cached("SELECT count(*) FROM comments WHERE number = ?1")
-        .map_err(db_err)?;
-    st.query_row([number], |r| r.get(0)).map_err(db_err)
+        .or_failed(DB)?;
+    st.query_row([number], |r| r.get(0)).or_failed(DB)
 }
 
 #[derive(Clone, Debug)]
@@ -356,11 +356,11 @@ pub(super) fn comments(conn: &Connection, number: i64, limit: usize) -> HostResu
             "SELECT seq, author, body, created_at FROM comments WHERE number = ?1
              ORDER BY seq LIMIT ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map(params![number, limit as i64], comment_row)
-        .map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn comment(conn: &Connection, number: i64, seq: i64) -> HostResult<Option<Comment>> {
@@ -368,10 +368,10 @@ pub(super) fn comment(conn: &Connection, number: i64, seq: i64) -> HostResult<Op
         .prepare_cached(
             "SELECT seq, author, body, created_at FROM comments WHERE number = ?1 AND seq = ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     st.query_row(params![number, seq], comment_row)
         .optional()
-        .map_err(db_err)
+        .or_failed(DB)
 }
 
 /// Add a comment; returns its number within the item (1, 2, …). Called inside a write
@@ -386,12 +386,12 @@ pub(super) fn add_comment(
     let seq: i64 = conn
         .prepare_cached("SELECT coalesce(max(seq), 0) + 1 FROM comments WHERE number = ?1")
         .and_then(|mut st| st.query_row([number], |r| r.get(0)))
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     conn.prepare_cached(
         "INSERT INTO comments (number, seq, author, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )
     .and_then(|mut st| st.execute(params![number, seq, author, body, at]))
-    .map_err(db_err)?;
+    .or_failed(DB)?;
     touch(conn, number, at)?;
     Ok(seq)
 }
@@ -399,7 +399,7 @@ pub(super) fn add_comment(
 pub(super) fn touch(conn: &Connection, number: i64, at: &str) -> HostResult<()> {
     conn.prepare_cached("UPDATE items SET updated_at = ?2 WHERE number = ?1")
         .and_then(|mut st| st.execute(params![number, at]))
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     Ok(())
 }
 
@@ -431,9 +431,9 @@ pub(super) fn checks(conn: &Connection, number: i64) -> HostResult<Vec<Check>> {
             "SELECT name, status, summary, log, retryable, runs FROM checks WHERE number = ?1
              ORDER BY name",
         )
-        .map_err(db_err)?;
-    let rows = st.query_map([number], check_row).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    let rows = st.query_map([number], check_row).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn check(conn: &Connection, number: i64, name: &str) -> HostResult<Option<Check>> {
@@ -442,10 +442,10 @@ pub(super) fn check(conn: &Connection, number: i64, name: &str) -> HostResult<Op
             "SELECT name, status, summary, log, retryable, runs FROM checks
              WHERE number = ?1 AND name = ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     st.query_row(params![number, name], check_row)
         .optional()
-        .map_err(db_err)
+        .or_failed(DB)
 }
 
 #[derive(Clone, Debug)]
@@ -474,11 +474,11 @@ pub(super) fn reviews(conn: &Connection, number: i64, limit: usize) -> HostResul
             "SELECT seq, author, state, body, created_at FROM reviews WHERE number = ?1
              ORDER BY seq LIMIT ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map(params![number, limit as i64], review_row)
-        .map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn review(conn: &Connection, number: i64, seq: i64) -> HostResult<Option<Review>> {
@@ -487,10 +487,10 @@ pub(super) fn review(conn: &Connection, number: i64, seq: i64) -> HostResult<Opt
             "SELECT seq, author, state, body, created_at FROM reviews
              WHERE number = ?1 AND seq = ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     st.query_row(params![number, seq], review_row)
         .optional()
-        .map_err(db_err)
+        .or_failed(DB)
 }
 
 /// Where the reviews of a pull request stand.
@@ -517,14 +517,14 @@ pub(super) fn review_state(conn: &Connection, pull: &Item) -> HostResult<ReviewS
             "SELECT author, state FROM reviews WHERE number = ?1 AND state != 'commented'
              ORDER BY seq",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map([pull.number], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     for row in rows {
-        let (author, state) = row.map_err(db_err)?;
+        let (author, state) = row.or_failed(DB)?;
         if author != pull.author {
             latest.insert(author, state);
         }
@@ -561,16 +561,16 @@ fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
 pub(super) fn user(conn: &Connection, name: &str) -> HostResult<Option<User>> {
     let mut st = conn
         .prepare_cached("SELECT name, role, full_name FROM users WHERE name = ?1")
-        .map_err(db_err)?;
-    st.query_row([name], user_row).optional().map_err(db_err)
+        .or_failed(DB)?;
+    st.query_row([name], user_row).optional().or_failed(DB)
 }
 
 pub(super) fn users(conn: &Connection, limit: usize) -> HostResult<Vec<User>> {
     let mut st = conn
         .prepare_cached("SELECT name, role, full_name FROM users ORDER BY name LIMIT ?1")
-        .map_err(db_err)?;
-    let rows = st.query_map([limit as i64], user_row).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    let rows = st.query_map([limit as i64], user_row).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn user_names(conn: &Connection) -> HostResult<Vec<String>> {
@@ -593,16 +593,16 @@ fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Label> {
 pub(super) fn label(conn: &Connection, name: &str) -> HostResult<Option<Label>> {
     let mut st = conn
         .prepare_cached("SELECT name, description FROM labels WHERE name = ?1")
-        .map_err(db_err)?;
-    st.query_row([name], label_row).optional().map_err(db_err)
+        .or_failed(DB)?;
+    st.query_row([name], label_row).optional().or_failed(DB)
 }
 
 pub(super) fn labels(conn: &Connection, limit: usize) -> HostResult<Vec<Label>> {
     let mut st = conn
         .prepare_cached("SELECT name, description FROM labels ORDER BY name LIMIT ?1")
-        .map_err(db_err)?;
-    let rows = st.query_map([limit as i64], label_row).map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    let rows = st.query_map([limit as i64], label_row).or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 pub(super) fn label_names(conn: &Connection) -> HostResult<Vec<String>> {
@@ -616,8 +616,8 @@ pub(super) fn label_open_issues(conn: &Connection, label: &str) -> HostResult<i6
             "SELECT count(*) FROM item_labels l JOIN items i ON i.number = l.number
              WHERE l.label = ?1 AND i.kind = 'issue' AND i.state = 'open'",
         )
-        .map_err(db_err)?;
-    st.query_row([label], |r| r.get(0)).map_err(db_err)
+        .or_failed(DB)?;
+    st.query_row([label], |r| r.get(0)).or_failed(DB)
 }
 
 /// `state` filter of the relation ops: `open`, `closed` (closed or merged) or `all`.
@@ -641,7 +641,7 @@ pub(super) fn items_with_label(
             "SELECT i.kind, i.number, i.state FROM item_labels l JOIN items i ON i.number = l.number
              WHERE l.label = ?1 ORDER BY i.number DESC",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map([label], |r| {
             Ok((
@@ -650,7 +650,7 @@ pub(super) fn items_with_label(
                 r.get::<_, String>(2)?,
             ))
         })
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     collect_filtered(rows, state, limit)
 }
 
@@ -669,7 +669,7 @@ pub(super) fn items_of_user(
              WHERE a.user = ?1
              ORDER BY 2 DESC",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map([user], |r| {
             Ok((
@@ -678,7 +678,7 @@ pub(super) fn items_of_user(
                 r.get::<_, String>(2)?,
             ))
         })
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     collect_filtered(rows, state, limit)
 }
 
@@ -690,7 +690,7 @@ fn collect_filtered(
     let mut out = Vec::new();
     let mut total = 0;
     for row in rows {
-        let (kind, number, st) = row.map_err(db_err)?;
+        let (kind, number, st) = row.or_failed(DB)?;
         if !state_matches(state, &st) {
             continue;
         }

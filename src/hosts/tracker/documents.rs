@@ -6,8 +6,9 @@
 
 use rusqlite::{params, Connection};
 
-use super::{db_err, parse_number, Kind, Node, TrackerHost};
-use crate::world::host::{Document, DocumentPage, HostError, HostResult};
+use super::{Kind, Node, TrackerHost, DB};
+use crate::world::host::{Document, DocumentPage, HostError, HostResult, OrFailed};
+use crate::world::names::canonical_number;
 
 /// An item's own columns, as search needs them.
 struct Row {
@@ -28,7 +29,7 @@ impl TrackerHost {
     ) -> HostResult<DocumentPage> {
         let after = match cursor {
             None => 0,
-            Some(c) => parse_number(c).ok_or_else(|| {
+            Some(c) => canonical_number(c).ok_or_else(|| {
                 HostError::InvalidArgs(format!(
                     "bad documents cursor {c:?}: an item number expected"
                 ))
@@ -54,7 +55,7 @@ fn items_after(conn: &Connection, after: i64, limit: usize) -> HostResult<Vec<Ro
             "SELECT number, kind, title, body, state, updated_at FROM items
              WHERE number > ?1 ORDER BY number LIMIT ?2",
         )
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let rows = st
         .query_map(
             params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
@@ -70,8 +71,8 @@ fn items_after(conn: &Connection, after: i64, limit: usize) -> HostResult<Vec<Ro
                 })
             },
         )
-        .map_err(db_err)?;
-    rows.collect::<Result<_, _>>().map_err(db_err)
+        .or_failed(DB)?;
+    rows.collect::<Result<_, _>>().or_failed(DB)
 }
 
 /// Comment and review counts of an item, and its comments then reviews as text, in order.
@@ -79,20 +80,20 @@ fn discussion(conn: &Connection, number: i64) -> HostResult<(usize, usize, Vec<S
     let mut out = Vec::new();
     let mut st = conn
         .prepare_cached("SELECT author, body FROM comments WHERE number = ?1 ORDER BY seq")
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let comments: Vec<(String, String)> = st
         .query_map([number], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(db_err)?
+        .or_failed(DB)?
         .collect::<Result<_, _>>()
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let mut st = conn
         .prepare_cached("SELECT author, state, body FROM reviews WHERE number = ?1 ORDER BY seq")
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     let reviews: Vec<(String, String, String)> = st
         .query_map([number], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .map_err(db_err)?
+        .or_failed(DB)?
         .collect::<Result<_, _>>()
-        .map_err(db_err)?;
+        .or_failed(DB)?;
     for (author, body) in &comments {
         out.push(format!("{author}: {body}"));
     }

@@ -12,6 +12,7 @@
 mod body;
 mod db;
 mod documents;
+mod guards;
 mod ops;
 mod seed;
 #[cfg(test)]
@@ -30,8 +31,10 @@ use crate::hosts::HostContext;
 use crate::manifest::Identity;
 use crate::world::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
-    OpSpec,
+    OpSpec, OrFailed,
 };
+use crate::world::names::{canonical_number, Paths};
+use ops::{Here, OPS};
 
 /// The `[[host]]` table of a tracker, minus `kind` and `path`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -98,8 +101,8 @@ pub enum TrackerError {
 /// the mutex keeps each call's transaction to itself.
 pub struct TrackerHost {
     conn: Mutex<Connection>,
-    /// Where the host is mounted in the world (`tracker`), for paths in guard details.
-    mount: String,
+    /// Where its entries are in the world: every path it prints is built here.
+    paths: Paths,
     /// The project's name, first segment of every ref.
     project: String,
     /// Who the mount acts as; the role decides permissions.
@@ -157,11 +160,6 @@ enum Node {
     User(String),
 }
 
-/// Numbers in paths have one spelling (see `names::canonical_number`).
-fn parse_number(s: &str) -> Option<i64> {
-    crate::world::names::canonical_number(s)
-}
-
 impl Node {
     fn parse(path: &[String]) -> Option<Node> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
@@ -178,13 +176,15 @@ impl Node {
             ["users"] => Node::Users,
             ["labels", name] => Node::Label(name.to_string()),
             ["users", name] => Node::User(name.to_string()),
-            [k, n] => Node::Item(kind(k)?, parse_number(n)?),
-            [k, n, "comments"] => Node::Comments(kind(k)?, parse_number(n)?),
-            [k, n, "comments", c] => Node::Comment(kind(k)?, parse_number(n)?, parse_number(c)?),
-            ["pulls", n, "checks"] => Node::Checks(parse_number(n)?),
-            ["pulls", n, "checks", name] => Node::Check(parse_number(n)?, name.to_string()),
-            ["pulls", n, "reviews"] => Node::Reviews(parse_number(n)?),
-            ["pulls", n, "reviews", r] => Node::Review(parse_number(n)?, parse_number(r)?),
+            [k, n] => Node::Item(kind(k)?, canonical_number(n)?),
+            [k, n, "comments"] => Node::Comments(kind(k)?, canonical_number(n)?),
+            [k, n, "comments", c] => {
+                Node::Comment(kind(k)?, canonical_number(n)?, canonical_number(c)?)
+            }
+            ["pulls", n, "checks"] => Node::Checks(canonical_number(n)?),
+            ["pulls", n, "checks", name] => Node::Check(canonical_number(n)?, name.to_string()),
+            ["pulls", n, "reviews"] => Node::Reviews(canonical_number(n)?),
+            ["pulls", n, "reviews", r] => Node::Review(canonical_number(n)?, canonical_number(r)?),
             _ => return None,
         })
     }
@@ -222,10 +222,8 @@ impl Node {
     }
 }
 
-/// SQLite failures become `Backend` errors with words.
-fn db_err(e: rusqlite::Error) -> HostError {
-    HostError::Backend(format!("tracker database: {e}"))
-}
+/// What a failed SQLite statement was doing, in its error (`.or_failed(DB)`).
+const DB: &str = "tracker database";
 
 fn default_database(mount_path: &str, state_dir: &Path) -> PathBuf {
     state_dir.join(format!("tracker-{}.db", mount_path.replace('/', "_")))
@@ -298,7 +296,7 @@ impl TrackerHost {
 
         Ok(TrackerHost {
             conn: Mutex::new(conn),
-            mount: mount_path.trim_matches('/').to_string(),
+            paths: Paths::new(mount_path),
             project,
             me: ctx.identity.clone(),
             page_size: settings.page_size,
@@ -306,8 +304,8 @@ impl TrackerHost {
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A poisoned lock only means a call panicked; its transaction rolled back on drop.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        // A call that panicked rolled its transaction back on drop.
+        crate::hosts::lock(&self.conn)
     }
 
     /// Run `f` on one consistent snapshot (a deferred transaction, rolled back after).
@@ -324,25 +322,9 @@ impl TrackerHost {
             Some(node) if db::exists(conn, &node)? => Ok(node),
             _ => Err(HostError::NotFound(format!(
                 "no entry {} in the tracker",
-                if path.is_empty() {
-                    "/".to_string()
-                } else {
-                    path.join("/")
-                }
+                self.paths.entry(path)
             ))),
         }
-    }
-
-    /// A path in the world (`tracker/pulls/50/ops/merge`), as guard details show them.
-    fn world_path(&self, parts: &[&str]) -> String {
-        let mut p = self.mount.clone();
-        for part in parts {
-            if !p.is_empty() {
-                p.push('/');
-            }
-            p.push_str(part);
-        }
-        p
     }
 
     fn reference(&self, node: &Node) -> String {
@@ -379,36 +361,23 @@ impl Host for TrackerHost {
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
         self.read(|conn| {
             let node = self.existing(conn, path)?;
-            Ok(ops::names(&node)
-                .iter()
-                .filter_map(|op| ops::spec(&node, op))
-                .collect())
+            Ok(OPS.specs(&Here::unread(node)))
         })
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
         self.read(|conn| {
-            let node = self.existing(conn, path)?;
-            ops::offered(&node, op)?;
-            Ok(Guard::new(self.conditions(conn, &node, op, args)?))
+            let here = Here::read(conn, self.existing(conn, path)?)?;
+            OPS.guard(self, conn, &here, op, args)
         })
     }
 
     fn guards(&self, path: &[String], ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
         Some(self.read(|conn| {
-            let node = self.existing(conn, path)?;
-            let item = self.item_of(conn, &node)?;
+            // The item is read once for all of the entry's guards.
+            let here = Here::read(conn, self.existing(conn, path)?)?;
             ops.iter()
-                .map(|op| {
-                    ops::offered(&node, op)?;
-                    Ok(Guard::new(self.conditions_with(
-                        conn,
-                        &node,
-                        item.as_ref(),
-                        op,
-                        None,
-                    )?))
-                })
+                .map(|op| OPS.guard(self, conn, &here, op, None))
                 .collect()
         }))
     }
@@ -424,11 +393,10 @@ impl Host for TrackerHost {
         // IMMEDIATE takes the write lock up front: the guard we check is the state we change.
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
-        let node = self.existing(&tx, path)?;
-        ops::offered(&node, op)?;
-        let outcome = self.run(&tx, &node, op, args)?;
-        tx.commit().map_err(db_err)?;
+            .or_failed(DB)?;
+        let here = Here::read(&tx, self.existing(&tx, path)?)?;
+        let outcome = OPS.call(self, &tx, &here, op, args)?;
+        tx.commit().or_failed(DB)?;
         Ok(outcome)
     }
 
@@ -456,7 +424,7 @@ impl Host for TrackerHost {
         true
     }
 
-    // `run` evaluates the conditions inside the call's transaction and answers Blocked.
+    // `OPS.call` checks the guard inside the call's transaction and answers Blocked.
     fn checks_guard_in_call(&self) -> bool {
         true
     }

@@ -1,750 +1,481 @@
-//! Operations: their specs (one-line description, strict JSON schema), their guards, and what
-//! a call does. `run` evaluates the guard with the same function `guard` shows, inside the
-//! caller's write transaction, so what the guard said is what the call checks.
+//! Operations, each declared once in `OPS`: its name, the entries that offer it, its
+//! arguments as a typed value (the schema `ops/` shows is generated from that type), its
+//! guard and its run. A call checks the guard inside the caller's write transaction, with
+//! the function `guard` shows, so what the guard said is what the call checks.
+
+use std::sync::LazyLock;
 
 use rusqlite::{params, Connection};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::db::{self, Item};
+use super::guards::closed_why;
 use super::view::item_name;
-use super::{db_err, Kind, Node, TrackerHost};
+use super::{Kind, Node, TrackerHost, DB};
 use crate::hosts::text::{and_list, flat, plural};
-use crate::manifest::Role;
-use crate::world::host::{
-    object_schema, CallOutcome, Condition, Guard, HostError, HostResult, OpSpec,
-};
+use crate::world::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
+use crate::world::op::{Decl, Names, NoArgs, Ops, Text};
 
-const ISSUE_OPS: &[&str] = &[
-    "read_body",
-    "edit_body",
-    "get_metadata",
-    "comment",
-    "close",
-    "reopen",
-    "label",
-    "assign",
-    "unassign",
-];
-const PULL_OPS: &[&str] = &[
-    "read_body",
-    "edit_body",
-    "get_metadata",
-    "comment",
-    "close",
-    "reopen",
-    "label",
-    "assign",
-    "unassign",
-    "diff",
-    "request_review",
-    "approve",
-    "rerun_checks",
-    "merge",
-];
+/// An entry as its ops see it: its node and, for an issue or pull request, the item itself,
+/// read once so that the guards of all of an entry's ops share one read (and inside a call,
+/// read in the call's transaction).
+pub(super) struct Here {
+    node: Node,
+    item: Option<Item>,
+}
 
-/// Names of the ops an entry offers, in the order `ops/` lists them.
-pub(super) fn names(node: &Node) -> &'static [&'static str] {
-    match node {
-        Node::Root | Node::Issues => &["create_issue"],
-        Node::Item(Kind::Issue, _) => ISSUE_OPS,
-        Node::Item(Kind::Pull, _) => PULL_OPS,
-        Node::Comment(..) => &["read_body", "edit_body"],
-        Node::Review(..) => &["read_body"],
-        Node::Check(..) => &["read_log"],
-        Node::Label(_) | Node::User(_) => &["issues"],
-        Node::Pulls
-        | Node::Labels
-        | Node::Users
-        | Node::Comments(..)
-        | Node::Checks(_)
-        | Node::Reviews(_) => &[],
+impl Here {
+    /// The entry at `node`, its item read from `conn`.
+    pub(super) fn read(conn: &Connection, node: Node) -> HostResult<Here> {
+        let item = match &node {
+            Node::Item(_, n) => Some(db::item_req(conn, *n)?),
+            _ => None,
+        };
+        Ok(Here { node, item })
     }
-}
 
-pub(super) fn offered(node: &Node, op: &str) -> HostResult<()> {
-    if names(node).contains(&op) {
-        Ok(())
-    } else {
-        let offered = names(node);
-        Err(HostError::NotFound(if offered.is_empty() {
-            format!("no operation {op:?} here (this entry has none)")
-        } else {
-            format!("no operation {op:?} here (offered: {})", offered.join(", "))
-        }))
+    /// An issue or pull request already read.
+    pub(super) fn of_item(item: Item) -> Here {
+        Here {
+            node: Node::Item(item.kind, item.number),
+            item: Some(item),
+        }
     }
-}
 
-fn state_filter() -> Value {
-    json!({
-        "type": "string",
-        "enum": ["open", "closed", "all"],
-        "default": "all",
-        "description": "which to list: open, closed (closed or merged) or all"
-    })
-}
+    /// The entry without its item: enough for which ops it offers and their descriptions.
+    pub(super) fn unread(node: Node) -> Here {
+        Here { node, item: None }
+    }
 
-pub(super) fn spec(node: &Node, op: &str) -> Option<OpSpec> {
-    let string = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
-    let names = |d: &str| json!({"type": "array", "items": {"type": "string", "minLength": 1}, "description": d});
-    let none = || object_schema(json!({}), &[]);
-    let what = match node {
-        Node::Item(Kind::Pull, _) => "pull request",
-        _ => "issue",
-    };
-    let (description, schema) = match op {
-        "create_issue" => (
-            "Open a new issue: title, optional body (markdown), labels and assignees (names).".to_string(),
-            object_schema(
-                json!({
-                    "title": string("one line"),
-                    "body": {"type": "string", "description": "markdown"},
-                    "labels": names("label names, see labels/"),
-                    "assignees": names("user names, see users/"),
-                }),
-                &["title"],
-            ),
-        ),
-        "read_body" => match node {
-            Node::Comment(..) => ("Read the comment's full text (markdown).".to_string(), none()),
-            Node::Review(..) => ("Read the review's full text and verdict.".to_string(), none()),
-            _ => (format!("Read the {what}'s full text (markdown) with a header of its state."), none()),
-        },
-        "edit_body" => (
-            match node {
-                Node::Comment(..) => "Replace the comment's text (markdown) with body; writing its `body` file does this.".to_string(),
-                _ => format!("Replace the {what}'s text (markdown) with body; writing its `body` file does this."),
-            },
-            object_schema(json!({"body": {"type": "string", "description": "the whole new text (markdown)"}}), &["body"]),
-        ),
-        "get_metadata" => (
-            format!("All fields of the {what} as JSON: state, author, labels, assignees, dates{}.",
-                if what == "pull request" { ", checks, reviews, branches" } else { "" }),
-            none(),
-        ),
-        "comment" => (
-            format!("Add a comment to the {what}: body (markdown)."),
-            object_schema(json!({"body": string("markdown")}), &["body"]),
-        ),
-        "close" => (
-            format!("Close the {what}{}: reason (text, e.g. \"fixed in 1.2\").",
-                if what == "pull request" { " without merging" } else { "" }),
-            object_schema(json!({"reason": string("why it is closed")}), &["reason"]),
-        ),
-        "reopen" => (format!("Reopen the closed {what}."), none()),
-        "label" => (
-            "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string(),
-            {
-                let mut s = object_schema(
-                    json!({
-                        "add": names("labels to add"),
-                        "remove": names("labels to remove"),
-                    }),
-                    &[],
-                );
-                s["minProperties"] = json!(1);
-                s
-            },
-        ),
-        "assign" => (
-            format!("Assign a user to the {what}: user (name, see users/)."),
-            object_schema(json!({"user": string("user name")}), &["user"]),
-        ),
-        "unassign" => (
-            format!("Remove an assignee from the {what}: user (name)."),
-            object_schema(json!({"user": string("user name")}), &["user"]),
-        ),
-        "diff" => ("The pull request's changes as a unified diff.".to_string(), none()),
-        "request_review" => (
-            "Ask someone to review the pull request: reviewer (user name, not its author).".to_string(),
-            object_schema(json!({"reviewer": string("user name")}), &["reviewer"]),
-        ),
-        "approve" => (
-            "Approve the pull request as you: body (optional review text).".to_string(),
-            object_schema(json!({"body": {"type": "string", "description": "review text"}}), &[]),
-        ),
-        "rerun_checks" => (
-            "Run the failing checks again (fixes failures of the runner, not of the code).".to_string(),
-            none(),
-        ),
-        "merge" => (
-            "Merge into the base branch: method merge|squash|rebase (default merge); closes the issues it fixes.".to_string(),
-            object_schema(
-                json!({"method": {"type": "string", "enum": ["merge", "squash", "rebase"], "default": "merge"}}),
-                &[],
-            ),
-        ),
-        "read_log" => ("Read the check's full log.".to_string(), none()),
-        "issues" => match node {
-            Node::Label(_) => (
-                "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string(),
-                object_schema(json!({"state": state_filter()}), &[]),
-            ),
-            _ => (
-                "Issues and pull requests this user opened or is assigned, newest first, as paths: state open|closed|all (default all).".to_string(),
-                object_schema(json!({"state": state_filter()}), &[]),
-            ),
-        },
-        _ => return None,
-    };
-    Some(OpSpec {
-        name: op.to_string(),
-        description,
-        schema,
-    })
+    fn item(&self) -> HostResult<&Item> {
+        self.item
+            .as_ref()
+            .ok_or_else(|| HostError::NotFound("not an issue or pull request".into()))
+    }
+
+    fn is_item(&self) -> bool {
+        matches!(self.node, Node::Item(..))
+    }
+
+    fn is_pull(&self) -> bool {
+        matches!(self.node, Node::Item(Kind::Pull, _))
+    }
+
+    /// What the entry is called in descriptions.
+    fn what(&self) -> &'static str {
+        match self.node {
+            Node::Comment(..) => "comment",
+            Node::Item(Kind::Pull, _) => "pull request",
+            _ => "issue",
+        }
+    }
 }
 
 // ---------------------------------------------------------------- arguments
 
-/// The args object (a bare `null` counts as `{}`: ops without required args).
-fn fields(args: &Value) -> HostResult<serde_json::Map<String, Value>> {
-    match args {
-        Value::Object(m) => Ok(m.clone()),
-        Value::Null => Ok(serde_json::Map::new()),
-        other => Err(HostError::InvalidArgs(format!(
-            "arguments must be a JSON object, not {other}"
-        ))),
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateIssue {
+    /// one line
+    title: Text,
+    /// markdown
+    // Not nullable in the schema: an agent omits it rather than sending null.
+    #[schemars(extend("type" = "string"))]
+    body: Option<String>,
+    /// label names, see labels/
+    #[serde(default)]
+    labels: Names,
+    /// user names, see users/
+    #[serde(default)]
+    assignees: Names,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EditBody {
+    /// the whole new text (markdown)
+    body: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddComment {
+    /// markdown
+    body: Text,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Close {
+    /// why it is closed
+    reason: Text,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
+struct Relabel {
+    /// labels to add
+    #[serde(default)]
+    add: Names,
+    /// labels to remove
+    #[serde(default)]
+    remove: Names,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Assignee {
+    /// user name
+    user: Text,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RequestReview {
+    /// user name
+    reviewer: Text,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Approve {
+    /// review text
+    #[schemars(extend("type" = "string"))]
+    body: Option<String>,
+}
+
+#[derive(Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Method {
+    #[default]
+    Merge,
+    Squash,
+    Rebase,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Merge {
+    #[serde(default)]
+    method: Method,
+}
+
+#[derive(Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum StateFilter {
+    Open,
+    Closed,
+    #[default]
+    All,
+}
+
+/// How serde spells a unit variant (`Method::Squash` → `squash`): the schema, the
+/// arguments, results and the database share that one spelling.
+fn spelled(v: impl Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => String::new(),
     }
 }
 
-fn opt_str(args: &Value, key: &str) -> HostResult<Option<String>> {
-    match fields(args)?.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(HostError::InvalidArgs(format!(
-            "{key} must be a string, not {other}"
-        ))),
-    }
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Related {
+    /// which to list: open, closed (closed or merged) or all
+    #[serde(default)]
+    state: StateFilter,
 }
 
-/// A required string, non-blank.
-fn req_str(args: &Value, key: &str) -> HostResult<String> {
-    match opt_str(args, key)? {
-        Some(s) if !s.trim().is_empty() => Ok(s.trim_end_matches(['\n', '\r']).to_string()),
-        _ => Err(HostError::InvalidArgs(format!(
-            "{key} is required and must not be empty"
-        ))),
-    }
+// ---------------------------------------------------------------- the ops
+
+type Op<A> = Decl<TrackerHost, Here, Connection, A>;
+
+/// The guard of an op that only reads.
+fn reading<A>(
+    h: &TrackerHost,
+    _: &Connection,
+    _: &Here,
+    _: Option<&A>,
+) -> HostResult<Vec<Condition>> {
+    Ok(vec![h.can_read()])
 }
 
-fn str_list(args: &Value, key: &str) -> HostResult<Vec<String>> {
-    match fields(args)?.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-                other => Err(HostError::InvalidArgs(format!(
-                    "{key} must hold non-empty names, not {other}"
-                ))),
-            })
-            .collect(),
-        Some(other) => Err(HostError::InvalidArgs(format!(
-            "{key} must be an array of names, not {other}"
-        ))),
-    }
-}
-
-fn state_arg(args: &Value) -> HostResult<String> {
-    let state = opt_str(args, "state")?.unwrap_or_else(|| "all".to_string());
-    if ["open", "closed", "all"].contains(&state.as_str()) {
-        Ok(state)
-    } else {
-        Err(HostError::InvalidArgs(format!(
-            "state {state:?} is not one of open, closed, all"
-        )))
-    }
-}
-
-fn check_labels(conn: &Connection, project: &str, names: &[String]) -> HostResult<()> {
-    for name in names {
-        if db::label(conn, name)?.is_none() {
-            return Err(HostError::InvalidArgs(format!(
-                "unknown label {name:?}; labels in {project}: {}",
-                db::label_names(conn)?.join(", ")
-            )));
+/// Every op of the tracker, in the order `ops/` lists them.
+pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::new(|| {
+    Ops::new(vec![
+        Op::<CreateIssue> {
+            name: "create_issue",
+            offers: |at| matches!(at.node, Node::Root | Node::Issues),
+            describe: |_| {
+                "Open a new issue: title, optional body (markdown), labels and assignees (names)."
+                    .into()
+            },
+            guard: |h, _, _, args| {
+                let mut c = vec![h.can_comment("open issues")];
+                // Labels and assignees are triage: maintainers only.
+                if args.is_some_and(|a| !a.labels.is_empty() || !a.assignees.is_empty()) {
+                    c.push(h.can_write("set labels or assignees", None));
+                }
+                Ok(c)
+            },
+            run: |h, conn, _, a| h.create_issue(conn, a),
         }
-    }
-    Ok(())
-}
-
-fn check_users(conn: &Connection, project: &str, names: &[String]) -> HostResult<()> {
-    for name in names {
-        if db::user(conn, name)?.is_none() {
-            return Err(HostError::InvalidArgs(format!(
-                "unknown user {name:?}; users in {project}: {}",
-                db::user_names(conn)?.join(", ")
-            )));
+        .into(),
+        Op::<NoArgs> {
+            name: "read_body",
+            offers: |at| matches!(at.node, Node::Item(..) | Node::Comment(..) | Node::Review(..)),
+            describe: |at| match at.node {
+                Node::Comment(..) => "Read the comment's full text (markdown).".into(),
+                Node::Review(..) => "Read the review's full text and verdict.".into(),
+                _ => format!(
+                    "Read the {}'s full text (markdown) with a header of its state.",
+                    at.what()
+                ),
+            },
+            guard: reading,
+            run: |h, conn, at, _| h.read_body(conn, at),
         }
-    }
-    Ok(())
-}
+        .into(),
+        Op::<EditBody> {
+            name: "edit_body",
+            offers: |at| matches!(at.node, Node::Item(..) | Node::Comment(..)),
+            describe: |at| {
+                format!(
+                    "Replace the {}'s text (markdown) with body; writing its `body` file does this.",
+                    at.what()
+                )
+            },
+            guard: |h, conn, at, _| {
+                Ok(vec![match at.node {
+                    Node::Comment(_, n, c) => {
+                        let cm = db::comment(conn, n, c)?.ok_or_else(|| {
+                            HostError::NotFound(format!("no comment {c} on #{n}"))
+                        })?;
+                        h.can_edit_comment(&cm.author, n, c)
+                    }
+                    _ => h.can_write("edit", Some(at.item()?)),
+                }])
+            },
+            run: |h, conn, at, a| h.edit_body(conn, at, &a.body),
+        }
+        .into(),
+        Op::<NoArgs> {
+            name: "get_metadata",
+            offers: Here::is_item,
+            describe: |at| {
+                format!(
+                    "All fields of the {} as JSON: state, author, labels, assignees, dates{}.",
+                    at.what(),
+                    if at.is_pull() {
+                        ", checks, reviews, branches"
+                    } else {
+                        ""
+                    }
+                )
+            },
+            guard: reading,
+            run: |h, conn, at, _| {
+                let meta = h.metadata(conn, at.item()?)?;
+                let text = serde_json::to_string_pretty(&meta).or_failed("cannot render metadata")?;
+                Ok(CallOutcome::text(text))
+            },
+        }
+        .into(),
+        Op::<AddComment> {
+            name: "comment",
+            offers: Here::is_item,
+            describe: |at| format!("Add a comment to the {}: body (markdown).", at.what()),
+            guard: |h, _, _, _| Ok(vec![h.can_comment("comment")]),
+            run: |h, conn, at, a| h.comment(conn, at.item()?, a.body.as_str()),
+        }
+        .into(),
+        Op::<Close> {
+            name: "close",
+            offers: Here::is_item,
+            describe: |at| {
+                format!(
+                    "Close the {}{}: reason (text, e.g. \"fixed in 1.2\").",
+                    at.what(),
+                    if at.is_pull() { " without merging" } else { "" }
+                )
+            },
+            guard: |h, _, at, _| {
+                let it = at.item()?;
+                Ok(vec![h.open_cond(it), h.can_write("close", Some(it))])
+            },
+            run: |h, conn, at, a| h.close(conn, at.item()?, &flat(a.reason.as_str())),
+        }
+        .into(),
+        Op::<NoArgs> {
+            name: "reopen",
+            offers: Here::is_item,
+            describe: |at| format!("Reopen the closed {}.", at.what()),
+            guard: |h, _, at, _| {
+                let it = at.item()?;
+                Ok(vec![h.closed_cond(it), h.can_write("reopen", Some(it))])
+            },
+            run: |h, conn, at, _| h.reopen(conn, at.item()?),
+        }
+        .into(),
+        Op::<Relabel> {
+            name: "label",
+            offers: Here::is_item,
+            describe: |_| {
+                "Add and/or remove labels: add [names], remove [names] (see labels/).".into()
+            },
+            guard: |h, _, _, _| Ok(vec![h.can_write("label", None)]),
+            run: |h, conn, at, a| h.relabel(conn, at.item()?, a),
+        }
+        .into(),
+        Op::<Assignee> {
+            name: "assign",
+            offers: Here::is_item,
+            describe: |at| {
+                format!(
+                    "Assign a user to the {}: user (name, see users/).",
+                    at.what()
+                )
+            },
+            guard: |h, _, _, _| Ok(vec![h.can_write("assign", None)]),
+            run: |h, conn, at, a| h.assign(conn, at.item()?, a.user.as_str().trim(), true),
+        }
+        .into(),
+        Op::<Assignee> {
+            name: "unassign",
+            offers: Here::is_item,
+            describe: |at| format!("Remove an assignee from the {}: user (name).", at.what()),
+            guard: |h, _, _, _| Ok(vec![h.can_write("assign", None)]),
+            run: |h, conn, at, a| h.assign(conn, at.item()?, a.user.as_str().trim(), false),
+        }
+        .into(),
+        Op::<NoArgs> {
+            name: "diff",
+            offers: Here::is_pull,
+            describe: |_| "The pull request's changes as a unified diff.".into(),
+            guard: reading,
+            run: |_, _, at, _| {
+                let pull = at.item()?;
+                Ok(CallOutcome::text(pull.diff.clone().unwrap_or_else(|| {
+                    format!("(PR #{} has no recorded changes)", pull.number)
+                })))
+            },
+        }
+        .into(),
+        Op::<RequestReview> {
+            name: "request_review",
+            offers: Here::is_pull,
+            describe: |_| {
+                "Ask someone to review the pull request: reviewer (user name, not its author)."
+                    .into()
+            },
+            guard: |h, _, at, _| {
+                let it = at.item()?;
+                Ok(vec![h.open_cond(it), h.can_comment("request reviews")])
+            },
+            run: |h, conn, at, a| h.request_review(conn, at.item()?, a.reviewer.as_str().trim()),
+        }
+        .into(),
+        Op::<Approve> {
+            name: "approve",
+            offers: Here::is_pull,
+            describe: |_| "Approve the pull request as you: body (optional review text).".into(),
+            guard: |h, _, at, _| {
+                let it = at.item()?;
+                Ok(vec![
+                    h.open_cond(it),
+                    h.not_author_cond(it),
+                    h.can_write("approve", None),
+                ])
+            },
+            run: |h, conn, at, a| h.approve(conn, at.item()?, a.body.as_deref()),
+        }
+        .into(),
+        Op::<NoArgs> {
+            name: "rerun_checks",
+            offers: Here::is_pull,
+            describe: |_| {
+                "Run the failing checks again (fixes failures of the runner, not of the code)."
+                    .into()
+            },
+            guard: |h, conn, at, _| {
+                let it = at.item()?;
+                Ok(vec![
+                    h.open_cond(it),
+                    h.failing_cond(conn, it)?,
+                    h.can_write("rerun checks", Some(it)),
+                ])
+            },
+            run: |h, conn, at, _| h.rerun(conn, at.item()?),
+        }
+        .into(),
+        Op::<Merge> {
+            name: "merge",
+            offers: Here::is_pull,
+            describe: |_| {
+                "Merge into the base branch: method merge|squash|rebase (default merge); closes the issues it fixes."
+                    .into()
+            },
+            guard: |h, conn, at, _| {
+                let it = at.item()?;
+                Ok(vec![
+                    h.open_cond(it),
+                    h.checks_cond(conn, it)?,
+                    h.review_cond(conn, it)?,
+                    h.mergeable_cond(it),
+                    h.can_write("merge", None),
+                ])
+            },
+            run: |h, conn, at, a| h.merge(conn, at.item()?, a.method),
+        }
+        .into(),
+        Op::<NoArgs> {
+            name: "read_log",
+            offers: |at| matches!(at.node, Node::Check(..)),
+            describe: |_| "Read the check's full log.".into(),
+            guard: reading,
+            run: |_, conn, at, _| match &at.node {
+                Node::Check(n, name) => match db::check(conn, *n, name)? {
+                    Some(c) => Ok(CallOutcome::text(c.log)),
+                    None => Err(HostError::NotFound(format!("no check {name} on PR #{n}"))),
+                },
+                _ => Err(HostError::NotFound("not a check".into())),
+            },
+        }
+        .into(),
+        Op::<Related> {
+            name: "issues",
+            offers: |at| matches!(at.node, Node::Label(_) | Node::User(_)),
+            describe: |at| {
+                format!(
+                    "Issues and pull requests {}, newest first, as paths: state open|closed|all (default all).",
+                    match at.node {
+                        Node::Label(_) => "with this label",
+                        _ => "this user opened or is assigned",
+                    }
+                )
+            },
+            guard: reading,
+            run: |h, conn, at, a| h.related(conn, &at.node, a.state),
+        }
+        .into(),
+    ])
+});
 
 fn exec(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> HostResult<usize> {
     conn.prepare_cached(sql)
         .and_then(|mut st| st.execute(p))
-        .map_err(db_err)
+        .or_failed(DB)
 }
 
-// ---------------------------------------------------------------- guards
-
-impl TrackerHost {
-    fn you(&self) -> String {
-        format!(
-            "you are {}, a {} of {}",
-            self.me.user,
-            self.me.role.as_str(),
-            self.project
-        )
-    }
-
-    fn can_read(&self) -> Condition {
-        Condition::check("can_read", true, "reading changes nothing; anyone may read")
-    }
-
-    fn can_comment(&self, action: &str) -> Condition {
-        match self.me.role {
-            Role::Maintainer | Role::Contributor => Condition::check(
-                "can_comment",
-                true,
-                format!("{}; maintainers and contributors may {action}", self.you()),
-            ),
-            Role::Reader => Condition::check(
-                "can_comment",
-                false,
-                format!(
-                    "{}: readers cannot {action} — cannot be satisfied by you (the mount's identity is set in its manifest)",
-                    self.you()
-                ),
-            ),
-        }
-    }
-
-    /// Write permission for `action`; authors (contributors) may act on their own `item`.
-    fn can_write(&self, action: &str, own: Option<&Item>) -> Condition {
-        match (self.me.role, own) {
-            (Role::Maintainer, _) => Condition::check("can_write", true, self.you()),
-            (Role::Contributor, Some(item)) if item.author == self.me.user => Condition::check(
-                "can_write",
-                true,
-                format!(
-                    "you opened #{}, and authors may {action} their own",
-                    item.number
-                ),
-            ),
-            (Role::Contributor, _) => Condition::check(
-                "can_write",
-                false,
-                format!(
-                    "{}: only maintainers{} may {action} — cannot be satisfied by you",
-                    self.you(),
-                    if own.is_some() { " and the author" } else { "" }
-                ),
-            ),
-            (Role::Reader, _) => Condition::check(
-                "can_write",
-                false,
-                format!(
-                    "{}: readers cannot write — cannot be satisfied by you",
-                    self.you()
-                ),
-            ),
-        }
-    }
-
-    /// Maintainers may edit any comment; others their own.
-    fn can_edit_comment(&self, author: &str, n: i64, c: i64) -> Condition {
-        match self.me.role {
-            Role::Maintainer => Condition::check("can_edit", true, self.you()),
-            _ if author == self.me.user && self.me.role != Role::Reader => Condition::check(
-                "can_edit",
-                true,
-                format!("you wrote comment {c} on #{n}"),
-            ),
-            _ => Condition::check(
-                "can_edit",
-                false,
-                format!(
-                    "comment {c} on #{n} is by {author} and {}: only its author and maintainers may edit it — cannot be satisfied by you",
-                    self.you()
-                ),
-            ),
-        }
-    }
-
-    fn ops_path(&self, item: &Item, op: &str) -> String {
-        let mut p = item.path();
-        p.push("ops".into());
-        p.push(op.into());
-        let parts: Vec<&str> = p.iter().map(String::as_str).collect();
-        self.world_path(&parts)
-    }
-
-    fn open_cond(&self, item: &Item) -> Condition {
-        let who = item.label();
-        match item.state.as_str() {
-            "open" => Condition::check("open", true, format!("{who} is open")),
-            "merged" => Condition::check(
-                "open",
-                false,
-                format!(
-                    "{who} was merged on {} by {}; a merged pull request stays merged — cannot be satisfied by you",
-                    db::day(item.closed_at.as_deref().unwrap_or("")),
-                    item.closed_by.as_deref().unwrap_or("someone")
-                ),
-            ),
-            _ => Condition::check(
-                "open",
-                false,
-                format!(
-                    "{who} is already closed{} — reopen it with {}",
-                    closed_why(item),
-                    self.ops_path(item, "reopen")
-                ),
-            ),
-        }
-    }
-
-    fn closed_cond(&self, item: &Item) -> Condition {
-        let who = item.label();
-        match item.state.as_str() {
-            "closed" => Condition::check("closed", true, format!("{who} is closed{}", closed_why(item))),
-            "merged" => Condition::check(
-                "closed",
-                false,
-                format!("{who} was merged; a merged pull request cannot be reopened — cannot be satisfied by you"),
-            ),
-            _ => Condition::check(
-                "closed",
-                false,
-                format!("{who} is open; nothing to reopen (close it with {})", self.ops_path(item, "close")),
-            ),
-        }
-    }
-
-    fn checks_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
-        let checks = db::checks(conn, pull.number)?;
-        let names = |f: &dyn Fn(&db::Check) -> bool| -> Vec<String> {
-            checks
-                .iter()
-                .filter(|c| f(c))
-                .map(|c| c.name.clone())
-                .collect()
-        };
-        let failing = names(&|c| c.status == "failure");
-        let pending = names(&|c| c.status == "pending");
-        let all = names(&|_| true);
-        if failing.is_empty() && pending.is_empty() {
-            let detail = if all.is_empty() {
-                "no checks are configured".to_string()
-            } else {
-                format!(
-                    "all {} pass ({})",
-                    plural(all.len() as i64, "check", "checks"),
-                    all.join(", ")
-                )
-            };
-            return Ok(Condition::check("checks_passing", true, detail));
-        }
-        let n = pull.number.to_string();
-        let mut detail = String::new();
-        if !failing.is_empty() {
-            detail.push_str(&format!(
-                "{} of {} checks failing ({}) — see {}",
-                failing.len(),
-                all.len(),
-                failing.join(", "),
-                self.world_path(&["pulls", &n, "checks", &failing[0]])
-            ));
-            let retry = names(&|c| c.status == "failure" && c.retryable);
-            let hard = names(&|c| c.status == "failure" && !c.retryable);
-            if !retry.is_empty() {
-                let who = if self.can_rerun(pull) {
-                    format!("rerun with {}", self.ops_path(pull, "rerun_checks"))
-                } else {
-                    "a maintainer or the author can rerun it (rerun_checks) — not you".to_string()
-                };
-                detail.push_str(&format!(
-                    "; {} failed on the CI runner, not in the code (see its log): {who}",
-                    and_list(&retry)
-                ));
-            }
-            if !hard.is_empty() {
-                let branch = pull.head.as_deref().unwrap_or("its branch");
-                let fix = if pull.author == self.me.user {
-                    format!("you (the author) must push a fix to {branch}, outside this tracker — cannot be satisfied by an op here")
-                } else {
-                    format!(
-                        "the author ({}) must push a fix to {branch} — cannot be satisfied by you",
-                        pull.author
-                    )
-                };
-                detail.push_str(&format!(
-                    "; {} fails the same way on every run, so rerun_checks cannot fix it: {fix}",
-                    and_list(&hard)
-                ));
-            }
-        }
-        if !pending.is_empty() {
-            if !detail.is_empty() {
-                detail.push_str("; ");
-            }
-            detail.push_str(&format!(
-                "{} still running — read this guard again later",
-                and_list(&pending)
-            ));
-        }
-        Ok(Condition::check("checks_passing", false, detail))
-    }
-
-    fn review_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
-        let rs = db::review_state(conn, pull)?;
-        if rs.approved() {
-            return Ok(Condition::check(
-                "review_approved",
-                true,
-                format!("approved by {}", and_list(&rs.approvers)),
-            ));
-        }
-        let n = pull.number.to_string();
-        if !rs.changes_by.is_empty() {
-            return Ok(Condition::check(
-                "review_approved",
-                false,
-                format!(
-                    "changes requested by {} (see {}); the author must address them and the reviewer approve — cannot be satisfied by you",
-                    and_list(&rs.changes_by),
-                    self.world_path(&["pulls", &n, "reviews"])
-                ),
-            ));
-        }
-        let waiting = if rs.requested.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (review requested from {}, not given yet)",
-                and_list(&rs.requested)
-            )
-        };
-        let detail = if pull.author == self.me.user {
-            format!(
-                "no approving review yet{waiting}; you cannot approve your own pull request — ask someone with {}",
-                self.ops_path(pull, "request_review")
-            )
-        } else if self.me.role == Role::Maintainer {
-            format!(
-                "no approving review yet{waiting} — approve it with {}",
-                self.ops_path(pull, "approve")
-            )
-        } else {
-            format!(
-                "no approving review yet{waiting}; only maintainers approve — ask one with {}",
-                self.ops_path(pull, "request_review")
-            )
-        };
-        Ok(Condition::check("review_approved", false, detail))
-    }
-
-    fn mergeable_cond(&self, pull: &Item) -> Condition {
-        let base = pull.base.as_deref().unwrap_or("main");
-        if pull.mergeable {
-            Condition::check("mergeable", true, format!("no conflicts with {base}"))
-        } else {
-            Condition::check(
-                "mergeable",
-                false,
-                format!(
-                    "conflicts with {base}{}; the author ({}) must rebase {} onto {base} — cannot be satisfied by you",
-                    pull.conflicts.as_deref().map(|c| format!(" in {c}")).unwrap_or_default(),
-                    pull.author,
-                    pull.head.as_deref().unwrap_or("the branch"),
-                ),
-            )
-        }
-    }
-
-    fn not_author_cond(&self, pull: &Item) -> Condition {
-        if pull.author == self.me.user {
-            Condition::check(
-                "not_author",
-                false,
-                format!(
-                    "you opened PR #{} and cannot approve your own pull request — ask someone with {}",
-                    pull.number,
-                    self.ops_path(pull, "request_review")
-                ),
-            )
-        } else {
-            Condition::check(
-                "not_author",
-                true,
-                format!(
-                    "{} opened PR #{}; you are {}",
-                    pull.author, pull.number, self.me.user
-                ),
-            )
-        }
-    }
-
-    fn can_rerun(&self, pull: &Item) -> bool {
-        self.can_write("rerun checks", Some(pull)).ok
-    }
-
-    fn failing_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
-        let checks = db::checks(conn, pull.number)?;
-        let failing: Vec<String> = checks
-            .iter()
-            .filter(|c| c.status == "failure")
-            .map(|c| c.name.clone())
-            .collect();
-        Ok(if failing.is_empty() {
-            Condition::check(
-                "has_failing_checks",
-                false,
-                format!(
-                    "no check is failing ({} of {} pass); nothing to rerun",
-                    checks.iter().filter(|c| c.status == "success").count(),
-                    checks.len()
-                ),
-            )
-        } else {
-            let hard: Vec<String> = checks
-                .iter()
-                .filter(|c| c.status == "failure" && !c.retryable)
-                .map(|c| c.name.clone())
-                .collect();
-            let mut detail = format!(
-                "{} failing: rerun_checks runs {} again",
-                and_list(&failing),
-                if failing.len() == 1 { "it" } else { "them" }
-            );
-            if !hard.is_empty() {
-                detail.push_str(&format!(
-                    " (but {} fails in the code, not on the runner: a rerun will fail the same way)",
-                    and_list(&hard)
-                ));
-            }
-            Condition::check("has_failing_checks", true, detail)
-        })
-    }
-
-    /// The guard of `op` on `node`: the same function serves `guard` files and `call`.
-    pub(super) fn conditions(
-        &self,
-        conn: &Connection,
-        node: &Node,
-        op: &str,
-        args: Option<&Value>,
-    ) -> HostResult<Vec<Condition>> {
-        let item = self.item_of(conn, node)?;
-        self.conditions_with(conn, node, item.as_ref(), op, args)
-    }
-
-    /// The issue or pull request a node is, if it is one (guards need its state).
-    pub(super) fn item_of(&self, conn: &Connection, node: &Node) -> HostResult<Option<Item>> {
-        Ok(match node {
-            Node::Item(_, n) => Some(db::item_req(conn, *n)?),
-            _ => None,
-        })
-    }
-
-    /// The guard conditions of `op` on a node whose item (if any) was already read, so
-    /// the guards of all of an entry's ops read it once.
-    pub(super) fn conditions_with(
-        &self,
-        conn: &Connection,
-        node: &Node,
-        item_ref: Option<&Item>,
-        op: &str,
-        args: Option<&Value>,
-    ) -> HostResult<Vec<Condition>> {
-        let need = || {
-            item_ref
-                .ok_or_else(|| HostError::NotFound(format!("{op} needs an issue or pull request")))
-        };
-        Ok(match op {
-            "read_body" | "get_metadata" | "diff" | "read_log" | "issues" => vec![self.can_read()],
-            "create_issue" => {
-                let mut c = vec![self.can_comment("open issues")];
-                // Labels and assignees are triage: maintainers only.
-                let triage = args.is_some_and(|a| {
-                    !str_list(a, "labels").unwrap_or_default().is_empty()
-                        || !str_list(a, "assignees").unwrap_or_default().is_empty()
-                });
-                if triage {
-                    c.push(self.can_write("set labels or assignees", None));
-                }
-                c
-            }
-            "comment" => vec![self.can_comment("comment")],
-            "edit_body" => match node {
-                Node::Comment(_, n, c) => {
-                    let cm = db::comment(conn, *n, *c)?
-                        .ok_or_else(|| HostError::NotFound(format!("no comment {c} on #{n}")))?;
-                    vec![self.can_edit_comment(&cm.author, *n, *c)]
-                }
-                _ => vec![self.can_write("edit", Some(need()?))],
-            },
-            "close" => {
-                let it = need()?;
-                vec![self.open_cond(it), self.can_write("close", Some(it))]
-            }
-            "reopen" => {
-                let it = need()?;
-                vec![self.closed_cond(it), self.can_write("reopen", Some(it))]
-            }
-            "label" => vec![self.can_write("label", None)],
-            "assign" | "unassign" => vec![self.can_write("assign", None)],
-            "request_review" => {
-                let it = need()?;
-                vec![self.open_cond(it), self.can_comment("request reviews")]
-            }
-            "approve" => {
-                let it = need()?;
-                vec![
-                    self.open_cond(it),
-                    self.not_author_cond(it),
-                    self.can_write("approve", None),
-                ]
-            }
-            "rerun_checks" => {
-                let it = need()?;
-                vec![
-                    self.open_cond(it),
-                    self.failing_cond(conn, it)?,
-                    self.can_write("rerun checks", Some(it)),
-                ]
-            }
-            "merge" => {
-                let it = need()?;
-                vec![
-                    self.open_cond(it),
-                    self.checks_cond(conn, it)?,
-                    self.review_cond(conn, it)?,
-                    self.mergeable_cond(it),
-                    self.can_write("merge", None),
-                ]
-            }
-            other => return Err(HostError::NotFound(format!("no operation {other:?} here"))),
-        })
-    }
-}
-
-/// ` (by alex on 2026-11-30: fixed in 1.2)`
-fn closed_why(item: &Item) -> String {
-    let mut s = String::new();
-    if let Some(by) = &item.closed_by {
-        s.push_str(&format!(" by {by}"));
-    }
-    if let Some(at) = &item.closed_at {
-        s.push_str(&format!(" on {}", db::day(at)));
-    }
-    if let Some(r) = &item.close_reason {
-        s.push_str(&format!(": {r}"));
-    }
-    if s.is_empty() {
-        s
+/// `a, b` or `none`.
+fn none_or_list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
     } else {
-        format!(" ({})", s.trim_start())
+        names.join(", ")
     }
 }
 
@@ -764,24 +495,32 @@ fn item_changed(conn: &Connection, item: &Item, counts: bool) -> HostResult<Vec<
 }
 
 impl TrackerHost {
-    pub(super) fn run(
+    /// Each of `names` is a known `what` (label, user), or words that list the known ones.
+    fn check_known<S: AsRef<str>>(
         &self,
         conn: &Connection,
-        node: &Node,
-        op: &str,
-        args: &Value,
-    ) -> HostResult<CallOutcome> {
-        let guard = Guard::new(self.conditions(conn, node, op, Some(args))?);
-        if !guard.allowed() {
-            return Err(HostError::Blocked(guard));
+        what: &str,
+        names: &[S],
+        known: fn(&Connection) -> HostResult<Vec<String>>,
+    ) -> HostResult<()> {
+        if names.is_empty() {
+            return Ok(());
         }
-        match (node, op) {
-            (Node::Root | Node::Issues, "create_issue") => self.create_issue(conn, args),
-            (Node::Item(_, n), _) => {
-                let item = db::item_req(conn, *n)?;
-                self.item_op(conn, &item, op, args)
-            }
-            (Node::Comment(_, n, c), "read_body") => match db::comment(conn, *n, *c)? {
+        let all = known(conn)?;
+        match names.iter().find(|n| !all.iter().any(|k| k == n.as_ref())) {
+            Some(name) => Err(HostError::InvalidArgs(format!(
+                "unknown {what} {:?}; {what}s in {}: {}",
+                name.as_ref(),
+                self.project,
+                all.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn read_body(&self, conn: &Connection, at: &Here) -> HostResult<CallOutcome> {
+        match at.node {
+            Node::Comment(_, n, c) => match db::comment(conn, n, c)? {
                 Some(cm) => Ok(CallOutcome::text(format!(
                     "Comment {c} on #{n} by {} on {}\n\n{}",
                     cm.author,
@@ -790,25 +529,7 @@ impl TrackerHost {
                 ))),
                 None => Err(HostError::NotFound(format!("no comment {c} on #{n}"))),
             },
-            (Node::Comment(_, n, c), "edit_body") => {
-                let body = opt_str(args, "body")?.unwrap_or_default();
-                let now = db::now();
-                exec(
-                    conn,
-                    "UPDATE comments SET body = ?3, edited_at = ?4 WHERE number = ?1 AND seq = ?2",
-                    params![n, c, body, now],
-                )?;
-                db::touch(conn, *n, &now)?;
-                let item = db::item_req(conn, *n)?;
-                let mut out = CallOutcome::text(format!(
-                    "replaced the text of comment {c} on #{n} ({})",
-                    plural(body.len() as i64, "byte", "bytes")
-                ));
-                out.changed = item_changed(conn, &item, false)?;
-                out.changed.push(node.path());
-                Ok(out)
-            }
-            (Node::Review(n, r), "read_body") => match db::review(conn, *n, *r)? {
+            Node::Review(n, r) => match db::review(conn, n, r)? {
                 Some(rv) => Ok(CallOutcome::text(format!(
                     "Review {r} on PR #{n} by {} on {} · {}\n\n{}",
                     rv.author,
@@ -818,40 +539,243 @@ impl TrackerHost {
                 ))),
                 None => Err(HostError::NotFound(format!("no review {r} on PR #{n}"))),
             },
-            (Node::Check(n, name), "read_log") => match db::check(conn, *n, name)? {
-                Some(c) => Ok(CallOutcome::text(c.log)),
-                None => Err(HostError::NotFound(format!("no check {name} on PR #{n}"))),
-            },
-            (Node::Label(name), "issues") => {
-                let state = state_arg(args)?;
-                let (found, total) = db::items_with_label(conn, name, &state, self.page_size)?;
+            _ => Ok(CallOutcome::text(self.body_text(conn, at.item()?)?)),
+        }
+    }
+
+    fn edit_body(&self, conn: &Connection, at: &Here, body: &str) -> HostResult<CallOutcome> {
+        let now = db::now();
+        let bytes = plural(body.len() as i64, "byte", "bytes");
+        match at.node {
+            Node::Comment(_, n, c) => {
+                exec(
+                    conn,
+                    "UPDATE comments SET body = ?3, edited_at = ?4 WHERE number = ?1 AND seq = ?2",
+                    params![n, c, body, now],
+                )?;
+                db::touch(conn, n, &now)?;
+                let mut out = CallOutcome::text(format!(
+                    "replaced the text of comment {c} on #{n} ({bytes})"
+                ));
+                out.changed = item_changed(conn, &db::item_req(conn, n)?, false)?;
+                out.changed.push(at.node.path());
+                Ok(out)
+            }
+            _ => {
+                let item = at.item()?;
+                exec(
+                    conn,
+                    "UPDATE items SET body = ?2, updated_at = ?3 WHERE number = ?1",
+                    params![item.number, body, now],
+                )?;
+                let name = item_name(item.kind, item.number);
+                let mut out = CallOutcome::text(format!("replaced the text of {name} ({bytes})"));
+                out.changed = item_changed(conn, item, false)?;
+                Ok(out)
+            }
+        }
+    }
+
+    fn comment(&self, conn: &Connection, item: &Item, body: &str) -> HostResult<CallOutcome> {
+        let n = item.number;
+        let seq = db::add_comment(conn, n, &self.me.user, body, &db::now())?;
+        let comments = Node::Comments(item.kind, n);
+        let mut out = CallOutcome::text(format!(
+            "added comment {seq} on {} as {}",
+            item_name(item.kind, n),
+            self.me.user
+        ))
+        .discovered(Node::Comment(item.kind, n, seq).path());
+        out.changed = item_changed(conn, item, false)?;
+        out.changed.push(comments.path());
+        Ok(out)
+    }
+
+    fn close(&self, conn: &Connection, item: &Item, reason: &str) -> HostResult<CallOutcome> {
+        exec(
+            conn,
+            "UPDATE items SET state = 'closed', closed_at = ?2, closed_by = ?3,
+             close_reason = ?4, updated_at = ?2 WHERE number = ?1",
+            params![item.number, db::now(), self.me.user, reason],
+        )?;
+        let mut out = CallOutcome::text(format!(
+            "closed {}: {reason}",
+            item_name(item.kind, item.number)
+        ));
+        out.changed = item_changed(conn, item, true)?;
+        Ok(out)
+    }
+
+    fn reopen(&self, conn: &Connection, item: &Item) -> HostResult<CallOutcome> {
+        exec(
+            conn,
+            "UPDATE items SET state = 'open', closed_at = NULL, closed_by = NULL,
+             close_reason = NULL, updated_at = ?2 WHERE number = ?1",
+            params![item.number, db::now()],
+        )?;
+        let mut out = CallOutcome::text(format!("reopened {}", item_name(item.kind, item.number)));
+        out.changed = item_changed(conn, item, true)?;
+        Ok(out)
+    }
+
+    /// `assign` (`add`) or `unassign` `user`.
+    fn assign(
+        &self,
+        conn: &Connection,
+        item: &Item,
+        user: &str,
+        add: bool,
+    ) -> HostResult<CallOutcome> {
+        let n = item.number;
+        let name = item_name(item.kind, n);
+        self.check_known(conn, "user", &[user], db::user_names)?;
+        let before = db::assignees_of(conn, n)?;
+        if add {
+            exec(
+                conn,
+                "INSERT OR IGNORE INTO assignees (number, user) VALUES (?1, ?2)",
+                params![n, user],
+            )?;
+        } else {
+            if !before.iter().any(|b| b == user) {
+                return Err(HostError::InvalidArgs(format!(
+                    "{user} is not assigned to {name} (assignees: {})",
+                    none_or_list(&before)
+                )));
+            }
+            exec(
+                conn,
+                "DELETE FROM assignees WHERE number = ?1 AND user = ?2",
+                params![n, user],
+            )?;
+        }
+        db::touch(conn, n, &db::now())?;
+        let after = db::assignees_of(conn, n)?;
+        let (verb, to) = if add {
+            ("assigned", "to")
+        } else {
+            ("unassigned", "from")
+        };
+        let mut out = CallOutcome::text(format!(
+            "{verb} {user} {to} {name} (assignees: {})",
+            none_or_list(&after)
+        ));
+        out.changed = item_changed(conn, item, false)?;
+        Ok(out)
+    }
+
+    fn request_review(
+        &self,
+        conn: &Connection,
+        pull: &Item,
+        reviewer: &str,
+    ) -> HostResult<CallOutcome> {
+        let n = pull.number;
+        self.check_known(conn, "user", &[reviewer], db::user_names)?;
+        if reviewer == pull.author {
+            return Err(HostError::InvalidArgs(format!(
+                "{reviewer} opened PR #{n} and cannot review it; choose another of: {}",
+                db::user_names(conn)?
+                    .into_iter()
+                    .filter(|u| *u != pull.author)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        exec(
+            conn,
+            "INSERT OR IGNORE INTO review_requests (number, user) VALUES (?1, ?2)",
+            params![n, reviewer],
+        )?;
+        db::touch(conn, n, &db::now())?;
+        let mut out = CallOutcome::text(format!("requested a review of PR #{n} from {reviewer}"));
+        out.changed = item_changed(conn, pull, false)?;
+        out.changed.push(Node::Reviews(n).path());
+        Ok(out)
+    }
+
+    fn approve(
+        &self,
+        conn: &Connection,
+        pull: &Item,
+        body: Option<&str>,
+    ) -> HostResult<CallOutcome> {
+        let n = pull.number;
+        let now = db::now();
+        let body = body
+            .map(str::trim_end)
+            .filter(|b| !b.is_empty())
+            .unwrap_or("Approved.");
+        let seq: i64 = conn
+            .query_row(
+                "SELECT coalesce(max(seq), 0) + 1 FROM reviews WHERE number = ?1",
+                [n],
+                |r| r.get(0),
+            )
+            .or_failed(DB)?;
+        exec(
+            conn,
+            "INSERT INTO reviews (number, seq, author, state, body, created_at)
+             VALUES (?1, ?2, ?3, 'approved', ?4, ?5)",
+            params![n, seq, self.me.user, body, now],
+        )?;
+        exec(
+            conn,
+            "DELETE FROM review_requests WHERE number = ?1 AND user = ?2",
+            params![n, self.me.user],
+        )?;
+        db::touch(conn, n, &now)?;
+        let mut out = CallOutcome::text(format!(
+            "approved PR #{n} as {} (review {seq})",
+            self.me.user
+        ))
+        .discovered(Node::Review(n, seq).path());
+        out.changed = item_changed(conn, pull, false)?;
+        out.changed.push(Node::Reviews(n).path());
+        Ok(out)
+    }
+
+    /// `issues` of a label or a user.
+    fn related(
+        &self,
+        conn: &Connection,
+        node: &Node,
+        state: StateFilter,
+    ) -> HostResult<CallOutcome> {
+        let state = &spelled(state);
+        let things = |total: usize| {
+            plural(
+                total as i64,
+                "issue or pull request",
+                "issues and pull requests",
+            )
+        };
+        let (found, head) = match node {
+            Node::Label(name) => {
+                let (found, total) = db::items_with_label(conn, name, state, self.page_size)?;
                 let head = format!(
                     "{} labelled {name} (state {state}), newest first{}",
-                    plural(
-                        total as i64,
-                        "issue or pull request",
-                        "issues and pull requests"
-                    ),
+                    things(total),
                     self.shown_note(found.len(), total)
                 );
-                Ok(self.found(head, found))
+                (found, head)
             }
-            (Node::User(name), "issues") => {
-                let state = state_arg(args)?;
-                let (found, total) = db::items_of_user(conn, name, &state, self.page_size)?;
+            Node::User(name) => {
+                let (found, total) = db::items_of_user(conn, name, state, self.page_size)?;
                 let head = format!(
                     "{} opened by or assigned to {name} (state {state}), newest first{}",
-                    plural(
-                        total as i64,
-                        "issue or pull request",
-                        "issues and pull requests"
-                    ),
+                    things(total),
                     self.shown_note(found.len(), total)
                 );
-                Ok(self.found(head, found))
+                (found, head)
             }
-            _ => Err(HostError::NotFound(format!("no operation {op:?} here"))),
+            _ => return Err(HostError::NotFound("not a label or a user".into())),
+        };
+        let mut out = CallOutcome::text(head);
+        for (kind, n) in found {
+            out = out.discovered(Node::Item(kind, n).path());
         }
+        Ok(out)
     }
 
     fn shown_note(&self, shown: usize, total: usize) -> String {
@@ -862,26 +786,17 @@ impl TrackerHost {
         }
     }
 
-    fn found(&self, head: String, found: Vec<(Kind, i64)>) -> CallOutcome {
-        let mut out = CallOutcome::text(head);
-        for (kind, n) in found {
-            out = out.discovered(Node::Item(kind, n).path());
-        }
-        out
-    }
-
-    fn create_issue(&self, conn: &Connection, args: &Value) -> HostResult<CallOutcome> {
-        let title = flat(&req_str(args, "title")?);
-        let body = opt_str(args, "body")?.unwrap_or_default();
-        let labels = str_list(args, "labels")?;
-        let assignees = str_list(args, "assignees")?;
-        check_labels(conn, &self.project, &labels)?;
-        check_users(conn, &self.project, &assignees)?;
+    fn create_issue(&self, conn: &Connection, args: CreateIssue) -> HostResult<CallOutcome> {
+        let title = flat(args.title.as_str());
+        let body = args.body.unwrap_or_default();
+        let (labels, assignees) = (args.labels.0, args.assignees.0);
+        self.check_known(conn, "label", &labels, db::label_names)?;
+        self.check_known(conn, "user", &assignees, db::user_names)?;
         let number: i64 = conn
             .query_row("SELECT coalesce(max(number), 0) + 1 FROM items", [], |r| {
                 r.get(0)
             })
-            .map_err(db_err)?;
+            .or_failed(DB)?;
         let now = db::now();
         exec(
             conn,
@@ -913,205 +828,10 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn item_op(
-        &self,
-        conn: &Connection,
-        item: &Item,
-        op: &str,
-        args: &Value,
-    ) -> HostResult<CallOutcome> {
+    fn relabel(&self, conn: &Connection, item: &Item, args: Relabel) -> HostResult<CallOutcome> {
         let n = item.number;
-        let name = item_name(item.kind, n);
-        let now = db::now();
-        match op {
-            "read_body" => Ok(CallOutcome::text(self.body_text(conn, item)?)),
-            "get_metadata" => {
-                let meta = self.metadata(conn, item)?;
-                let text = serde_json::to_string_pretty(&meta)
-                    .map_err(|e| HostError::Backend(format!("cannot render metadata: {e}")))?;
-                Ok(CallOutcome::text(text))
-            }
-            "diff" => {
-                Ok(CallOutcome::text(item.diff.clone().unwrap_or_else(|| {
-                    format!("(PR #{n} has no recorded changes)")
-                })))
-            }
-            "edit_body" => {
-                let body = opt_str(args, "body")?.unwrap_or_default();
-                exec(
-                    conn,
-                    "UPDATE items SET body = ?2, updated_at = ?3 WHERE number = ?1",
-                    params![n, body, now],
-                )?;
-                let mut out = CallOutcome::text(format!(
-                    "replaced the text of {name} ({})",
-                    plural(body.len() as i64, "byte", "bytes")
-                ));
-                out.changed = item_changed(conn, item, false)?;
-                Ok(out)
-            }
-            "comment" => {
-                let body = req_str(args, "body")?;
-                let seq = db::add_comment(conn, n, &self.me.user, &body, &now)?;
-                let mut cpath = item.path();
-                cpath.push("comments".into());
-                let mut out =
-                    CallOutcome::text(format!("added comment {seq} on {name} as {}", self.me.user));
-                out.discovered.push({
-                    let mut p = cpath.clone();
-                    p.push(seq.to_string());
-                    p
-                });
-                out.changed = item_changed(conn, item, false)?;
-                out.changed.push(cpath);
-                Ok(out)
-            }
-            "close" => {
-                let reason = flat(&req_str(args, "reason")?);
-                exec(
-                    conn,
-                    "UPDATE items SET state = 'closed', closed_at = ?2, closed_by = ?3,
-                     close_reason = ?4, updated_at = ?2 WHERE number = ?1",
-                    params![n, now, self.me.user, reason],
-                )?;
-                let mut out = CallOutcome::text(format!("closed {name}: {reason}"));
-                out.changed = item_changed(conn, item, true)?;
-                Ok(out)
-            }
-            "reopen" => {
-                exec(
-                    conn,
-                    "UPDATE items SET state = 'open', closed_at = NULL, closed_by = NULL,
-                     close_reason = NULL, updated_at = ?2 WHERE number = ?1",
-                    params![n, now],
-                )?;
-                let mut out = CallOutcome::text(format!("reopened {name}"));
-                out.changed = item_changed(conn, item, true)?;
-                Ok(out)
-            }
-            "label" => self.label_op(conn, item, args, &now),
-            "assign" | "unassign" => {
-                let user = req_str(args, "user")?.trim().to_string();
-                check_users(conn, &self.project, std::slice::from_ref(&user))?;
-                let before = db::assignees_of(conn, n)?;
-                if op == "assign" {
-                    exec(
-                        conn,
-                        "INSERT OR IGNORE INTO assignees (number, user) VALUES (?1, ?2)",
-                        params![n, user],
-                    )?;
-                } else {
-                    if !before.contains(&user) {
-                        return Err(HostError::InvalidArgs(format!(
-                            "{user} is not assigned to {name} (assignees: {})",
-                            if before.is_empty() {
-                                "none".to_string()
-                            } else {
-                                before.join(", ")
-                            }
-                        )));
-                    }
-                    exec(
-                        conn,
-                        "DELETE FROM assignees WHERE number = ?1 AND user = ?2",
-                        params![n, user],
-                    )?;
-                }
-                db::touch(conn, n, &now)?;
-                let after = db::assignees_of(conn, n)?;
-                let verb = if op == "assign" {
-                    "assigned"
-                } else {
-                    "unassigned"
-                };
-                let mut out = CallOutcome::text(format!(
-                    "{verb} {user} {} {name} (assignees: {})",
-                    if op == "assign" { "to" } else { "from" },
-                    if after.is_empty() {
-                        "none".to_string()
-                    } else {
-                        after.join(", ")
-                    }
-                ));
-                out.changed = item_changed(conn, item, false)?;
-                Ok(out)
-            }
-            "request_review" => {
-                let reviewer = req_str(args, "reviewer")?.trim().to_string();
-                check_users(conn, &self.project, std::slice::from_ref(&reviewer))?;
-                if reviewer == item.author {
-                    return Err(HostError::InvalidArgs(format!(
-                        "{reviewer} opened PR #{n} and cannot review it; choose another of: {}",
-                        db::user_names(conn)?
-                            .into_iter()
-                            .filter(|u| *u != item.author)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-                exec(
-                    conn,
-                    "INSERT OR IGNORE INTO review_requests (number, user) VALUES (?1, ?2)",
-                    params![n, reviewer],
-                )?;
-                db::touch(conn, n, &now)?;
-                let mut out =
-                    CallOutcome::text(format!("requested a review of PR #{n} from {reviewer}"));
-                out.changed = item_changed(conn, item, false)?;
-                out.changed.push(Node::Reviews(n).path());
-                Ok(out)
-            }
-            "approve" => {
-                let body = opt_str(args, "body")?
-                    .map(|b| b.trim_end().to_string())
-                    .filter(|b| !b.is_empty())
-                    .unwrap_or_else(|| "Approved.".to_string());
-                let seq: i64 = conn
-                    .query_row(
-                        "SELECT coalesce(max(seq), 0) + 1 FROM reviews WHERE number = ?1",
-                        [n],
-                        |r| r.get(0),
-                    )
-                    .map_err(db_err)?;
-                exec(
-                    conn,
-                    "INSERT INTO reviews (number, seq, author, state, body, created_at)
-                     VALUES (?1, ?2, ?3, 'approved', ?4, ?5)",
-                    params![n, seq, self.me.user, body, now],
-                )?;
-                exec(
-                    conn,
-                    "DELETE FROM review_requests WHERE number = ?1 AND user = ?2",
-                    params![n, self.me.user],
-                )?;
-                db::touch(conn, n, &now)?;
-                let mut out = CallOutcome::text(format!(
-                    "approved PR #{n} as {} (review {seq})",
-                    self.me.user
-                ))
-                .discovered(Node::Review(n, seq).path());
-                out.changed = item_changed(conn, item, false)?;
-                out.changed.push(Node::Reviews(n).path());
-                Ok(out)
-            }
-            "rerun_checks" => self.rerun(conn, item, &now),
-            "merge" => self.merge(conn, item, args, &now),
-            other => Err(HostError::NotFound(format!(
-                "no operation {other:?} on {name}"
-            ))),
-        }
-    }
-
-    fn label_op(
-        &self,
-        conn: &Connection,
-        item: &Item,
-        args: &Value,
-        now: &str,
-    ) -> HostResult<CallOutcome> {
-        let n = item.number;
-        let add = str_list(args, "add")?;
-        let remove = str_list(args, "remove")?;
+        let now = &db::now();
+        let (add, remove) = (args.add.0, args.remove.0);
         if add.is_empty() && remove.is_empty() {
             return Err(HostError::InvalidArgs(format!(
                 "give add and/or remove, e.g. {{\"add\": [\"bug\"]}}; labels in {}: {}",
@@ -1119,8 +839,8 @@ impl TrackerHost {
                 db::label_names(conn)?.join(", ")
             )));
         }
-        check_labels(conn, &self.project, &add)?;
-        check_labels(conn, &self.project, &remove)?;
+        self.check_known(conn, "label", &add, db::label_names)?;
+        self.check_known(conn, "label", &remove, db::label_names)?;
         let before = db::labels_of(conn, n)?;
         for l in &add {
             exec(
@@ -1174,8 +894,9 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn rerun(&self, conn: &Connection, pull: &Item, now: &str) -> HostResult<CallOutcome> {
+    fn rerun(&self, conn: &Connection, pull: &Item) -> HostResult<CallOutcome> {
         let n = pull.number;
+        let now = &db::now();
         let mut lines = Vec::new();
         let mut out = CallOutcome::default();
         for c in db::checks(conn, n)?
@@ -1225,20 +946,10 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn merge(
-        &self,
-        conn: &Connection,
-        pull: &Item,
-        args: &Value,
-        now: &str,
-    ) -> HostResult<CallOutcome> {
+    fn merge(&self, conn: &Connection, pull: &Item, method: Method) -> HostResult<CallOutcome> {
         let n = pull.number;
-        let method = opt_str(args, "method")?.unwrap_or_else(|| "merge".to_string());
-        if !["merge", "squash", "rebase"].contains(&method.as_str()) {
-            return Err(HostError::InvalidArgs(format!(
-                "method {method:?} is not one of merge, squash, rebase"
-            )));
-        }
+        let now = &db::now();
+        let method = spelled(method);
         exec(
             conn,
             "UPDATE items SET state = 'merged', closed_at = ?2, closed_by = ?3, merge_method = ?4,
@@ -1355,7 +1066,7 @@ impl TrackerHost {
             "closed_by": item.closed_by,
             "close_reason": item.close_reason,
             "ref": self.reference(&node),
-            "path": self.world_path(&node.path().iter().map(String::as_str).collect::<Vec<_>>()),
+            "path": self.paths.entry(&node.path()),
         });
         match item.kind {
             Kind::Issue => {
