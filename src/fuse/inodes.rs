@@ -236,7 +236,11 @@ mod tests {
     }
 
     fn call() -> NodeId {
-        NodeId::OpFile(Target::Root, "locate".into(), OpFile::Call)
+        NodeId::OpFile(
+            Target::Root,
+            crate::world::node::intern("locate"),
+            OpFile::Call,
+        )
     }
 
     #[test]

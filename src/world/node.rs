@@ -8,14 +8,15 @@
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EntryRef {
     pub host: usize,
-    pub path: std::sync::Arc<[String]>,
+    /// Behind a thin pointer: a node is then small enough for a smaller heap block.
+    pub path: std::sync::Arc<Vec<String>>,
 }
 
 impl EntryRef {
-    pub fn new(host: usize, path: impl Into<std::sync::Arc<[String]>>) -> EntryRef {
+    pub fn new(host: usize, path: impl Into<Vec<String>>) -> EntryRef {
         EntryRef {
             host,
-            path: path.into(),
+            path: std::sync::Arc::new(path.into()),
         }
     }
 
@@ -29,15 +30,15 @@ impl EntryRef {
 
 /// An op's name in a node: one shared copy for an op's folder, its files and its runs
 /// (most materialised nodes are op files), and one per name across entries (`intern`).
-pub type OpName = std::sync::Arc<str>;
+pub type OpName = std::sync::Arc<String>;
 
 /// The shared copy of op name `name`. Only names of ops that exist reach here, so the set
 /// stays as small as the world's op names; past a bound, names are simply not shared.
 pub fn intern(name: &str) -> OpName {
-    use std::collections::HashSet;
+    use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
     const MAX_SHARED: usize = 4096;
-    static NAMES: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
+    static NAMES: OnceLock<Mutex<HashMap<String, OpName>>> = OnceLock::new();
     let mut names = NAMES
         .get_or_init(Default::default)
         .lock()
@@ -45,9 +46,9 @@ pub fn intern(name: &str) -> OpName {
     if let Some(shared) = names.get(name) {
         return Arc::clone(shared);
     }
-    let fresh: Arc<str> = Arc::from(name);
+    let fresh = Arc::new(name.to_string());
     if names.len() < MAX_SHARED {
-        names.insert(Arc::clone(&fresh));
+        names.insert(name.to_string(), Arc::clone(&fresh));
     }
     fresh
 }

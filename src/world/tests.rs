@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::host::*;
-use super::node::{EntryRef, Target};
+use super::node::{intern, EntryRef, Target};
 use super::{CallDoc, Mounted, World};
 use crate::world::settings::{Identity, WorldSettings};
 
@@ -932,15 +932,15 @@ fn a_body_that_is_not_text_is_refused_with_words_and_journaled() {
 fn nodes_show_when_what_they_show_last_changed() {
     use super::node::{NodeId, OpFile, WipFile};
     let f = world();
-    let result_node = NodeId::OpFile(root(), "note".into(), OpFile::Result);
+    let result_node = NodeId::OpFile(root(), intern("note"), OpFile::Result);
     assert_eq!(f.world.attr(&result_node, 1).unwrap().modified, None);
     let before = std::time::SystemTime::now() - Duration::from_secs(1);
     let report = f.world.call(&root(), "note", b"x", &caller(1));
     assert!(report.outcome.is_ok());
     let at = |n: &NodeId| f.world.attr(n, 1).unwrap().modified.unwrap();
     assert!(at(&result_node) >= before);
-    assert!(at(&NodeId::Runs(root(), "note".into())) >= before);
-    assert!(at(&NodeId::Run(root(), "note".into(), report.run)) >= before);
+    assert!(at(&NodeId::Runs(root(), intern("note"))) >= before);
+    assert!(at(&NodeId::Run(root(), intern("note"), report.run)) >= before);
     assert!(at(&NodeId::WipFile(WipFile::Log)) >= before);
     assert!(at(&NodeId::WipFile(WipFile::Events)) >= before);
 }
@@ -959,7 +959,7 @@ fn xattrs_are_the_description_and_the_ref() {
     );
     let op = f
         .world
-        .xattrs(&NodeId::OpFile(root(), "note".into(), OpFile::Call))
+        .xattrs(&NodeId::OpFile(root(), intern("note"), OpFile::Call))
         .unwrap();
     assert_eq!(op[0], ("user.xdg.comment", "note: for tests".to_string()));
 }
