@@ -98,6 +98,79 @@ impl JsonSchema for Names {
     }
 }
 
+/// Free text that may be empty (a body, a description); the trailing newline `echo` adds
+/// is dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prose(pub String);
+
+impl Prose {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Prose {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(Prose(s.trim_end_matches(['\n', '\r']).to_string()))
+    }
+}
+
+impl JsonSchema for Prose {
+    fn schema_name() -> Cow<'static, str> {
+        "Prose".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
+
+/// A whole number from `MIN` to `MAX` (a limit, a page): out of range is an error that
+/// says the range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounded<const MIN: u64, const MAX: u64>(pub u64);
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Bounded<MIN, MAX> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u64::deserialize(d)?;
+        if (MIN..=MAX).contains(&n) {
+            Ok(Bounded(n))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be {MIN}..{MAX}, not {n}"
+            )))
+        }
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> JsonSchema for Bounded<MIN, MAX> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("Bounded{MIN}to{MAX}").into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
+    }
+}
+
+/// How serde spells a unit variant (`Method::Squash` → `squash`): the schema, the
+/// arguments, results and a backend share that one spelling.
+pub fn spelled(v: impl serde::Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
 /// The strict JSON Schema of `A`: an object schema, subschemas inlined (an agent reads
 /// it in one piece), without the generator's `$schema` and `title`.
 pub fn schema_of<A: JsonSchema>() -> Value {
@@ -427,5 +500,36 @@ mod tests {
             .call(&Host, &(), &2, "read", &json!({"x": 1}))
             .unwrap_err();
         assert!(err.to_string().contains("unknown field `x`"), "{err}");
+    }
+
+    #[test]
+    fn bounded_numbers_and_prose_check_themselves() {
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        struct Page {
+            limit: Bounded<1, 100>,
+            #[serde(default)]
+            #[schemars(with = "Prose")]
+            note: Option<Prose>,
+        }
+        let ok: Page = parse("page", &json!({"limit": 100, "note": "hi\n"})).unwrap();
+        assert_eq!(ok.limit, Bounded(100));
+        assert_eq!(ok.note.as_ref().map(Prose::as_str), Some("hi"));
+        let empty: Page = parse("page", &json!({"limit": 1, "note": ""})).unwrap();
+        assert_eq!(empty.note, Some(Prose(String::new())));
+        match parse::<Page>("page", &json!({"limit": 0})) {
+            Err(HostError::InvalidArgs(m)) => {
+                assert_eq!(m, "argument limit of page: must be 1..100, not 0")
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = schema_of::<Page>();
+        assert_eq!(
+            s["properties"]["limit"],
+            json!({"type": "integer", "minimum": 1, "maximum": 100})
+        );
+        assert_eq!(s["properties"]["note"]["type"], "string");
+        assert_eq!(s["required"], json!(["limit"]));
+        assert_eq!(spelled(Method::Squash), "squash");
     }
 }

@@ -1,11 +1,10 @@
 //! Operations, each declared once: the tracker's names and arguments where they mean the
 //! same, which entries offer them, their guards (guards.rs) and what a call asks of GitHub.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use http::Method;
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -16,61 +15,12 @@ use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
 use crate::hosts::lock;
 use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{CallOutcome, Condition, HostError, HostResult};
-use crate::world::op::{Decl, Names, NoArgs, Ops, Text};
-
-type D<A> = Decl<GithubHost, Node, Read, A>;
-
-/// Free text that may be empty (a body, a description); the trailing newline `echo` adds is
-/// dropped.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Prose(String);
-
-impl<'de> Deserialize<'de> for Prose {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(Prose(s.trim_end_matches(['\n', '\r']).to_string()))
-    }
-}
-
-impl JsonSchema for Prose {
-    fn schema_name() -> Cow<'static, str> {
-        "Prose".into()
-    }
-    fn inline_schema() -> bool {
-        true
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "string"})
-    }
-}
+use crate::world::op::{spelled as word, Bounded, Decl, Names, NoArgs, Ops, Prose, Text};
 
 /// How many search hits to keep: 1 to 100 (GitHub's largest page).
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(try_from = "u64")]
-pub(super) struct Limit(u64);
+type Limit = Bounded<1, 100>;
 
-impl TryFrom<u64> for Limit {
-    type Error = String;
-    fn try_from(n: u64) -> Result<Limit, String> {
-        if (1..=100).contains(&n) {
-            Ok(Limit(n))
-        } else {
-            Err(format!("must be 1..100, not {n}"))
-        }
-    }
-}
-
-impl JsonSchema for Limit {
-    fn schema_name() -> Cow<'static, str> {
-        "Limit".into()
-    }
-    fn inline_schema() -> bool {
-        true
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": 100})
-    }
-}
+type D<A> = Decl<GithubHost, Node, Read, A>;
 
 // Optional arguments are `#[serde(default)]` with the schema of the value itself: the
 // schema says "leave it out", not "send null".
@@ -253,14 +203,6 @@ enum IssueState {
 struct Issues {
     #[serde(default)]
     state: IssueState,
-}
-
-/// An enum argument as GitHub spells it (its serde name).
-fn word<T: Serialize>(value: T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// `issue` or `pull request`, in descriptions.

@@ -16,7 +16,7 @@ use super::view::item_name;
 use super::{Kind, Node, TrackerHost, DB};
 use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
-use crate::world::op::{Decl, Names, NoArgs, Ops, Text};
+use crate::world::op::{spelled, Decl, Names, NoArgs, Ops, Text};
 
 /// An entry as its ops see it: its node and, for an issue or pull request, the item itself,
 /// read once so that the guards of all of an entry's ops share one read (and inside a call,
@@ -170,15 +170,6 @@ enum StateFilter {
     Closed,
     #[default]
     All,
-}
-
-/// How serde spells a unit variant (`Method::Squash` → `squash`): the schema, the
-/// arguments, results and the database share that one spelling.
-fn spelled(v: impl Serialize) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        _ => String::new(),
-    }
 }
 
 #[derive(Deserialize, JsonSchema)]
