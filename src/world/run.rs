@@ -682,10 +682,12 @@ impl World {
         let mut changed = Vec::new();
         let mut events = Vec::new();
         for (h, p) in entries {
-            let gone = self
-                .hosts
-                .get(*h)
-                .is_some_and(|m| matches!(m.host.entry(p), Ok(None)));
+            // A host's root is never removed: not asking spares its counts.
+            let gone = !p.is_empty()
+                && self
+                    .hosts
+                    .get(*h)
+                    .is_some_and(|m| matches!(m.host.entry(p), Ok(None)));
             events.push(Event {
                 kind: if gone { "removed" } else { "changed" }.into(),
                 path: self.entry_path(*h, p),
