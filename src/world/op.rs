@@ -190,8 +190,54 @@ pub fn schema_of<A: JsonSchema>() -> Value {
         // Always say what is required, even nothing: readers need not guess.
         map.entry("required")
             .or_insert_with(|| Value::Array(Vec::new()));
+        let required: Vec<Value> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(Value::Object(props)) = map.get_mut("properties") {
+            for (name, prop) in props.iter_mut() {
+                if !required.contains(&Value::String(name.clone())) {
+                    not_null(prop);
+                }
+            }
+        }
     }
     value
+}
+
+/// An optional argument (`Option<T>`) as the schema of `T` alone: schemars makes it
+/// nullable, but an agent leaves an argument out rather than sending `null`.
+fn not_null(prop: &mut Value) {
+    let Some(p) = prop.as_object_mut() else {
+        return;
+    };
+    let null = Value::String("null".into());
+    if let Some(Value::Array(types)) = p.get_mut("type") {
+        types.retain(|t| *t != null);
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            p.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = p.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if p.get("default").is_some_and(Value::is_null) {
+        p.remove("default");
+    }
+    let null_schema = serde_json::json!({"type": "null"});
+    if let Some(Value::Array(any)) = p.get_mut("anyOf") {
+        any.retain(|s| *s != null_schema);
+        if let [only] = any.as_slice() {
+            if let Some(inner) = only.as_object().cloned() {
+                p.remove("anyOf");
+                for (k, v) in inner {
+                    p.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
 }
 
 /// `args` as `A`, or `InvalidArgs` that names the op and the argument at fault. A bare
@@ -524,6 +570,38 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let s = schema_of::<Page>();
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Optional {
+            /// a word
+            #[serde(default)]
+            word: Option<String>,
+            #[serde(default)]
+            method: Option<Method>,
+            #[serde(default)]
+            limit: Option<Bounded<1, 9>>,
+            #[schemars(length(min = 1))]
+            text: Option<String>,
+        }
+        let o = schema_of::<Optional>();
+        assert_eq!(
+            o["properties"]["word"],
+            json!({"type": "string", "description": "a word"})
+        );
+        assert_eq!(
+            o["properties"]["method"]["enum"],
+            json!(["merge", "squash"])
+        );
+        assert_eq!(o["properties"]["method"]["type"], "string");
+        assert!(o["properties"]["method"].get("default").is_none());
+        assert_eq!(
+            o["properties"]["limit"],
+            json!({"type": "integer", "minimum": 1, "maximum": 9})
+        );
+        assert_eq!(
+            o["properties"]["text"],
+            json!({"type": "string", "minLength": 1})
+        );
         assert_eq!(
             s["properties"]["limit"],
             json!({"type": "integer", "minimum": 1, "maximum": 100})

@@ -183,7 +183,7 @@ struct ReplyArgs {
 #[serde(deny_unknown_fields)]
 struct WaitArgs {
     /// how long to wait, in milliseconds
-    #[schemars(range(min = 1), extend("type" = "integer"))]
+    #[schemars(range(min = 1))]
     timeout_ms: Option<u64>,
 }
 

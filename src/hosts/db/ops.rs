@@ -96,7 +96,7 @@ struct QueryArgs {
 struct CountArgs {
     /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Sql", length(min = 1))]
+    #[schemars(length(min = 1))]
     condition: Option<Sql>,
     #[serde(default)]
     params: Params,
@@ -115,7 +115,7 @@ struct ExportArgs {
     format: Format,
     /// SQL condition (runs on the read-only connection), e.g. "Composer LIKE ?"
     #[serde(rename = "where", default)]
-    #[schemars(with = "Sql", length(min = 1))]
+    #[schemars(length(min = 1))]
     condition: Option<Sql>,
     #[serde(default)]
     params: Params,

@@ -67,8 +67,8 @@ const DIR_ONLY: [&str; 2] = ["path", "create_dirs"];
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
     /// file path relative to this directory
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String", length(min = 1))]
+    #[serde(default)]
+    #[schemars(length(min = 1))]
     path: Option<String>,
     /// first line to show, 1-based (default 1)
     #[serde(default = "first_line")]
@@ -90,8 +90,8 @@ fn default_limit() -> NonZeroU64 {
 #[serde(deny_unknown_fields)]
 struct WriteArgs {
     /// file path relative to this directory
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String", length(min = 1))]
+    #[serde(default)]
+    #[schemars(length(min = 1))]
     path: Option<String>,
     /// the whole new content of the file
     content: String,
@@ -104,8 +104,8 @@ struct WriteArgs {
 #[serde(deny_unknown_fields)]
 struct EditArgs {
     /// file path relative to this directory
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String", length(min = 1))]
+    #[serde(default)]
+    #[schemars(length(min = 1))]
     path: Option<String>,
     /// exact text to replace (must occur once unless replace_all)
     #[schemars(length(min = 1))]

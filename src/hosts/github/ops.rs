@@ -22,9 +22,6 @@ type Limit = Bounded<1, 100>;
 
 type D<A> = Decl<GithubHost, Node, Read, A>;
 
-// Optional arguments are `#[serde(default)]` with the schema of the value itself: the
-// schema says "leave it out", not "send null".
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Search {
@@ -32,7 +29,6 @@ pub(super) struct Search {
     query: Text,
     /// how many hits to keep
     #[serde(default)]
-    #[schemars(with = "Limit")]
     limit: Option<Limit>,
 }
 
@@ -43,7 +39,6 @@ struct CreateIssue {
     title: Text,
     /// markdown
     #[serde(default)]
-    #[schemars(with = "Prose")]
     body: Option<Prose>,
     /// label names, see labels/
     #[serde(default)]
@@ -70,13 +65,10 @@ struct CreateStatus {
     state: StatusState,
     /// the status's name, e.g. ci/build
     #[serde(default)]
-    #[schemars(with = "Text")]
     context: Option<Text>,
     #[serde(default)]
-    #[schemars(with = "Prose")]
     description: Option<Prose>,
     #[serde(default)]
-    #[schemars(with = "Prose")]
     target_url: Option<Prose>,
 }
 
@@ -87,7 +79,6 @@ struct ReadFile {
     path: Text,
     /// branch, tag or sha
     #[serde(default, rename = "ref")]
-    #[schemars(with = "Text")]
     reference: Option<Text>,
 }
 
@@ -99,7 +90,6 @@ struct CreateLabel {
     /// 6 hex digits
     color: Text,
     #[serde(default)]
-    #[schemars(with = "Prose")]
     description: Option<Prose>,
 }
 
@@ -151,9 +141,7 @@ enum LockReason {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Lock {
-    // `skip_serializing_if` keeps `"default": null` out of the schema.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "LockReason")]
+    #[serde(default)]
     reason: Option<LockReason>,
 }
 
@@ -169,7 +157,6 @@ struct RequestReview {
 struct Approve {
     /// review text
     #[serde(default)]
-    #[schemars(with = "Prose")]
     body: Option<Prose>,
 }
 

@@ -192,10 +192,9 @@ struct SearchArgs {
     /// what to look for (tantivy query syntax)
     query: Text,
     /// how many hits to keep
-    #[schemars(range(min = 1), extend("type" = "integer"))]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
     /// search only the documents of this host
-    #[schemars(extend("type" = "string"))]
     source: Option<String>,
 }
 

@@ -81,8 +81,6 @@ struct CreateIssue {
     /// one line
     title: Text,
     /// markdown
-    // Not nullable in the schema: an agent omits it rather than sending null.
-    #[schemars(extend("type" = "string"))]
     body: Option<String>,
     /// label names, see labels/
     #[serde(default)]
@@ -143,7 +141,6 @@ struct RequestReview {
 #[serde(deny_unknown_fields)]
 struct Approve {
     /// review text
-    #[schemars(extend("type" = "string"))]
     body: Option<String>,
 }
 
