@@ -305,21 +305,6 @@ fn the_43k_row_table_is_paged() {
     );
 }
 
-/// Every path a text prints under `prefix` (a host's mount, world-relative) or under the
-/// mount point, world-relative: the words that start so, less trailing punctuation.
-fn printed_paths(m: &Mount, text: &str, prefix: &str) -> Vec<String> {
-    let abs = format!("{}/", m.mount.display());
-    let mut out: Vec<String> = text
-        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
-        .map(|w| w.trim_end_matches([':', ',', ';', '.']))
-        .map(|w| w.strip_prefix(abs.as_str()).unwrap_or(w))
-        .filter(|w| *w == prefix || w.starts_with(&format!("{prefix}/")))
-        .map(str::to_string)
-        .collect();
-    out.dedup();
-    out
-}
-
 #[test]
 fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
     let dir = tempfile::tempdir().unwrap();
@@ -382,14 +367,6 @@ fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
         assert!(all.contains(want), "{want} never printed in:\n{all}");
     }
     for text in &texts {
-        let paths = printed_paths(&m, text, "db/r");
-        assert!(!paths.is_empty(), "no path printed in: {text}");
-        for p in paths {
-            let out = m.sh(&format!("test -e '{p}'"));
-            assert!(
-                out.status.success(),
-                "{p} does not exist; printed in: {text}"
-            );
-        }
+        m.assert_all_exist(&m.printed_paths(text, "db/r"), text);
     }
 }

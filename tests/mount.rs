@@ -348,34 +348,6 @@ fn files_host_read_write_edit_and_escapes() {
     wait_for_listing(&m, "files", "later.txt");
 }
 
-/// Wait (bounded) until `ls dir` lists `name`: the files host's listings live a second.
-/// Every path a text prints under `prefix` (a host's mount, world-relative) or under the
-/// mount point, world-relative: the words that start so, less trailing punctuation.
-fn printed_paths(m: &Mount, text: &str, prefix: &str) -> Vec<String> {
-    let abs = format!("{}/", m.mount.display());
-    let mut out: Vec<String> = text
-        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
-        .map(|w| w.trim_end_matches([':', ',', ';', '.']))
-        .map(|w| w.strip_prefix(abs.as_str()).unwrap_or(w))
-        .filter(|w| *w == prefix || w.starts_with(&format!("{prefix}/")))
-        .map(str::to_string)
-        .collect();
-    out.dedup();
-    out
-}
-
-/// Each path exists in the tree, as `test -e` in the mount sees it.
-fn assert_all_exist(m: &Mount, paths: &[String], text: &str) {
-    assert!(!paths.is_empty(), "no path printed in: {text}");
-    for p in paths {
-        let out = m.sh(&format!("test -e '{p}'"));
-        assert!(
-            out.status.success(),
-            "{p} does not exist; printed in: {text}"
-        );
-    }
-}
-
 #[test]
 fn files_named_like_reserved_names_print_paths_that_exist() {
     let m = Mount::start(None);
@@ -432,7 +404,7 @@ fn files_named_like_reserved_names_print_paths_that_exist() {
          cat files/ops/write/result",
     );
     assert!(text.contains("symlink files/ops~/out → "), "{text}");
-    assert_all_exist(&m, &["files/ops~/out".to_string()], &text);
+    m.assert_all_exist(&["files/ops~/out".to_string()], &text);
     let all = texts.join("\n");
     for want in [
         "files/ops~/notes.txt",
@@ -444,7 +416,7 @@ fn files_named_like_reserved_names_print_paths_that_exist() {
         assert!(all.contains(want), "{want} never printed in:\n{all}");
     }
     for text in &texts {
-        assert_all_exist(&m, &printed_paths(&m, text, "files"), text);
+        m.assert_all_exist(&m.printed_paths(text, "files"), text);
     }
     assert_eq!(
         std::fs::read_to_string(m.root.join("ops/notes.txt")).unwrap(),
@@ -456,6 +428,7 @@ fn files_named_like_reserved_names_print_paths_that_exist() {
     );
 }
 
+/// Wait (bounded) until `ls dir` lists `name`: the files host's listings live a second.
 fn wait_for_listing(m: &Mount, dir: &str, name: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !m.ok(&format!("ls {dir}")).lines().any(|l| l == name) {

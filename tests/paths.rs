@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::Mount;
@@ -41,36 +40,15 @@ fn world(dir: &Path) -> Mount {
     )))
 }
 
-/// Words of `text` that look like world paths of this world's hosts (relative to the
-/// world, or absolute under the mount point `mount`).
-fn printed_paths(text: &str, mount: &str) -> BTreeSet<String> {
-    text.split(|c: char| c.is_whitespace() || c == '\t')
-        .map(|w| w.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')' | '"' | '`')))
-        .map(|w| w.strip_prefix(mount).unwrap_or(w).trim_start_matches('/'))
-        .filter(|w| {
-            ["files/", "db/", "tracker/", "search/"]
-                .iter()
-                .any(|h| w.starts_with(h))
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// Each path printed in `text` exists in the mount, and at least `want` of them name a
-/// reserved-looking entry (so the check is not vacuous).
+/// Each path `text` prints under this world's hosts exists in the mount, and some of
+/// them contain each of `want` (so the check is not vacuous).
 fn all_exist(m: &Mount, what: &str, text: &str, want: &[&str]) {
-    let root = m.path("");
-    let paths = printed_paths(
-        text,
-        root.to_str().unwrap_or_default().trim_end_matches('/'),
-    );
+    let paths: Vec<String> = ["files", "db", "tracker", "search"]
+        .iter()
+        .flat_map(|host| m.printed_paths(text, host))
+        .collect();
     assert!(!paths.is_empty(), "{what} printed no paths:\n{text}");
-    for p in &paths {
-        assert!(
-            m.path(p).symlink_metadata().is_ok(),
-            "{what} printed {p}, which does not exist:\n{text}"
-        );
-    }
+    m.assert_all_exist(&paths, text);
     for w in want {
         assert!(
             paths.iter().any(|p| p.contains(w)),

@@ -283,6 +283,37 @@ impl Mount {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Every path `text` prints under `prefix` (a host's mount, world-relative), under the
+    /// world's root (`/tracker/…`) or under the mount point, world-relative: the words that start so, less the punctuation and
+    /// quotes around them.
+    pub fn printed_paths(&self, text: &str, prefix: &str) -> Vec<String> {
+        let abs = format!("{}/", self.mount.display());
+        let mut out: Vec<String> = text
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+            .map(|w| w.trim_matches(|c: char| matches!(c, '"' | '`')))
+            .map(|w| w.trim_end_matches([':', ',', ';', '.']))
+            .map(|w| w.strip_prefix(abs.as_str()).unwrap_or(w))
+            .map(|w| w.strip_prefix('/').unwrap_or(w))
+            .filter(|w| *w == prefix || w.starts_with(&format!("{prefix}/")))
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Each path exists in the tree, as `test -e` in the mount sees it.
+    pub fn assert_all_exist(&self, paths: &[String], text: &str) {
+        assert!(!paths.is_empty(), "no path printed in: {text}");
+        for p in paths {
+            let out = self.sh(&format!("test -e '{p}'"));
+            assert!(
+                out.status.success(),
+                "{p} does not exist; printed in: {text}"
+            );
+        }
+    }
+
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
