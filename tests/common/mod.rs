@@ -100,7 +100,7 @@ impl Mount {
         )
         .unwrap();
         let state = tempfile::tempdir().expect("tempdir");
-        Mount::start_in_with(manifest, root, state, env, args)
+        Mount::start_in_with(manifest, root, state, env, args, None)
     }
 
     pub fn start_in(
@@ -108,7 +108,7 @@ impl Mount {
         root: tempfile::TempDir,
         state: tempfile::TempDir,
     ) -> Mount {
-        Mount::start_in_with(manifest, root, state, &[], &[])
+        Mount::start_in_with(manifest, root, state, &[], &[], None)
     }
 
     fn start_in_with(
@@ -117,6 +117,7 @@ impl Mount {
         state: tempfile::TempDir,
         env: &[(&str, &str)],
         args: &[&str],
+        log: Option<PathBuf>,
     ) -> Mount {
         let mount = tempfile::Builder::new()
             .prefix("wip-mnt-")
@@ -128,7 +129,7 @@ impl Mount {
             root: std::fs::canonicalize(root.path()).unwrap(),
             _dirs: vec![root, state, mount],
             daemon: None,
-            log: None,
+            log,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -150,29 +151,7 @@ impl Mount {
         let root = tempfile::tempdir().expect("tempdir");
         std::fs::write(root.path().join("hello.txt"), "hello\nworld\n").unwrap();
         let state = tempfile::tempdir().expect("tempdir");
-        let mount = tempfile::Builder::new()
-            .prefix("wip-mnt-")
-            .tempdir()
-            .expect("tempdir");
-        let mut m = Mount {
-            mount: mount.path().to_path_buf(),
-            state: state.path().to_path_buf(),
-            root: std::fs::canonicalize(root.path()).unwrap(),
-            _dirs: vec![root, state, mount],
-            daemon: None,
-            log: Some(log),
-            args: Vec::new(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            stop_watchdog: None,
-            watchdog: None,
-        };
-        std::fs::write(m.state.join("manifest.toml"), manifest).unwrap();
-        m.spawn_daemon(true);
-        m.arm_watchdog();
-        m
+        Mount::start_in_with(Some(manifest), root, state, env, &[], Some(log))
     }
 
     /// Start a foreground daemon and wait (bounded) until it is mounted.
