@@ -7,12 +7,13 @@
 //! decided by the rustls verifier built here.
 //!
 //! The TLS stack is rustls with the ring provider, as the github host's (no aws-lc, no
-//! OpenSSL), joined to the client by `tokio-postgres-rustls` 0.14: the crate of the
-//! rustls project's own list for tokio-postgres, on rustls 0.23 with the provider chosen
-//! by a feature, and with SCRAM channel binding (`tls-server-end-point`), so a password
-//! login over TLS is bound to the server's certificate. Its 0.13 failed on Unix-socket
-//! hosts before any TLS was used, which every local mount is; `postgres-rustls` offers the
-//! same on a younger code base with fewer users.
+//! OpenSSL), joined to the client by `tokio-postgres-rustls` 0.14: the long-standing
+//! adapter (it has followed tokio-postgres since 0.5), on rustls 0.23 with the provider
+//! picked by a feature and nothing else enabled, and with SCRAM channel binding
+//! (`tls-server-end-point`), so a password login over TLS is bound to the server's
+//! certificate. Its 0.13 refused to make a connector for a Unix-socket host (no DNS
+//! name) before any TLS was used, and local mounts use the socket. `postgres_rustls` does
+//! much the same; it offered nothing this needs that the other lacks.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
