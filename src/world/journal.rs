@@ -78,6 +78,23 @@ impl Event {
 /// The journal in one SQLite file of the state directory (the embedded default).
 pub(crate) struct SqliteJournal {
     conn: Mutex<Connection>,
+    /// Which (path, op) pairs have a run (hashes): a cold walk asks the latest run of
+    /// every `result` it lists, and most ops never ran. This daemon alone writes the
+    /// file (the state directory is locked to it), so the set is complete.
+    ran: Mutex<RanSet>,
+}
+
+/// Hashes of the (path, op) pairs with runs. A collision only costs a query.
+#[derive(Default)]
+struct RanSet {
+    hasher: std::collections::hash_map::RandomState,
+    pairs: std::collections::HashSet<u64>,
+}
+
+impl RanSet {
+    fn key(&self, path: &str, op: &str) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, (path, op))
+    }
 }
 
 const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered";
@@ -116,9 +133,20 @@ impl SqliteJournal {
             params![INTERRUPTED, libc::EIO, RUNNING],
         )?;
         pending::create(&conn)?;
+        let mut ran = RanSet::default();
+        {
+            // Distinct pairs come off the (path, op, id) index without reading the rows.
+            let mut st = conn.prepare("SELECT DISTINCT path, op FROM calls")?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                let key = ran.key(&r.get::<_, String>(0)?, &r.get::<_, String>(1)?);
+                ran.pairs.insert(key);
+            }
+        }
         Ok((
             SqliteJournal {
                 conn: Mutex::new(conn),
+                ran: Mutex::new(ran),
             },
             interrupted,
         ))
@@ -155,7 +183,12 @@ impl SqliteJournal {
             guard,
             RUNNING
         ])?;
-        Ok(conn.last_insert_rowid())
+        let id = conn.last_insert_rowid();
+        if let Ok(mut ran) = self.ran.lock() {
+            let key = ran.key(path, op);
+            ran.pairs.insert(key);
+        }
+        Ok(id)
     }
 
     /// Record the outcome of a call and the changes it made, in one transaction.
@@ -245,6 +278,14 @@ impl SqliteJournal {
 
     /// Run ids of one op of one entry, newest first.
     pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
+        // Taken before the connection, as `begin` takes it after: never both at once.
+        let never_ran = self
+            .ran
+            .lock()
+            .is_ok_and(|ran| !ran.pairs.contains(&ran.key(path, op)));
+        if never_ran {
+            return Ok(Vec::new());
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT id FROM calls WHERE path = ?1 AND op = ?2 ORDER BY id DESC LIMIT ?3",
@@ -397,6 +438,23 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].op.as_deref(), Some("close"));
         assert_eq!(j.last_event().unwrap(), events[0].cursor);
+    }
+
+    #[test]
+    fn the_latest_run_is_found_as_soon_as_it_begins_and_never_for_another_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(&dir.path().join("journal.db")).unwrap();
+        let caller = Caller {
+            pid: 1,
+            uid: 0,
+            session: 1,
+            command: "bash".into(),
+        };
+        assert_eq!(j.latest("/t/1", "close").unwrap(), None);
+        let id = j.begin(&caller, "/t/1", "close", "{}", "allowed").unwrap();
+        assert_eq!(j.latest("/t/1", "close").unwrap(), Some(id));
+        assert_eq!(j.latest("/t/1", "reopen").unwrap(), None);
+        assert_eq!(j.latest("/t/2", "close").unwrap(), None);
     }
 
     #[test]
