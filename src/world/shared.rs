@@ -47,6 +47,8 @@ pub struct SharedDb {
     config: postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
+    /// What the database is to the mount, for messages ("shared state database").
+    name: &'static str,
 }
 
 /// Whether a state URL names PostgreSQL (anything else is refused with words).
@@ -71,6 +73,11 @@ pub fn redact_url(url: &str) -> String {
 impl SharedDb {
     /// Connect (once, to fail early with words) and keep a pool.
     pub fn connect(url: &str) -> WorldResult<SharedDb> {
+        Self::connect_as(url, "shared state database")
+    }
+
+    /// `connect`, for a database that messages call `name` (a host's own database).
+    pub fn connect_as(url: &str, name: &'static str) -> WorldResult<SharedDb> {
         let shown = redact_url(url);
         if !is_postgres_url(url) {
             return Err(WorldError::backend(format!(
@@ -92,7 +99,7 @@ impl SharedDb {
             .build(manager)
             .map_err(|e| {
                 WorldError::backend(format!(
-                    "cannot reach the shared state database {shown}: {e} \
+                    "cannot reach the {name} {shown}: {e} \
                      (is PostgreSQL running and does the role exist?)"
                 ))
             })?;
@@ -100,6 +107,7 @@ impl SharedDb {
             pool,
             config,
             shown,
+            name,
         })
     }
 
@@ -112,9 +120,8 @@ impl SharedDb {
     pub fn client(&self) -> WorldResult<PgClient> {
         self.pool.get().map_err(|e| {
             WorldError::backend(format!(
-                "the shared state database {} is unreachable: {e}; the mount reconnects \
-                 on the next call",
-                self.shown
+                "the {} {} is unreachable: {e}; the mount reconnects on the next call",
+                self.name, self.shown
             ))
         })
     }
@@ -138,8 +145,8 @@ impl SharedDb {
             ""
         };
         WorldError::backend(format!(
-            "{what}: the shared state database {} failed: {detail}{hint}",
-            self.shown
+            "{what}: the {} {} failed: {detail}{hint}",
+            self.name, self.shown
         ))
     }
 
