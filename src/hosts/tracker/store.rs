@@ -173,7 +173,8 @@ pub(super) enum Engine {
 pub(super) enum Store {
     Lite(rusqlite::Connection),
     Pg {
-        client: RefCell<PgClient>,
+        /// Boxed: a pooled client is several times the size of a rusqlite connection.
+        client: RefCell<Box<PgClient>>,
         db: Arc<SharedDb>,
     },
 }
@@ -182,7 +183,7 @@ impl Store {
     pub fn pg(db: &Arc<SharedDb>) -> HostResult<Store> {
         let client = db.client().map_err(|e| HostError::Backend(e.to_string()))?;
         Ok(Store::Pg {
-            client: RefCell::new(client),
+            client: RefCell::new(Box::new(client)),
             db: Arc::clone(db),
         })
     }
@@ -195,7 +196,7 @@ impl Store {
     }
 
     fn pg_error(db: &SharedDb, e: &postgres::Error) -> HostError {
-        HostError::Backend(db.error(DB, e).to_string())
+        HostError::Backend(db.error("a tracker query", e).to_string())
     }
 
     /// Every row of a query.
