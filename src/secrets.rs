@@ -116,6 +116,30 @@ pub fn redact_url_passwords(text: &str) -> String {
         rest = &tail[end..];
     }
     out.push_str(rest);
+    redact_password_params(&out)
+}
+
+/// A `password=` parameter of a URL's query (`…/db?user=u&password=pw`) replaced, up to
+/// the next parameter, white space or quote.
+fn redact_password_params(text: &str) -> String {
+    const KEY: &str = "password=";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        let (head, tail) = rest.split_at(at + KEY.len());
+        out.push_str(head);
+        let in_query = matches!(head[..at].chars().last(), Some('?' | '&'));
+        let end = tail
+            .find(|c: char| c == '&' || c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(tail.len());
+        if in_query && end > 0 {
+            out.push_str(REDACTED);
+        } else {
+            out.push_str(&tail[..end]);
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -281,6 +305,22 @@ pub fn child_env_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_passwords_in_credentials_and_queries() {
+        assert_eq!(
+            redact_url_passwords(
+                "url = \"postgresql://db/wip?user=u&password=pw1&sslmode=require\""
+            ),
+            format!("url = \"postgresql://db/wip?user=u&password={REDACTED}&sslmode=require\"")
+        );
+        assert_eq!(
+            redact_url_passwords("postgresql://u:pw2@db/wip?password=pw3"),
+            format!("postgresql://u:{REDACTED}@db/wip?password={REDACTED}")
+        );
+        // Not a query parameter: left alone.
+        assert_eq!(redact_url_passwords("no password=here"), "no password=here");
+    }
 
     #[test]
     fn names_and_token_shapes() {

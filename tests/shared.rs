@@ -540,6 +540,139 @@ fn a_mount_on_an_unreachable_database_refuses_to_start_with_words() {
     assert!(!common::is_mounted(mnt.path()));
 }
 
+/// Debian's self-signed certificate, which its PostgreSQL serves with `ssl = on`
+/// (`.ci/run` makes sure).
+const SNAKEOIL: &str = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
+
+/// A database owned by a login role with a password, for TCP (Debian's pg_hba.conf asks
+/// for a password on 127.0.0.1), dropped with its role afterwards.
+struct PasswordDb {
+    name: String,
+    password: String,
+}
+
+impl PasswordDb {
+    fn create(tag: &str) -> PasswordDb {
+        let name = format!("wip_it_{tag}_{}", std::process::id());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let password = format!("pw{nanos}x{}", std::process::id());
+        let mut a = admin();
+        a.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        a.batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
+            .unwrap();
+        a.batch_execute(&format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
+            .unwrap();
+        a.batch_execute(&format!("CREATE DATABASE {name} OWNER {name}"))
+            .unwrap();
+        PasswordDb { name, password }
+    }
+}
+
+impl Drop for PasswordDb {
+    fn drop(&mut self) {
+        let mut a = admin();
+        let _ = a.batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+        let _ = a.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
+    }
+}
+
+/// The DNS name the server's certificate carries (the snakeoil's: the host name of the
+/// machine it was made on), read by openssl.
+fn certificate_name() -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName", "-in", SNAKEOIL])
+        .output()
+        .expect("run openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .find_map(|w| w.strip_prefix("DNS:"))
+        .unwrap_or_else(|| panic!("no DNS name in {SNAKEOIL}: {text}"))
+        .to_string()
+}
+
+#[test]
+fn a_mount_on_a_verified_tls_connection_records_its_calls_there() {
+    let db = PasswordDb::create("tls");
+    // The certificate's name for verification, the loopback address to dial.
+    let url = format!(
+        "postgresql://{0}:{1}@{2}:5432/{0}?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={SNAKEOIL}",
+        db.name,
+        db.password,
+        certificate_name()
+    );
+    // The tracker in the same database, over the same verified connection.
+    let m = Mount::start(Some(&manifest(&url, Some(&url))));
+    // An agent comments, then looks for its run in the runtime's files.
+    let out = m.ok(
+        "echo 'sent over TLS' > tracker/issues/42/ops/comment/call && \
+         cat tracker/issues/42/ops/comment/result && \
+         grep '\"op\":\"comment\"' .wip/events && \
+         grep '/tracker/issues/42 comment' .wip/log && \
+         grep '^url' .wip/config",
+    );
+    assert!(out.starts_with("added comment"), "{out}");
+    let events: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let run = events
+        .iter()
+        .find(|e| e["kind"] == "call")
+        .and_then(|e| e["run"].as_i64())
+        .unwrap_or_else(|| panic!("no call event in .wip/events: {out}"));
+    assert_eq!(
+        m.read(&format!("tracker/issues/42/ops/comment/runs/{run}/status")),
+        "ok\n"
+    );
+    assert!(
+        out.contains(&format!("#{run} ")),
+        ".wip/log lists run {run}: {out}"
+    );
+    // .wip/config shows the URL, its password redacted.
+    assert!(out.contains("sslmode=verify-full"), "{out}");
+    assert!(!out.contains(&db.password), "{out}");
+    assert!(out.contains(&format!("{}:<redacted>@", db.name)), "{out}");
+    // The run and the comment are in the database, and every connection the daemon holds
+    // (the state's and the tracker's) is encrypted.
+    let rows: Vec<(String, bool)> = admin()
+        .query(
+            "SELECT a.usename::text, s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+             WHERE a.datname = $1",
+            &[&db.name],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|(_, ssl)| *ssl), "{rows:?}");
+    let pg = postgres::Client::connect(
+        &format!("postgresql:///{}?host={SOCKET}", db.name),
+        postgres::NoTls,
+    );
+    let mut pg = pg.unwrap();
+    let status: String = pg
+        .query_one("SELECT status FROM calls WHERE id = $1", &[&run])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "ok");
+    let comments: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM comments WHERE number = 42 AND body = 'sent over TLS'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(comments, 1);
+}
+
 /// A network namespace joined to this one by a veth pair (10.231.N.1 here, .2 there),
 /// deleted when dropped.
 struct NetNs {

@@ -14,7 +14,7 @@ use super::error::{WorldError, WorldResult};
 use super::shared::SharedDb;
 
 /// One known entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KnownEntry {
     pub path: String,
     pub reference: String,
@@ -30,6 +30,7 @@ enum Msg {
 
 pub struct Known {
     tx: Mutex<mpsc::Sender<Msg>>,
+    recent: Mutex<Recent>,
     reader: Reader,
     _writer: JoinHandle<()>,
 }
@@ -50,6 +51,45 @@ const PG_SCHEMA_LOCK: i64 = 0x7769_705f_6b6e_6f77;
 
 /// How many queued records one transaction writes at most.
 const BATCH: usize = 2048;
+
+/// An entry recorded again unchanged within this time is not written again: every call
+/// and lookup of a hot entry would otherwise rewrite the same row. `.wip/known` orders by
+/// when an entry was seen, to this precision.
+const SEEN_PRECISION: std::time::Duration = std::time::Duration::from_secs(10);
+/// How many recent records are remembered for that (hashes and times, about 0.5 MiB).
+const RECENT_MAX: usize = 16_384;
+
+/// What was last written for each path lately (hashes), and when.
+#[derive(Default)]
+struct Recent {
+    hasher: std::collections::hash_map::RandomState,
+    at: std::collections::HashMap<u64, (u64, std::time::Instant)>,
+}
+
+impl Recent {
+    /// Whether `entry` must be written: its path's row was not written with the same
+    /// content lately.
+    fn fresh(&mut self, entry: &KnownEntry) -> bool {
+        use std::hash::BuildHasher;
+        let key = self.hasher.hash_one(&entry.path);
+        let content = self.hasher.hash_one(entry);
+        let now = std::time::Instant::now();
+        if let Some((c, t)) = self.at.get(&key) {
+            if *c == content && now.duration_since(*t) < SEEN_PRECISION {
+                return false;
+            }
+        }
+        if self.at.len() >= RECENT_MAX {
+            self.at
+                .retain(|_, (_, t)| now.duration_since(*t) < SEEN_PRECISION);
+            if self.at.len() >= RECENT_MAX {
+                self.at.clear();
+            }
+        }
+        self.at.insert(key, (content, now));
+        true
+    }
+}
 
 impl Known {
     pub fn open(path: &Path) -> WorldResult<Known> {
@@ -76,6 +116,7 @@ impl Known {
             })?;
         Ok(Known {
             tx: Mutex::new(tx),
+            recent: Mutex::default(),
             reader: Reader::Sqlite(Mutex::new(reader)),
             _writer: writer,
         })
@@ -103,6 +144,7 @@ impl Known {
             })?;
         Ok(Known {
             tx: Mutex::new(tx),
+            recent: Mutex::default(),
             reader: Reader::Postgres(db),
             _writer: writer,
         })
@@ -110,6 +152,11 @@ impl Known {
 
     /// Remember an entry (queued; never blocks on the database).
     pub fn record(&self, entry: KnownEntry) {
+        if let Ok(mut recent) = self.recent.lock() {
+            if !recent.fresh(&entry) {
+                return;
+            }
+        }
         if let Ok(tx) = self.tx.lock() {
             let _ = tx.send(Msg::Record(entry));
         }
@@ -420,6 +467,21 @@ mod tests {
             ]
         );
         assert_eq!(k.recent(10).unwrap().1, 3);
+    }
+
+    #[test]
+    fn an_entry_recorded_again_keeps_its_latest_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = Known::open(&dir.path().join("journal.db")).unwrap();
+        // Unchanged records within the precision are not written again; a change, and a
+        // change back, always are.
+        for description in ["first", "first", "second", "first"] {
+            k.record(entry("/t/issues/1", "t://1", description, true));
+        }
+        let found = k.locate(&["first".into()], 10).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(k.locate(&["second".into()], 10).unwrap().len(), 0);
+        assert_eq!(k.recent(10).unwrap().1, 1);
     }
 }
 

@@ -22,6 +22,7 @@ pub mod known;
 pub mod names;
 pub mod node;
 pub mod op;
+mod pgtls;
 pub mod policy;
 mod pool;
 mod readme;

@@ -60,6 +60,7 @@ struct Flight {
     /// when it is being killed, the wait ends and the call goes on.
     waiter: u32,
     deadline: Instant,
+    started: Instant,
     state: Mutex<FlightState>,
 }
 
@@ -219,17 +220,33 @@ impl Flight {
 /// The one thread that watches calls in flight.
 #[derive(Default)]
 pub(super) struct Watch {
-    flights: Mutex<Vec<Weak<Flight>>>,
+    state: Mutex<Watched>,
     wake: Condvar,
     thread: OnceLock<()>,
 }
 
+#[derive(Default)]
+struct Watched {
+    flights: Vec<Weak<Flight>>,
+    /// The thread waits without a tick (nothing in flight for a while): a new flight must
+    /// wake it. While it ticks, a new flight waits for the next tick instead, so a short
+    /// call costs the watch no wakeup at all.
+    asleep: bool,
+}
+
+/// How long the watch keeps ticking after the last flight before it sleeps until woken:
+/// back-to-back calls then never wake it.
+const WATCH_LINGER: Duration = Duration::from_secs(5);
+
 impl Watch {
     fn add(self: &Arc<Self>, flight: &Arc<Flight>) {
-        let mut f = self.flights.lock().unwrap_or_else(|p| p.into_inner());
-        f.push(Arc::downgrade(flight));
-        self.wake.notify_one();
-        drop(f);
+        let mut w = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        w.flights.push(Arc::downgrade(flight));
+        if w.asleep {
+            w.asleep = false;
+            self.wake.notify_one();
+        }
+        drop(w);
         self.thread.get_or_init(|| {
             let me = Arc::downgrade(self);
             let spawned = std::thread::Builder::new()
@@ -243,16 +260,26 @@ impl Watch {
 }
 
 fn watch_loop(watch: Weak<Watch>) {
+    let mut last_flight = Instant::now();
     loop {
         let Some(w) = watch.upgrade() else { return };
         let live: Vec<Arc<Flight>> = {
-            let mut f = w.flights.lock().unwrap_or_else(|p| p.into_inner());
-            f.retain(|x| x.upgrade().is_some_and(|x| x.waiting()));
-            f.iter().filter_map(Weak::upgrade).collect()
+            let mut st = w.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.flights
+                .retain(|x| x.upgrade().is_some_and(|x| x.waiting()));
+            st.flights.iter().filter_map(Weak::upgrade).collect()
         };
         let now = Instant::now();
         for f in &live {
-            f.watch(now);
+            // A caller is looked at once its call is a tick old: most calls end sooner,
+            // and reading /proc for each would cost them more than the check is worth.
+            if now >= f.deadline || now.duration_since(f.started) >= WATCH_TICK {
+                f.watch(now);
+            }
+        }
+        let waiting = live.iter().any(|f| f.waiting());
+        if waiting {
+            last_flight = now;
         }
         let next = live
             .iter()
@@ -261,9 +288,22 @@ fn watch_loop(watch: Weak<Watch>) {
             .min()
             .map(|d| d.min(WATCH_TICK));
         drop(live);
-        let guard = w.flights.lock().unwrap_or_else(|p| p.into_inner());
-        let wait = next.unwrap_or(Duration::from_secs(3600));
-        let _ = w.wake.wait_timeout(guard, wait);
+        let mut st = w.state.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = match next {
+            Some(d) => d,
+            None if now.duration_since(last_flight) < WATCH_LINGER => WATCH_TICK,
+            None => {
+                st.asleep = true;
+                Duration::from_secs(3600)
+            }
+        };
+        // A flight added between the listing above and here is either seen by the next
+        // tick or, when asleep, wakes this wait (`add` checks `asleep` under this lock).
+        if st.asleep && !st.flights.is_empty() {
+            st.asleep = false;
+            continue;
+        }
+        let _ = w.wake.wait_timeout(st, wait);
     }
 }
 
@@ -449,6 +489,7 @@ impl World {
             caller: caller.clone(),
             waiter,
             deadline: Instant::now() + self.settings.call_timeout(),
+            started: Instant::now(),
             state: Mutex::new(FlightState::Queued(reply)),
         });
         self.watch.add(&flight);

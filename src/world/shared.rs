@@ -7,14 +7,19 @@
 //! broke is dropped by the pool when it comes back, and the next `get` connects again,
 //! retrying with backoff for up to `CONNECT_TIMEOUT`; meanwhile a call fails with EIO and
 //! these words.
+//!
+//! TLS follows the URL's `sslmode` with libpq's meaning (`super::pgtls`): every
+//! connection, pooled or listening, is made with the one connector built from it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::error::{WorldError, WorldResult};
+use super::pgtls::{self, MakeRustlsConnect};
 
 /// How long `get` keeps trying to (re)connect before a call fails with EIO.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,12 +44,15 @@ pub enum Heard<'a> {
     From(&'a str),
 }
 
-pub type PgClient = PooledConnection<PostgresConnectionManager<NoTls>>;
+pub type PgClient = PooledConnection<PostgresConnectionManager<MakeRustlsConnect>>;
 
 /// A pool of connections to the shared state database.
 pub struct SharedDb {
-    pool: Pool<PostgresConnectionManager<NoTls>>,
+    pool: Pool<PostgresConnectionManager<MakeRustlsConnect>>,
     config: postgres::Config,
+    tls: MakeRustlsConnect,
+    /// What TLS the connections use, in words ("sslmode=verify-full, roots from …").
+    security: String,
     /// The URL without its password, for messages.
     shown: String,
     /// What the database is to the mount, for messages ("shared state database").
@@ -56,18 +64,33 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgresql://") || url.starts_with("postgres://")
 }
 
-/// The URL with any password replaced, fit for logs and `result` files.
+/// The URL with any password replaced (in the credentials or a `password=` parameter),
+/// fit for logs and `result` files.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    match rest.split_once('@') {
+    let shown = match rest.split_once('@') {
         Some((auth, host)) => match auth.split_once(':') {
             Some((user, _)) => format!("{scheme}://{user}:<redacted>@{host}"),
             None => url.to_string(),
         },
         None => url.to_string(),
-    }
+    };
+    let Some((base, query)) = shown.split_once('?') else {
+        return shown;
+    };
+    let query: Vec<&str> = query
+        .split('&')
+        .map(|pair| {
+            if pair.starts_with("password=") {
+                "password=<redacted>"
+            } else {
+                pair
+            }
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
 }
 
 impl SharedDb {
@@ -85,10 +108,30 @@ impl SharedDb {
                  without a url, is SQLite in the state directory)"
             )));
         }
-        let config: postgres::Config = url
-            .parse()
-            .map_err(|e| WorldError::backend(format!("state url {shown}: {e}")))?;
-        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let pgtls::Prepared {
+            config,
+            tls,
+            described: security,
+        } = pgtls::prepare(url, home.as_deref())
+            .map_err(|e| WorldError::backend(format!("{name} {shown}: {e}")))?;
+        // One connection first: its error says what went wrong, where the pool's would
+        // only say it timed out after retrying for seconds.
+        if let Err(e) = config.connect(tls.clone()) {
+            return Err(WorldError::backend(match pgtls::explain(&e) {
+                Some(words) => format!(
+                    "cannot connect to the {name} {shown} securely \
+                     ({security}): {words}"
+                ),
+                None => format!(
+                    "cannot reach the {name} {shown}: {} \
+                     (is PostgreSQL running and does the role exist?)",
+                    pgtls::words(&e)
+                ),
+            }));
+        }
+        tracing::info!("{name} {shown}: {security}");
+        let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
         let pool = Pool::builder()
             .max_size(POOL_SIZE)
             .min_idle(Some(1))
@@ -106,6 +149,8 @@ impl SharedDb {
         Ok(SharedDb {
             pool,
             config,
+            tls,
+            security,
             shown,
             name,
         })
@@ -114,6 +159,11 @@ impl SharedDb {
     /// The URL as messages show it.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// What TLS the connections use, in words.
+    pub fn security(&self) -> &str {
+        &self.security
     }
 
     /// A pooled connection, reconnecting if need be.
@@ -130,7 +180,7 @@ impl SharedDb {
     pub fn error(&self, what: &str, e: &postgres::Error) -> WorldError {
         let detail = match e.as_db_error() {
             Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => e.to_string(),
+            None => pgtls::words(e),
         };
         // Connection exceptions (08…) and operator intervention (57…: a restart, a
         // terminated backend) end the connection; anything else is about the statement.
@@ -158,13 +208,14 @@ impl SharedDb {
         mut heard: impl FnMut(Heard<'_>) -> bool + Send + 'static,
     ) -> std::io::Result<std::thread::JoinHandle<()>> {
         let config = self.config.clone();
+        let tls = self.tls.clone();
         let shown = self.shown.clone();
         std::thread::Builder::new()
             .name("state-listener".into())
             .spawn(move || {
                 let mut backoff = BACKOFF_FIRST;
                 loop {
-                    match listen_once(&config, channel, &mut heard) {
+                    match listen_once(&config, &tls, channel, &mut heard) {
                         Ok(Stop::WorldGone) => return,
                         Ok(Stop::Lost) => {
                             tracing::warn!("shared state {shown}: the listener lost its connection; reconnecting");
@@ -172,7 +223,8 @@ impl SharedDb {
                         }
                         Err(e) => {
                             tracing::warn!(
-                                "shared state {shown}: cannot listen for other mounts' changes: {e}; retrying in {backoff:?}"
+                                "shared state {shown}: cannot listen for other mounts' changes: {}; retrying in {backoff:?}",
+                                pgtls::explain(&e).unwrap_or_else(|| pgtls::words(&e))
                             );
                             std::thread::sleep(backoff);
                             backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -193,10 +245,11 @@ enum Stop {
 
 fn listen_once(
     config: &postgres::Config,
+    tls: &MakeRustlsConnect,
     channel: &str,
     heard: &mut impl FnMut(Heard<'_>) -> bool,
 ) -> Result<Stop, postgres::Error> {
-    let mut client: Client = config.connect(NoTls)?;
+    let mut client: Client = config.connect(tls.clone())?;
     client.batch_execute(&format!("LISTEN {channel}"))?;
     // Anything written while we were not listening is caught up now.
     if !heard(Heard::Connected) {
@@ -278,7 +331,7 @@ impl TestDb {
 
     fn admin() -> Client {
         let url = format!("postgresql:///postgres?host={}", Self::SOCKET);
-        Client::connect(&url, NoTls).unwrap_or_else(|e| {
+        Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
             panic!(
                 "PostgreSQL is not reachable at {}: {e}. Start it as root with \
                  `apt-get install -y postgresql && pg_ctlcluster 15 main start && \
@@ -299,6 +352,77 @@ impl Drop for TestDb {
     }
 }
 
+/// A database and a login role with a password of their own for one test, reached over
+/// TCP (Debian's pg_hba.conf asks for a password on 127.0.0.1), dropped afterwards.
+#[cfg(test)]
+pub(crate) struct TcpDb {
+    pub name: String,
+    pub password: String,
+}
+
+#[cfg(test)]
+impl TcpDb {
+    pub fn create() -> TcpDb {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "wip_tls_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let password = format!("pw{nanos}x{}", std::process::id());
+        let mut admin = TestDb::admin();
+        admin
+            .batch_execute(&format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
+            .expect("create the test role");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} OWNER {name}"))
+            .expect("create the test database");
+        TcpDb { name, password }
+    }
+
+    /// `postgresql://ROLE:PASSWORD@HOST:5432/DB?PARAMS`.
+    pub fn url(&self, host: &str, params: &str) -> String {
+        format!(
+            "postgresql://{0}:{1}@{host}:5432/{0}?connect_timeout=10&{params}",
+            self.name, self.password
+        )
+    }
+
+    /// The DNS name the server's certificate carries (Debian's snakeoil: the host name
+    /// of the machine it was made on), read by openssl.
+    pub fn certificate_name() -> String {
+        let out = std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-ext", "subjectAltName", "-in", SNAKEOIL])
+            .output()
+            .expect("run openssl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split(|c: char| c == ',' || c.is_whitespace())
+            .find_map(|w| w.strip_prefix("DNS:"))
+            .unwrap_or_else(|| panic!("no DNS name in {SNAKEOIL}: {text}"))
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+impl Drop for TcpDb {
+    fn drop(&mut self) {
+        let mut admin = TestDb::admin();
+        let _ = admin.batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+        let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
+    }
+}
+
+/// Debian's self-signed certificate, which its PostgreSQL serves (`.ci/run` makes sure).
+#[cfg(test)]
+pub(crate) const SNAKEOIL: &str = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,7 +437,212 @@ mod tests {
             redact_url("postgresql:///wip?host=/var/run/postgresql"),
             "postgresql:///wip?host=/var/run/postgresql"
         );
+        assert_eq!(
+            redact_url("postgresql://db/wip?user=wip&password=s3cret&sslmode=require"),
+            "postgresql://db/wip?user=wip&password=<redacted>&sslmode=require"
+        );
         assert!(!is_postgres_url("sqlite:///tmp/x"));
         assert!(SharedDb::connect("mysql://x/y").is_err());
+    }
+
+    /// Whether the connection `client` is on is encrypted, as the server sees it.
+    fn encrypted(client: &mut Client) -> bool {
+        client
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    }
+
+    fn refused(url: &str) -> String {
+        match SharedDb::connect(url) {
+            Ok(_) => panic!("{url} connected"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn require_and_prefer_encrypt_and_disable_does_not() {
+        let db = TcpDb::create();
+        for (params, tls) in [
+            ("sslmode=require", true),
+            ("", true),
+            ("sslmode=prefer", true),
+            ("sslmode=disable", false),
+        ] {
+            let shared = SharedDb::connect(&db.url("127.0.0.1", params)).unwrap();
+            assert_eq!(encrypted(&mut shared.client().unwrap()), tls, "{params}");
+        }
+    }
+
+    #[test]
+    fn verify_full_connects_by_the_certificates_name_and_listens_encrypted() {
+        let db = TcpDb::create();
+        let name = TcpDb::certificate_name();
+        let url = db.url(
+            &name,
+            &format!("hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={SNAKEOIL}"),
+        );
+        let shared = SharedDb::connect(&url).unwrap();
+        assert!(shared.security().starts_with("sslmode=verify-full"));
+        assert!(encrypted(&mut shared.client().unwrap()));
+        // The listener's connection is encrypted too.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let listener = shared
+            .listen(EVENTS_CHANNEL, move |h| {
+                if matches!(h, Heard::Connected) {
+                    let _ = tx.send(());
+                }
+                false
+            })
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        listener.join().unwrap();
+        // Every connection this database has had so far was encrypted.
+        let plain: i64 = TestDb::admin()
+            .query_one(
+                "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+                 WHERE datname = $1 AND NOT ssl",
+                &[&db.name],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(plain, 0);
+    }
+
+    #[test]
+    fn verify_full_refuses_a_name_the_certificate_does_not_carry() {
+        let db = TcpDb::create();
+        let e = refused(&db.url(
+            "127.0.0.1",
+            &format!("sslmode=verify-full&sslrootcert={SNAKEOIL}"),
+        ));
+        assert!(
+            e.contains("securely (sslmode=verify-full")
+                && e.contains("not valid for the host name 127.0.0.1")
+                && e.contains(&TcpDb::certificate_name()),
+            "{e}"
+        );
+        assert!(!e.contains(&db.password), "{e}");
+    }
+
+    #[test]
+    fn verify_ca_checks_the_chain_and_not_the_name() {
+        let db = TcpDb::create();
+        // The name does not match, the chain does: connected.
+        let shared = SharedDb::connect(&db.url(
+            "127.0.0.1",
+            &format!("sslmode=verify-ca&sslrootcert={SNAKEOIL}"),
+        ))
+        .unwrap();
+        assert!(encrypted(&mut shared.client().unwrap()));
+        // A root that did not sign the server's certificate: refused.
+        let other = tempfile::tempdir().unwrap();
+        let (cert, _) = self_signed(other.path(), "someone-else");
+        let e = refused(&db.url(
+            "127.0.0.1",
+            &format!("sslmode=verify-ca&sslrootcert={}", cert.display()),
+        ));
+        assert!(
+            e.contains("certificate failed verification")
+                && e.contains("not signed by any of the root certificates"),
+            "{e}"
+        );
+        // No root file at all: refused before connecting, saying which file.
+        let e = refused(&db.url(
+            "127.0.0.1",
+            "sslmode=verify-ca&sslrootcert=/nonexistent/root.crt",
+        ));
+        assert!(
+            e.contains("root certificate file /nonexistent/root.crt does not exist"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn require_refuses_a_server_without_tls_and_prefer_falls_back() {
+        // PostgreSQL offers no TLS on its Unix socket: relayed to TCP, that is a server
+        // without TLS (peer authentication sees this process, as root).
+        let db = TestDb::create();
+        let port = relay_to_socket();
+        let url = |params: &str| format!("postgresql://root@127.0.0.1:{port}/{}?{params}", db.name);
+        let e = refused(&url("sslmode=require"));
+        assert!(
+            e.contains("the server does not offer TLS and the URL's sslmode requires it"),
+            "{e}"
+        );
+        let shared = SharedDb::connect(&url("sslmode=prefer")).unwrap();
+        assert!(!encrypted(&mut shared.client().unwrap()));
+    }
+
+    #[test]
+    fn a_client_certificate_is_offered_when_given() {
+        let db = TcpDb::create();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = self_signed(dir.path(), "wip-client");
+        let shared = SharedDb::connect(&db.url(
+            "127.0.0.1",
+            &format!(
+                "sslmode=require&sslcert={}&sslkey={}",
+                cert.display(),
+                key.display()
+            ),
+        ))
+        .unwrap();
+        assert!(encrypted(&mut shared.client().unwrap()));
+    }
+
+    /// A self-signed certificate and its key (mode 0600) in `dir`, made by openssl.
+    fn self_signed(dir: &std::path::Path, cn: &str) -> (PathBuf, PathBuf) {
+        let (cert, key) = (dir.join(format!("{cn}.crt")), dir.join(format!("{cn}.key")));
+        let out = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .arg("-subj")
+            .arg(format!("/CN={cn}"))
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        (cert, key)
+    }
+
+    /// A TCP port on 127.0.0.1 relayed to PostgreSQL's Unix socket.
+    fn relay_to_socket() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().map_while(Result::ok) {
+                let Ok(unix) = std::os::unix::net::UnixStream::connect(format!(
+                    "{}/.s.PGSQL.5432",
+                    TestDb::SOCKET
+                )) else {
+                    continue;
+                };
+                let (mut t_in, mut t_out) = (tcp.try_clone().unwrap(), tcp);
+                let (mut u_in, mut u_out) = (unix.try_clone().unwrap(), unix);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut t_in, &mut u_out);
+                    let _ = u_out.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut u_in, &mut t_out);
+                    let _ = t_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        port
     }
 }
