@@ -18,8 +18,8 @@ ISSUES=${ISSUES:-1500}
 # Which parts to run: walk (seeding, find/stat/cat, memory, call latency), calls (reads
 # while calls are in flight, large results, the log), db, search, feed (tail -f of the
 # change feed), agent, exec, mcp, github, titled (titled names vs bare ones), shared
-# (state on PostgreSQL against SQLite; needs PostgreSQL running with a role for root, as
-# .ci/run sets it up).
+# (state, and the tracker, on PostgreSQL against SQLite; needs PostgreSQL running with a
+# role for root, as .ci/run sets it up).
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled,shared}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
@@ -45,6 +45,7 @@ cleanup() {
   [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
   [ -n "${tail_pid:-}" ] && kill "$tail_pid" 2>/dev/null || true
   [ -n "${pgdb:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" 2>/dev/null || true
+  [ -n "${pgtracker:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgtracker WITH (FORCE)" 2>/dev/null || true
   rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -558,4 +559,31 @@ kill "$tail_pid"; tail_pid=""
 echo "A's call in B's tail -f: median $(printf '%s\n' "${lat[@]}" | sort -n | sed -n 5p) s, worst $(printf '%s\n' "${lat[@]}" | sort -n | tail -1) s over 10 calls"
 "$bin/wip" umount "$work/pgm2"
 "$bin/wip" umount "$work/pgm"
+echo "# the tracker on PostgreSQL against the tracker on SQLite (state on SQLite for both; $SHARED_CALLS calls each)"
+# A call is one write transaction: on SQLite BEGIN IMMEDIATE in-process, on PostgreSQL
+# BEGIN + the tracker's advisory lock, the reads and writes, COMMIT, each a round trip.
+pgtracker=wip_bench_tracker_$$
+psql -h /var/run/postgresql -d postgres -qc "CREATE DATABASE $pgtracker"
+cat > "$work/pgtracker.toml" <<TOML
+[[host]]
+kind = "tracker"
+path = "tracker"
+database = "postgresql:///$pgtracker?host=/var/run/postgresql"
+TOML
+for op in get_metadata comment; do
+  args='{}'; [ "$op" = comment ] && args='{"body":"bench"}'
+  "$bin/wip-bench" host-call --state "$work/trsq" --manifest "$work/shared.toml" /tracker/issues/2 "$op" "$args" "$SHARED_CALLS" > "$work/trsq-$op.txt"
+  "$bin/wip-bench" host-call --state "$work/trpg" --manifest "$work/pgtracker.toml" /tracker/issues/2 "$op" "$args" "$SHARED_CALLS" > "$work/trpg-$op.txt"
+  h_sq=$(p50 "in-process host.call" "$work/trsq-$op.txt"); h_pg=$(p50 "in-process host.call" "$work/trpg-$op.txt")
+  echo "tracker $op, host.call p50: SQLite $h_sq us, PostgreSQL $h_pg us; PostgreSQL/SQLite $(ratio "$h_pg" "$h_sq")"
+done
+mkdir -p "$work/trsqm" "$work/trpgm"
+"$bin/wip" mount "$work/trsqm" --state "$work/trsq" --manifest "$work/shared.toml" > /dev/null
+"$bin/wip" mount "$work/trpgm" --state "$work/trpg" --manifest "$work/pgtracker.toml" > /dev/null
+"$bin/wip-bench" mount-call "$work/trsqm/tracker/issues/2/ops/get_metadata/call" $'\n' "$SHARED_CALLS" > "$work/trsqmount.txt"
+"$bin/wip-bench" mount-call "$work/trpgm/tracker/issues/2/ops/get_metadata/call" $'\n' "$SHARED_CALLS" > "$work/trpgmount.txt"
+m_sq=$(p50 "through the mount" "$work/trsqmount.txt"); m_pg=$(p50 "through the mount" "$work/trpgmount.txt")
+echo "tracker get_metadata through the mount p50: SQLite $m_sq us, PostgreSQL $m_pg us; PostgreSQL/SQLite $(ratio "$m_pg" "$m_sq")"
+"$bin/wip" umount "$work/trsqm"
+"$bin/wip" umount "$work/trpgm"
 fi

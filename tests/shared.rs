@@ -1,6 +1,6 @@
 //! Many mounts, one world: two daemons whose state (journal, change feed, known world,
-//! approvals) is one PostgreSQL database and whose tracker is one database file, driven by
-//! agents on both at once, as a team on several machines would.
+//! approvals) is one PostgreSQL database and whose tracker is another, driven by agents
+//! on both at once, as a team on several machines would.
 //!
 //! PostgreSQL must be running (`.ci/run` installs and starts Debian's, with a role for
 //! root); each test makes a database of its own and drops it.
@@ -64,30 +64,34 @@ impl Drop for TestDb {
     }
 }
 
-/// A tracker on `tracker_db` (one file both mounts open), state on `url` when given in
-/// the manifest (the other mount gets it from WIP_STATE_URL).
-fn manifest(tracker_db: &std::path::Path, url: Option<&str>) -> String {
+/// A tracker on the PostgreSQL database `tracker_db`, state on `url` when given in the
+/// manifest (the other mount gets it from WIP_STATE_URL).
+fn manifest(tracker_db: &str, url: Option<&str>) -> String {
     let state = url
         .map(|u| format!("[state]\nurl = \"{u}\"\n\n"))
         .unwrap_or_default();
     format!(
         "{state}[identity]\nuser = \"alex\"\nrole = \"maintainer\"\n\n\
-         [[host]]\nkind = \"tracker\"\npath = \"tracker\"\nseed = \"demo\"\ndatabase = \"{}\"\n",
-        tracker_db.display()
+         [[host]]\nkind = \"tracker\"\npath = \"tracker\"\nseed = \"demo\"\ndatabase = \"{tracker_db}\"\n"
     )
 }
 
-/// Two mounts of one world: A names the database in its manifest, B in its environment.
-fn two_mounts(db: &TestDb, shared: &tempfile::TempDir) -> (Mount, Mount) {
-    two_mounts_with(db, shared, "")
+/// Two mounts of one world: A names the state database in its manifest, B in its
+/// environment; both name the tracker's database.
+fn two_mounts(db: &TestDb, tracker: &TestDb) -> (Mount, Mount) {
+    two_mounts_with(db, tracker, "")
 }
 
 /// The same, with more manifest text (policy rules) on both.
-fn two_mounts_with(db: &TestDb, shared: &tempfile::TempDir, more: &str) -> (Mount, Mount) {
-    let tracker = shared.path().join("tracker.db");
-    let a = Mount::start(Some(&(manifest(&tracker, Some(&db.url)) + more)));
+/// The tracker's URL carries a password (the server trusts root on its socket and never
+/// asks for it), which no file of the mount may show.
+fn two_mounts_with(db: &TestDb, tracker: &TestDb, more: &str) -> (Mount, Mount) {
+    let tracker_url = tracker
+        .url
+        .replace("postgresql:///", "postgresql://root:s3cret@/");
+    let a = Mount::start(Some(&(manifest(&tracker_url, Some(&db.url)) + more)));
     let b = Mount::start_with_env(
-        Some(&(manifest(&tracker, None) + more)),
+        Some(&(manifest(&tracker_url, None) + more)),
         &[("WIP_STATE_URL", db.url.as_str())],
     );
     (a, b)
@@ -235,17 +239,21 @@ const CALLS: usize = 5;
 #[test]
 fn eight_agents_on_each_of_two_mounts_lose_and_repeat_nothing_and_both_see_it_all() {
     let db = TestDb::create("agents");
-    let shared = tempfile::tempdir().unwrap();
-    let (a, b) = two_mounts(&db, &shared);
-    agents_on_both(&db, &a, &b);
+    let tracker = TestDb::create("agents_tracker");
+    let (a, b) = two_mounts(&db, &tracker);
+    agents_on_both(&db, &tracker, &a, &b);
 }
 
-/// 8 agents on each mount comment on one issue; every call shows once everywhere, and B's
-/// kernel caches and `tail -f` follow A.
-fn agents_on_both(db: &TestDb, a: &dyn Side, b: &dyn Side) {
+/// 8 agents on each mount comment on one issue; every call shows once everywhere, each
+/// comment has a number of its own, and B's kernel caches and `tail -f` follow A.
+fn agents_on_both(db: &TestDb, tracker: &TestDb, a: &dyn Side, b: &dyn Side) {
     assert!(b
         .read("README.md")
         .contains("Other mounts share this world's state"));
+    for m in [a, b] {
+        let root = m.read("tracker/description");
+        assert!(root.contains(" · on PostgreSQL postgresql://"), "{root}");
+    }
     // B holds the issue in its kernel caches before anyone changes it.
     let before = comment_count(&b.read("tracker/issues/42/description"));
     b.ok("ls tracker/issues/42/comments > /dev/null");
@@ -313,6 +321,21 @@ fn agents_on_both(db: &TestDb, a: &dyn Side, b: &dyn Side) {
         expected
     );
 
+    // The tracker's database: every comment once, each with its own number.
+    let row = tracker
+        .client()
+        .query_one(
+            "SELECT count(*), count(DISTINCT seq), max(seq) FROM comments WHERE number = 42",
+            &[],
+        )
+        .unwrap();
+    let (n, distinct, max): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(n as usize, before + total);
+    assert_eq!(
+        (distinct, max),
+        (n, n),
+        "comment numbers 1..{n}, none twice"
+    );
     // The tracker: every comment once, read through B (whose listing was cached).
     let bodies = b.ok("cat tracker/issues/42/comments/*/description");
     for text in &expected {
@@ -403,14 +426,25 @@ fn comment_text(args: &str) -> String {
 #[test]
 fn two_merges_of_one_pull_request_from_two_mounts_one_wins_one_hears_eperm() {
     let db = TestDb::create("merge");
+    let tracker = TestDb::create("merge_tracker");
     let shared = tempfile::tempdir().unwrap();
-    let (a, b) = two_mounts(&db, &shared);
+    let (a, b) = two_mounts(&db, &tracker);
     let go = shared.path().join("go");
     let script = format!(
         "while [ ! -e {go} ]; do sleep 0.005; done; \
          echo '{{\"method\":\"merge\"}}' > tracker/pulls/51/ops/merge/call",
         go = go.display()
     );
+    for m in [&a, &b] {
+        for file in [".wip/config", "tracker/description"] {
+            let text = m.read(file);
+            assert!(
+                text.contains("postgresql://root:<redacted>@/"),
+                "{file}: {text}"
+            );
+            assert!(!text.contains("s3cret"), "{file}: {text}");
+        }
+    }
     // Both guards read "allowed" before the race.
     for m in [&a, &b] {
         assert!(m
@@ -462,6 +496,13 @@ fn two_merges_of_one_pull_request_from_two_mounts_one_wins_one_hears_eperm() {
         .unwrap()
         .get(0);
     assert_eq!(ok, 1);
+    // One merge in the tracker database too.
+    let state: String = tracker
+        .client()
+        .query_one("SELECT state FROM items WHERE number = 51", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "merged");
     for m in [&a, &b] {
         wait_until(
             "both mounts show the pull request merged",
@@ -558,7 +599,6 @@ fn certificate_name() -> String {
 #[test]
 fn a_mount_on_a_verified_tls_connection_records_its_calls_there() {
     let db = PasswordDb::create("tls");
-    let shared = tempfile::tempdir().unwrap();
     // The certificate's name for verification, the loopback address to dial.
     let url = format!(
         "postgresql://{0}:{1}@{2}:5432/{0}?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={SNAKEOIL}",
@@ -566,10 +606,8 @@ fn a_mount_on_a_verified_tls_connection_records_its_calls_there() {
         db.password,
         certificate_name()
     );
-    let m = Mount::start(Some(&manifest(
-        &shared.path().join("tracker.db"),
-        Some(&url),
-    )));
+    // The tracker in the same database, over the same verified connection.
+    let m = Mount::start(Some(&manifest(&url, Some(&url))));
     // An agent comments, then looks for its run in the runtime's files.
     let out = m.ok(
         "echo 'sent over TLS' > tracker/issues/42/ops/comment/call && \
@@ -601,7 +639,8 @@ fn a_mount_on_a_verified_tls_connection_records_its_calls_there() {
     assert!(out.contains("sslmode=verify-full"), "{out}");
     assert!(!out.contains(&db.password), "{out}");
     assert!(out.contains(&format!("{}:<redacted>@", db.name)), "{out}");
-    // The run is in the database, and every connection the daemon holds is encrypted.
+    // The run and the comment are in the database, and every connection the daemon holds
+    // (the state's and the tracker's) is encrypted.
     let rows: Vec<(String, bool)> = admin()
         .query(
             "SELECT a.usename::text, s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
@@ -618,12 +657,20 @@ fn a_mount_on_a_verified_tls_connection_records_its_calls_there() {
         &format!("postgresql:///{}?host={SOCKET}", db.name),
         postgres::NoTls,
     );
+    let mut pg = pg.unwrap();
     let status: String = pg
-        .unwrap()
         .query_one("SELECT status FROM calls WHERE id = $1", &[&run])
         .unwrap()
         .get(0);
     assert_eq!(status, "ok");
+    let comments: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM comments WHERE number = 42 AND body = 'sent over TLS'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(comments, 1);
 }
 
 /// A network namespace joined to this one by a veth pair (10.231.N.1 here, .2 there),
@@ -830,27 +877,27 @@ impl Drop for NsMount {
 #[test]
 fn a_mount_in_its_own_network_namespace_shares_the_world_over_tcp() {
     let db = TestDb::create("netns");
-    let shared = tempfile::tempdir().unwrap();
+    let tracker = TestDb::create("netns_tracker");
     let ns = NetNs::create();
     let (port, relayed) = relay_to_postgres(&ns.host_ip);
-    let tracker = shared.path().join("tracker.db");
-    let a = Mount::start(Some(&manifest(&tracker, Some(&db.url))));
-    // B dials the host's end of the veth pair from inside its namespace.
-    let tcp_url = format!("postgresql://root@{}:{port}/{}", ns.host_ip, db.name);
-    let b = NsMount::start(&ns, &manifest(&tracker, None), &tcp_url);
+    let a = Mount::start(Some(&manifest(&tracker.url, Some(&db.url))));
+    // B dials the host's end of the veth pair from inside its namespace, for the state
+    // and for the tracker: it has no other way to either.
+    let tcp = |name: &str| format!("postgresql://root@{}:{port}/{name}", ns.host_ip);
+    let b = NsMount::start(&ns, &manifest(&tcp(&tracker.name), None), &tcp(&db.name));
     assert!(
-        relayed.load(std::sync::atomic::Ordering::Relaxed) > 0,
-        "B reached PostgreSQL over TCP"
+        relayed.load(std::sync::atomic::Ordering::Relaxed) >= 2,
+        "B reached both databases over TCP"
     );
-    agents_on_both(&db, &a, &b);
+    agents_on_both(&db, &tracker, &a, &b);
 }
 
 #[test]
 fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
     let db = TestDb::create("approve");
-    let shared = tempfile::tempdir().unwrap();
+    let tracker = TestDb::create("approve_tracker");
     let policy = "\n[[policy]]\nmatch = \"tracker/issues/*/ops/assign\"\naction = \"approve\"\nself_approve = true\n";
-    let (a, b) = two_mounts_with(&db, &shared, policy);
+    let (a, b) = two_mounts_with(&db, &tracker, policy);
     let out = a.sh("echo '{\"user\":\"sam\"}' > tracker/issues/42/ops/assign/call");
     assert!(!out.status.success(), "held, not run");
     let id: i64 = db

@@ -55,6 +55,8 @@ pub struct SharedDb {
     security: String,
     /// The URL without its password, for messages.
     shown: String,
+    /// What the database is to the mount, for messages ("shared state database").
+    name: &'static str,
 }
 
 /// Whether a state URL names PostgreSQL (anything else is refused with words).
@@ -94,6 +96,11 @@ pub fn redact_url(url: &str) -> String {
 impl SharedDb {
     /// Connect (once, to fail early with words) and keep a pool.
     pub fn connect(url: &str) -> WorldResult<SharedDb> {
+        Self::connect_as(url, "shared state database")
+    }
+
+    /// `connect`, for a database that messages call `name` (a host's own database).
+    pub fn connect_as(url: &str, name: &'static str) -> WorldResult<SharedDb> {
         let shown = redact_url(url);
         if !is_postgres_url(url) {
             return Err(WorldError::backend(format!(
@@ -107,23 +114,23 @@ impl SharedDb {
             tls,
             described: security,
         } = pgtls::prepare(url, home.as_deref())
-            .map_err(|e| WorldError::backend(format!("state url {shown}: {e}")))?;
+            .map_err(|e| WorldError::backend(format!("{name} {shown}: {e}")))?;
         // One connection first: its error says what went wrong, where the pool's would
         // only say it timed out after retrying for seconds.
         if let Err(e) = config.connect(tls.clone()) {
             return Err(WorldError::backend(match pgtls::explain(&e) {
                 Some(words) => format!(
-                    "cannot connect to the shared state database {shown} securely \
+                    "cannot connect to the {name} {shown} securely \
                      ({security}): {words}"
                 ),
                 None => format!(
-                    "cannot reach the shared state database {shown}: {} \
+                    "cannot reach the {name} {shown}: {} \
                      (is PostgreSQL running and does the role exist?)",
                     pgtls::words(&e)
                 ),
             }));
         }
-        tracing::info!("shared state {shown}: {security}");
+        tracing::info!("{name} {shown}: {security}");
         let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
         let pool = Pool::builder()
             .max_size(POOL_SIZE)
@@ -135,7 +142,7 @@ impl SharedDb {
             .build(manager)
             .map_err(|e| {
                 WorldError::backend(format!(
-                    "cannot reach the shared state database {shown}: {e} \
+                    "cannot reach the {name} {shown}: {e} \
                      (is PostgreSQL running and does the role exist?)"
                 ))
             })?;
@@ -145,6 +152,7 @@ impl SharedDb {
             tls,
             security,
             shown,
+            name,
         })
     }
 
@@ -162,9 +170,8 @@ impl SharedDb {
     pub fn client(&self) -> WorldResult<PgClient> {
         self.pool.get().map_err(|e| {
             WorldError::backend(format!(
-                "the shared state database {} is unreachable: {e}; the mount reconnects \
-                 on the next call",
-                self.shown
+                "the {} {} is unreachable: {e}; the mount reconnects on the next call",
+                self.name, self.shown
             ))
         })
     }
@@ -188,8 +195,8 @@ impl SharedDb {
             ""
         };
         WorldError::backend(format!(
-            "{what}: the shared state database {} failed: {detail}{hint}",
-            self.shown
+            "{what}: the {} {} failed: {detail}{hint}",
+            self.name, self.shown
         ))
     }
 

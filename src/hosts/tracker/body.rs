@@ -3,15 +3,14 @@
 //! An item's time is its last change (`updated_at`, moved by every change of it or its
 //! comments); a comment's its last edit.
 
-use rusqlite::{params, Connection, OptionalExtension};
-
 use super::ops::{Here, OPS};
-use super::{db, Node, TrackerHost, DB};
+use super::store::{args, Store};
+use super::{db, Node, TrackerHost};
 use crate::calendar::parse_iso;
-use crate::world::host::{Body, HostResult, OrFailed};
+use crate::world::host::{Body, HostResult};
 
 impl TrackerHost {
-    pub(super) fn body_in(&self, conn: &Connection, node: &Node) -> HostResult<Option<Body>> {
+    pub(super) fn body_in(&self, conn: &Store, node: &Node) -> HostResult<Option<Body>> {
         let (body, here) = match node {
             Node::Item(_, n) => match db::item(conn, *n)? {
                 Some(item) => (
@@ -58,7 +57,7 @@ impl TrackerHost {
     /// When an entry last changed, where the tracker records it.
     pub(super) fn modified_in(
         &self,
-        conn: &Connection,
+        conn: &Store,
         node: &Node,
     ) -> HostResult<Option<std::time::SystemTime>> {
         Ok(match node {
@@ -67,9 +66,9 @@ impl TrackerHost {
             | Node::Checks(n)
             | Node::Reviews(n)
             | Node::Check(n, _) => conn
-                .prepare_cached("SELECT updated_at FROM items WHERE number = ?1")
-                .and_then(|mut st| st.query_row([n], |r| r.get::<_, String>(0)).optional())
-                .or_failed(DB)?
+                .query_opt("SELECT updated_at FROM items WHERE number = ?1", args![n])?
+                .map(|mut r| r.text(0))
+                .transpose()?
                 .as_deref()
                 .and_then(parse_iso),
             Node::Comment(_, n, c) => comment_time(conn, *n, *c)?,
@@ -82,13 +81,14 @@ impl TrackerHost {
 }
 
 /// A comment's last edit, else its creation.
-fn comment_time(conn: &Connection, n: i64, c: i64) -> HostResult<Option<std::time::SystemTime>> {
-    let at: Option<String> = conn
-        .prepare_cached(
+fn comment_time(conn: &Store, n: i64, c: i64) -> HostResult<Option<std::time::SystemTime>> {
+    let at = conn
+        .query_opt(
             "SELECT coalesce(edited_at, created_at) FROM comments WHERE number = ?1 AND seq = ?2",
-        )
-        .and_then(|mut st| st.query_row(params![n, c], |r| r.get(0)).optional())
-        .or_failed(DB)?;
+            args![n, c],
+        )?
+        .map(|mut r| r.text(0))
+        .transpose()?;
     Ok(at.as_deref().and_then(parse_iso))
 }
 

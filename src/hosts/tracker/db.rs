@@ -1,13 +1,13 @@
-//! Schema and queries of the tracker database. Plain SQL, every lookup by primary key or
-//! index; listings are `ORDER BY … LIMIT page_size`.
+//! Schema and queries of the tracker database. Plain SQL that SQLite and PostgreSQL both
+//! read (see `store`), every lookup by primary key or index; listings are
+//! `ORDER BY … LIMIT page_size`. `user` is a reserved word in PostgreSQL: always quoted.
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use super::{Kind, Node, DB};
+use super::store::{args, Row, Store};
+use super::{Kind, Node};
 use crate::manifest::Identity;
-use crate::world::host::{HostResult, OrFailed};
+use crate::world::host::HostResult;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS project (
@@ -45,8 +45,9 @@ CREATE TABLE IF NOT EXISTS items (
     merge_method TEXT,
     diff TEXT
 );
--- (kind) is stored as (kind, number): newest-first listings walk it without sorting.
-CREATE INDEX IF NOT EXISTS items_kind ON items(kind);
+-- Newest-first listings walk (kind, number) without sorting (SQLite stores an index on
+-- (kind) so already; PostgreSQL needs the number named).
+CREATE INDEX IF NOT EXISTS items_kind ON items(kind, number);
 CREATE INDEX IF NOT EXISTS items_kind_state ON items(kind, state);
 CREATE INDEX IF NOT EXISTS items_author ON items(author);
 CREATE TABLE IF NOT EXISTS item_labels (
@@ -57,10 +58,10 @@ CREATE TABLE IF NOT EXISTS item_labels (
 CREATE INDEX IF NOT EXISTS item_labels_by_label ON item_labels(label, number);
 CREATE TABLE IF NOT EXISTS assignees (
     number INTEGER NOT NULL,
-    user TEXT NOT NULL,
-    PRIMARY KEY (number, user)
+    \"user\" TEXT NOT NULL,
+    PRIMARY KEY (number, \"user\")
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS assignees_by_user ON assignees(user, number);
+CREATE INDEX IF NOT EXISTS assignees_by_user ON assignees(\"user\", number);
 CREATE TABLE IF NOT EXISTS comments (
     number INTEGER NOT NULL,
     seq INTEGER NOT NULL,
@@ -91,8 +92,8 @@ CREATE TABLE IF NOT EXISTS reviews (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS review_requests (
     number INTEGER NOT NULL,
-    user TEXT NOT NULL,
-    PRIMARY KEY (number, user)
+    \"user\" TEXT NOT NULL,
+    PRIMARY KEY (number, \"user\")
 ) WITHOUT ROWID;
 -- Which issues a pull request closes when merged ('Fixes #42').
 CREATE TABLE IF NOT EXISTS fixes (
@@ -102,32 +103,35 @@ CREATE TABLE IF NOT EXISTS fixes (
 ) WITHOUT ROWID;
 ";
 
-pub(super) fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(SCHEMA)?;
-    // Added after the first release: databases made before lack it.
-    let has_edited: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('comments') WHERE name = 'edited_at'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_edited {
-        conn.execute_batch("ALTER TABLE comments ADD COLUMN edited_at TEXT")?;
+pub(super) fn create_schema(conn: &Store) -> HostResult<()> {
+    conn.batch(&conn.ddl(SCHEMA))?;
+    migrate(conn)
+}
+
+/// Columns added after the first release, in order: databases made before lack them.
+const MIGRATIONS: &[(&str, &str, &str)] = &[("comments", "edited_at", "TEXT")];
+
+fn migrate(conn: &Store) -> HostResult<()> {
+    for (table, column, ty) in MIGRATIONS {
+        if !conn.has_column(table, column)? {
+            conn.batch(&conn.ddl(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}")))?;
+        }
     }
     Ok(())
 }
 
-pub(super) fn project_name(conn: &Connection) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT name FROM project LIMIT 1", [], |r| r.get(0))
-        .optional()
+pub(super) fn project_name(conn: &Store) -> HostResult<Option<String>> {
+    conn.query_opt("SELECT name FROM project LIMIT 1", &[])?
+        .map(|mut r| r.text(0))
+        .transpose()
 }
 
 /// The mount's user must exist to author comments and reviews.
-pub(super) fn ensure_user(conn: &Connection, me: &Identity) -> rusqlite::Result<()> {
+pub(super) fn ensure_user(conn: &Store, me: &Identity) -> HostResult<()> {
     conn.execute(
-        "INSERT OR IGNORE INTO users (name, role, full_name) VALUES (?1, ?2, '')",
-        params![me.user, me.role.as_str()],
-    )?;
-    Ok(())
+        "INSERT INTO users (name, role, full_name) VALUES (?1, ?2, '') ON CONFLICT DO NOTHING",
+        args![&me.user, me.role.as_str()],
+    )
 }
 
 // ---------------------------------------------------------------- time
@@ -205,132 +209,121 @@ impl Item {
 const ITEM_COLUMNS: &str = "number, kind, title, body, author, state, created_at, updated_at, \
      closed_at, closed_by, close_reason, head, base, mergeable, conflicts, merge_method, diff";
 
-fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
-    let kind: String = r.get(1)?;
+fn item_row(mut r: Row) -> HostResult<Item> {
+    let kind = r.text(1)?;
     Ok(Item {
-        number: r.get(0)?,
+        number: r.int(0)?,
         kind: Kind::from_db(&kind).unwrap_or(Kind::Issue),
-        title: r.get(2)?,
-        body: r.get(3)?,
-        author: r.get(4)?,
-        state: r.get(5)?,
-        created_at: r.get(6)?,
-        updated_at: r.get(7)?,
-        closed_at: r.get(8)?,
-        closed_by: r.get(9)?,
-        close_reason: r.get(10)?,
-        head: r.get(11)?,
-        base: r.get(12)?,
-        mergeable: r.get(13)?,
-        conflicts: r.get(14)?,
-        merge_method: r.get(15)?,
-        diff: r.get(16)?,
+        title: r.text(2)?,
+        body: r.text(3)?,
+        author: r.text(4)?,
+        state: r.text(5)?,
+        created_at: r.text(6)?,
+        updated_at: r.text(7)?,
+        closed_at: r.opt_text(8)?,
+        closed_by: r.opt_text(9)?,
+        close_reason: r.opt_text(10)?,
+        head: r.opt_text(11)?,
+        base: r.opt_text(12)?,
+        mergeable: r.flag(13)?,
+        conflicts: r.opt_text(14)?,
+        merge_method: r.opt_text(15)?,
+        diff: r.opt_text(16)?,
     })
 }
 
-pub(super) fn item(conn: &Connection, number: i64) -> HostResult<Option<Item>> {
-    let mut st = conn
-        .prepare_cached(&format!(
-            "SELECT {ITEM_COLUMNS} FROM items WHERE number = ?1"
-        ))
-        .or_failed(DB)?;
-    st.query_row([number], item_row).optional().or_failed(DB)
+pub(super) fn item(conn: &Store, number: i64) -> HostResult<Option<Item>> {
+    conn.query_opt(
+        &format!("SELECT {ITEM_COLUMNS} FROM items WHERE number = ?1"),
+        args![number],
+    )?
+    .map(item_row)
+    .transpose()
 }
 
 /// The item, which the caller knows exists (checked by `exists` in the same transaction).
-pub(super) fn item_req(conn: &Connection, number: i64) -> HostResult<Item> {
+pub(super) fn item_req(conn: &Store, number: i64) -> HostResult<Item> {
     item(conn, number)?.ok_or_else(|| {
         crate::world::host::HostError::NotFound(format!("no issue or pull request #{number}"))
     })
 }
 
-pub(super) fn item_kind(conn: &Connection, number: i64) -> HostResult<Option<Kind>> {
-    let mut st = conn
-        .prepare_cached("SELECT kind FROM items WHERE number = ?1")
-        .or_failed(DB)?;
-    let kind: Option<String> = st
-        .query_row([number], |r| r.get(0))
-        .optional()
-        .or_failed(DB)?;
+pub(super) fn item_kind(conn: &Store, number: i64) -> HostResult<Option<Kind>> {
+    let kind = conn
+        .query_opt("SELECT kind FROM items WHERE number = ?1", args![number])?
+        .map(|mut r| r.text(0))
+        .transpose()?;
     Ok(kind.as_deref().and_then(Kind::from_db))
 }
 
 /// Newest first, at most `limit`.
-pub(super) fn items_newest(conn: &Connection, kind: Kind, limit: usize) -> HostResult<Vec<Item>> {
-    let mut st = conn
-        .prepare_cached(&format!(
-            "SELECT {ITEM_COLUMNS} FROM items WHERE kind = ?1 ORDER BY number DESC LIMIT ?2"
-        ))
-        .or_failed(DB)?;
-    let rows = st
-        .query_map(params![kind.db(), limit as i64], item_row)
-        .or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn items_newest(conn: &Store, kind: Kind, limit: usize) -> HostResult<Vec<Item>> {
+    conn.query(
+        &format!("SELECT {ITEM_COLUMNS} FROM items WHERE kind = ?1 ORDER BY number DESC LIMIT ?2"),
+        args![kind.db(), limit_of(limit)],
+    )?
+    .into_iter()
+    .map(item_row)
+    .collect()
+}
+
+/// A listing's bound as a parameter.
+pub(super) fn limit_of(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 /// (total, open, merged) of one kind.
-pub(super) fn counts(conn: &Connection, kind: Kind) -> HostResult<(i64, i64, i64)> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT count(*), coalesce(sum(state = 'open'), 0), coalesce(sum(state = 'merged'), 0)
-             FROM items WHERE kind = ?1",
-        )
-        .or_failed(DB)?;
-    st.query_row([kind.db()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .or_failed(DB)
+pub(super) fn counts(conn: &Store, kind: Kind) -> HostResult<(i64, i64, i64)> {
+    let r = conn.query_one(
+        "SELECT count(*),
+                coalesce(sum(CASE WHEN state = 'open' THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN state = 'merged' THEN 1 ELSE 0 END), 0)
+         FROM items WHERE kind = ?1",
+        args![kind.db()],
+    )?;
+    Ok((r.int(0)?, r.int(1)?, r.int(2)?))
 }
 
-fn strings(conn: &Connection, sql: &str, key: impl rusqlite::Params) -> HostResult<Vec<String>> {
-    let mut st = conn.prepare_cached(sql).or_failed(DB)?;
-    let rows = st.query_map(key, |r| r.get(0)).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
-}
-
-pub(super) fn labels_of(conn: &Connection, number: i64) -> HostResult<Vec<String>> {
-    strings(
-        conn,
+pub(super) fn labels_of(conn: &Store, number: i64) -> HostResult<Vec<String>> {
+    conn.strings(
         "SELECT label FROM item_labels WHERE number = ?1 ORDER BY label",
-        [number],
+        args![number],
     )
 }
 
-pub(super) fn assignees_of(conn: &Connection, number: i64) -> HostResult<Vec<String>> {
-    strings(
-        conn,
-        "SELECT user FROM assignees WHERE number = ?1 ORDER BY user",
-        [number],
+pub(super) fn assignees_of(conn: &Store, number: i64) -> HostResult<Vec<String>> {
+    conn.strings(
+        "SELECT \"user\" FROM assignees WHERE number = ?1 ORDER BY \"user\"",
+        args![number],
     )
 }
 
-pub(super) fn requested_of(conn: &Connection, number: i64) -> HostResult<Vec<String>> {
-    strings(
-        conn,
-        "SELECT user FROM review_requests WHERE number = ?1 ORDER BY user",
-        [number],
+pub(super) fn requested_of(conn: &Store, number: i64) -> HostResult<Vec<String>> {
+    conn.strings(
+        "SELECT \"user\" FROM review_requests WHERE number = ?1 ORDER BY \"user\"",
+        args![number],
     )
 }
 
-pub(super) fn fixes_of(conn: &Connection, pull: i64) -> HostResult<Vec<i64>> {
-    let mut st = conn
-        .prepare_cached("SELECT issue FROM fixes WHERE pull = ?1 ORDER BY issue")
-        .or_failed(DB)?;
-    let rows = st.query_map([pull], |r| r.get(0)).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn fixes_of(conn: &Store, pull: i64) -> HostResult<Vec<i64>> {
+    conn.ints(
+        "SELECT issue FROM fixes WHERE pull = ?1 ORDER BY issue",
+        args![pull],
+    )
 }
 
-pub(super) fn fixed_by(conn: &Connection, issue: i64) -> HostResult<Vec<i64>> {
-    let mut st = conn
-        .prepare_cached("SELECT pull FROM fixes WHERE issue = ?1 ORDER BY pull")
-        .or_failed(DB)?;
-    let rows = st.query_map([issue], |r| r.get(0)).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn fixed_by(conn: &Store, issue: i64) -> HostResult<Vec<i64>> {
+    conn.ints(
+        "SELECT pull FROM fixes WHERE issue = ?1 ORDER BY pull",
+        args![issue],
+    )
 }
 
-pub(super) fn comment_count(conn: &Connection, number: i64) -> HostResult<i64> {
-    let mut st = conn
-        .prepare_cached("SELECT count(*) FROM comments WHERE number = ?1")
-        .or_failed(DB)?;
-    st.query_row([number], |r| r.get(0)).or_failed(DB)
+pub(super) fn comment_count(conn: &Store, number: i64) -> HostResult<i64> {
+    conn.int(
+        "SELECT count(*) FROM comments WHERE number = ?1",
+        args![number],
+    )
 }
 
 #[derive(Clone, Debug)]
@@ -341,66 +334,61 @@ pub(super) struct Comment {
     pub created_at: String,
 }
 
-fn comment_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Comment> {
+fn comment_row(mut r: Row) -> HostResult<Comment> {
     Ok(Comment {
-        seq: r.get(0)?,
-        author: r.get(1)?,
-        body: r.get(2)?,
-        created_at: r.get(3)?,
+        seq: r.int(0)?,
+        author: r.text(1)?,
+        body: r.text(2)?,
+        created_at: r.text(3)?,
     })
 }
 
-pub(super) fn comments(conn: &Connection, number: i64, limit: usize) -> HostResult<Vec<Comment>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT seq, author, body, created_at FROM comments WHERE number = ?1
-             ORDER BY seq LIMIT ?2",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map(params![number, limit as i64], comment_row)
-        .or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn comments(conn: &Store, number: i64, limit: usize) -> HostResult<Vec<Comment>> {
+    conn.query(
+        "SELECT seq, author, body, created_at FROM comments WHERE number = ?1
+         ORDER BY seq LIMIT ?2",
+        args![number, limit_of(limit)],
+    )?
+    .into_iter()
+    .map(comment_row)
+    .collect()
 }
 
-pub(super) fn comment(conn: &Connection, number: i64, seq: i64) -> HostResult<Option<Comment>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT seq, author, body, created_at FROM comments WHERE number = ?1 AND seq = ?2",
-        )
-        .or_failed(DB)?;
-    st.query_row(params![number, seq], comment_row)
-        .optional()
-        .or_failed(DB)
+pub(super) fn comment(conn: &Store, number: i64, seq: i64) -> HostResult<Option<Comment>> {
+    conn.query_opt(
+        "SELECT seq, author, body, created_at FROM comments WHERE number = ?1 AND seq = ?2",
+        args![number, seq],
+    )?
+    .map(comment_row)
+    .transpose()
 }
 
 /// Add a comment; returns its number within the item (1, 2, …). Called inside a write
-/// transaction, so `max + 1` cannot race.
+/// transaction, which no other call runs beside (see `store`), so `max + 1` cannot race.
 pub(super) fn add_comment(
-    conn: &Connection,
+    conn: &Store,
     number: i64,
     author: &str,
     body: &str,
     at: &str,
 ) -> HostResult<i64> {
-    let seq: i64 = conn
-        .prepare_cached("SELECT coalesce(max(seq), 0) + 1 FROM comments WHERE number = ?1")
-        .and_then(|mut st| st.query_row([number], |r| r.get(0)))
-        .or_failed(DB)?;
-    conn.prepare_cached(
+    let seq = conn.int(
+        "SELECT coalesce(max(seq), 0) + 1 FROM comments WHERE number = ?1",
+        args![number],
+    )?;
+    conn.execute(
         "INSERT INTO comments (number, seq, author, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .and_then(|mut st| st.execute(params![number, seq, author, body, at]))
-    .or_failed(DB)?;
+        args![number, seq, author, body, at],
+    )?;
     touch(conn, number, at)?;
     Ok(seq)
 }
 
-pub(super) fn touch(conn: &Connection, number: i64, at: &str) -> HostResult<()> {
-    conn.prepare_cached("UPDATE items SET updated_at = ?2 WHERE number = ?1")
-        .and_then(|mut st| st.execute(params![number, at]))
-        .or_failed(DB)?;
-    Ok(())
+pub(super) fn touch(conn: &Store, number: i64, at: &str) -> HostResult<()> {
+    conn.execute(
+        "UPDATE items SET updated_at = ?2 WHERE number = ?1",
+        args![number, at],
+    )
 }
 
 #[derive(Clone, Debug)]
@@ -414,38 +402,36 @@ pub(super) struct Check {
     pub runs: i64,
 }
 
-fn check_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Check> {
+fn check_row(mut r: Row) -> HostResult<Check> {
     Ok(Check {
-        name: r.get(0)?,
-        status: r.get(1)?,
-        summary: r.get(2)?,
-        log: r.get(3)?,
-        retryable: r.get(4)?,
-        runs: r.get(5)?,
+        name: r.text(0)?,
+        status: r.text(1)?,
+        summary: r.text(2)?,
+        log: r.text(3)?,
+        retryable: r.flag(4)?,
+        runs: r.int(5)?,
     })
 }
 
-pub(super) fn checks(conn: &Connection, number: i64) -> HostResult<Vec<Check>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT name, status, summary, log, retryable, runs FROM checks WHERE number = ?1
-             ORDER BY name",
-        )
-        .or_failed(DB)?;
-    let rows = st.query_map([number], check_row).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn checks(conn: &Store, number: i64) -> HostResult<Vec<Check>> {
+    conn.query(
+        "SELECT name, status, summary, log, retryable, runs FROM checks WHERE number = ?1
+         ORDER BY name",
+        args![number],
+    )?
+    .into_iter()
+    .map(check_row)
+    .collect()
 }
 
-pub(super) fn check(conn: &Connection, number: i64, name: &str) -> HostResult<Option<Check>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT name, status, summary, log, retryable, runs FROM checks
-             WHERE number = ?1 AND name = ?2",
-        )
-        .or_failed(DB)?;
-    st.query_row(params![number, name], check_row)
-        .optional()
-        .or_failed(DB)
+pub(super) fn check(conn: &Store, number: i64, name: &str) -> HostResult<Option<Check>> {
+    conn.query_opt(
+        "SELECT name, status, summary, log, retryable, runs FROM checks
+         WHERE number = ?1 AND name = ?2",
+        args![number, name],
+    )?
+    .map(check_row)
+    .transpose()
 }
 
 #[derive(Clone, Debug)]
@@ -458,39 +444,35 @@ pub(super) struct Review {
     pub created_at: String,
 }
 
-fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Review> {
+fn review_row(mut r: Row) -> HostResult<Review> {
     Ok(Review {
-        seq: r.get(0)?,
-        author: r.get(1)?,
-        state: r.get(2)?,
-        body: r.get(3)?,
-        created_at: r.get(4)?,
+        seq: r.int(0)?,
+        author: r.text(1)?,
+        state: r.text(2)?,
+        body: r.text(3)?,
+        created_at: r.text(4)?,
     })
 }
 
-pub(super) fn reviews(conn: &Connection, number: i64, limit: usize) -> HostResult<Vec<Review>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT seq, author, state, body, created_at FROM reviews WHERE number = ?1
-             ORDER BY seq LIMIT ?2",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map(params![number, limit as i64], review_row)
-        .or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn reviews(conn: &Store, number: i64, limit: usize) -> HostResult<Vec<Review>> {
+    conn.query(
+        "SELECT seq, author, state, body, created_at FROM reviews WHERE number = ?1
+         ORDER BY seq LIMIT ?2",
+        args![number, limit_of(limit)],
+    )?
+    .into_iter()
+    .map(review_row)
+    .collect()
 }
 
-pub(super) fn review(conn: &Connection, number: i64, seq: i64) -> HostResult<Option<Review>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT seq, author, state, body, created_at FROM reviews
-             WHERE number = ?1 AND seq = ?2",
-        )
-        .or_failed(DB)?;
-    st.query_row(params![number, seq], review_row)
-        .optional()
-        .or_failed(DB)
+pub(super) fn review(conn: &Store, number: i64, seq: i64) -> HostResult<Option<Review>> {
+    conn.query_opt(
+        "SELECT seq, author, state, body, created_at FROM reviews
+         WHERE number = ?1 AND seq = ?2",
+        args![number, seq],
+    )?
+    .map(review_row)
+    .transpose()
 }
 
 /// Where the reviews of a pull request stand.
@@ -510,21 +492,15 @@ impl ReviewState {
     }
 }
 
-pub(super) fn review_state(conn: &Connection, pull: &Item) -> HostResult<ReviewState> {
+pub(super) fn review_state(conn: &Store, pull: &Item) -> HostResult<ReviewState> {
     let mut latest: BTreeMap<String, String> = BTreeMap::new();
-    let mut st = conn
-        .prepare_cached(
-            "SELECT author, state FROM reviews WHERE number = ?1 AND state != 'commented'
-             ORDER BY seq",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map([pull.number], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })
-        .or_failed(DB)?;
-    for row in rows {
-        let (author, state) = row.or_failed(DB)?;
+    let rows = conn.query(
+        "SELECT author, state FROM reviews WHERE number = ?1 AND state != 'commented'
+         ORDER BY seq",
+        args![pull.number],
+    )?;
+    for mut row in rows {
+        let (author, state) = (row.text(0)?, row.text(1)?);
         if author != pull.author {
             latest.insert(author, state);
         }
@@ -550,31 +526,35 @@ pub(super) struct User {
     pub full_name: String,
 }
 
-fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
+fn user_row(mut r: Row) -> HostResult<User> {
     Ok(User {
-        name: r.get(0)?,
-        role: r.get(1)?,
-        full_name: r.get(2)?,
+        name: r.text(0)?,
+        role: r.text(1)?,
+        full_name: r.text(2)?,
     })
 }
 
-pub(super) fn user(conn: &Connection, name: &str) -> HostResult<Option<User>> {
-    let mut st = conn
-        .prepare_cached("SELECT name, role, full_name FROM users WHERE name = ?1")
-        .or_failed(DB)?;
-    st.query_row([name], user_row).optional().or_failed(DB)
+pub(super) fn user(conn: &Store, name: &str) -> HostResult<Option<User>> {
+    conn.query_opt(
+        "SELECT name, role, full_name FROM users WHERE name = ?1",
+        args![name],
+    )?
+    .map(user_row)
+    .transpose()
 }
 
-pub(super) fn users(conn: &Connection, limit: usize) -> HostResult<Vec<User>> {
-    let mut st = conn
-        .prepare_cached("SELECT name, role, full_name FROM users ORDER BY name LIMIT ?1")
-        .or_failed(DB)?;
-    let rows = st.query_map([limit as i64], user_row).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn users(conn: &Store, limit: usize) -> HostResult<Vec<User>> {
+    conn.query(
+        "SELECT name, role, full_name FROM users ORDER BY name LIMIT ?1",
+        args![limit_of(limit)],
+    )?
+    .into_iter()
+    .map(user_row)
+    .collect()
 }
 
-pub(super) fn user_names(conn: &Connection) -> HostResult<Vec<String>> {
-    strings(conn, "SELECT name FROM users ORDER BY name", [])
+pub(super) fn user_names(conn: &Store) -> HostResult<Vec<String>> {
+    conn.strings("SELECT name FROM users ORDER BY name", &[])
 }
 
 #[derive(Clone, Debug)]
@@ -583,41 +563,43 @@ pub(super) struct Label {
     pub description: String,
 }
 
-fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Label> {
+fn label_row(mut r: Row) -> HostResult<Label> {
     Ok(Label {
-        name: r.get(0)?,
-        description: r.get(1)?,
+        name: r.text(0)?,
+        description: r.text(1)?,
     })
 }
 
-pub(super) fn label(conn: &Connection, name: &str) -> HostResult<Option<Label>> {
-    let mut st = conn
-        .prepare_cached("SELECT name, description FROM labels WHERE name = ?1")
-        .or_failed(DB)?;
-    st.query_row([name], label_row).optional().or_failed(DB)
+pub(super) fn label(conn: &Store, name: &str) -> HostResult<Option<Label>> {
+    conn.query_opt(
+        "SELECT name, description FROM labels WHERE name = ?1",
+        args![name],
+    )?
+    .map(label_row)
+    .transpose()
 }
 
-pub(super) fn labels(conn: &Connection, limit: usize) -> HostResult<Vec<Label>> {
-    let mut st = conn
-        .prepare_cached("SELECT name, description FROM labels ORDER BY name LIMIT ?1")
-        .or_failed(DB)?;
-    let rows = st.query_map([limit as i64], label_row).or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+pub(super) fn labels(conn: &Store, limit: usize) -> HostResult<Vec<Label>> {
+    conn.query(
+        "SELECT name, description FROM labels ORDER BY name LIMIT ?1",
+        args![limit_of(limit)],
+    )?
+    .into_iter()
+    .map(label_row)
+    .collect()
 }
 
-pub(super) fn label_names(conn: &Connection) -> HostResult<Vec<String>> {
-    strings(conn, "SELECT name FROM labels ORDER BY name", [])
+pub(super) fn label_names(conn: &Store) -> HostResult<Vec<String>> {
+    conn.strings("SELECT name FROM labels ORDER BY name", &[])
 }
 
 /// Open issues carrying the label (pull requests not counted).
-pub(super) fn label_open_issues(conn: &Connection, label: &str) -> HostResult<i64> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT count(*) FROM item_labels l JOIN items i ON i.number = l.number
-             WHERE l.label = ?1 AND i.kind = 'issue' AND i.state = 'open'",
-        )
-        .or_failed(DB)?;
-    st.query_row([label], |r| r.get(0)).or_failed(DB)
+pub(super) fn label_open_issues(conn: &Store, label: &str) -> HostResult<i64> {
+    conn.int(
+        "SELECT count(*) FROM item_labels l JOIN items i ON i.number = l.number
+         WHERE l.label = ?1 AND i.kind = 'issue' AND i.state = 'open'",
+        args![label],
+    )
 }
 
 /// `state` filter of the relation ops: `open`, `closed` (closed or merged) or `all`.
@@ -631,66 +613,46 @@ fn state_matches(filter: &str, state: &str) -> bool {
 
 /// Items carrying a label, newest first, at most `limit`, with the total that matched.
 pub(super) fn items_with_label(
-    conn: &Connection,
+    conn: &Store,
     label: &str,
     state: &str,
     limit: usize,
 ) -> HostResult<(Vec<(Kind, i64)>, usize)> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT i.kind, i.number, i.state FROM item_labels l JOIN items i ON i.number = l.number
-             WHERE l.label = ?1 ORDER BY i.number DESC",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map([label], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })
-        .or_failed(DB)?;
+    let rows = conn.query(
+        "SELECT i.kind, i.number, i.state FROM item_labels l JOIN items i ON i.number = l.number
+         WHERE l.label = ?1 ORDER BY i.number DESC",
+        args![label],
+    )?;
     collect_filtered(rows, state, limit)
 }
 
 /// Items a user authored or is assigned to, newest first, at most `limit`, with the total.
 pub(super) fn items_of_user(
-    conn: &Connection,
+    conn: &Store,
     user: &str,
     state: &str,
     limit: usize,
 ) -> HostResult<(Vec<(Kind, i64)>, usize)> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT kind, number, state FROM items WHERE author = ?1
-             UNION
-             SELECT i.kind, i.number, i.state FROM assignees a JOIN items i ON i.number = a.number
-             WHERE a.user = ?1
-             ORDER BY 2 DESC",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map([user], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })
-        .or_failed(DB)?;
+    let rows = conn.query(
+        "SELECT kind, number, state FROM items WHERE author = ?1
+         UNION
+         SELECT i.kind, i.number, i.state FROM assignees a JOIN items i ON i.number = a.number
+         WHERE a.\"user\" = ?1
+         ORDER BY 2 DESC",
+        args![user],
+    )?;
     collect_filtered(rows, state, limit)
 }
 
 fn collect_filtered(
-    rows: impl Iterator<Item = rusqlite::Result<(String, i64, String)>>,
+    rows: Vec<Row>,
     state: &str,
     limit: usize,
 ) -> HostResult<(Vec<(Kind, i64)>, usize)> {
     let mut out = Vec::new();
     let mut total = 0;
-    for row in rows {
-        let (kind, number, st) = row.or_failed(DB)?;
+    for mut row in rows {
+        let (kind, number, st) = (row.text(0)?, row.int(1)?, row.text(2)?);
         if !state_matches(state, &st) {
             continue;
         }
@@ -705,7 +667,7 @@ fn collect_filtered(
 }
 
 /// Whether the entry a node names exists now.
-pub(super) fn exists(conn: &Connection, node: &Node) -> HostResult<bool> {
+pub(super) fn exists(conn: &Store, node: &Node) -> HostResult<bool> {
     let is = |n: i64, k: Kind| -> HostResult<bool> { Ok(item_kind(conn, n)? == Some(k)) };
     Ok(match node {
         Node::Root | Node::Issues | Node::Pulls | Node::Labels | Node::Users => true,
@@ -717,11 +679,4 @@ pub(super) fn exists(conn: &Connection, node: &Node) -> HostResult<bool> {
         Node::Label(name) => label(conn, name)?.is_some(),
         Node::User(name) => user(conn, name)?.is_some(),
     })
-}
-
-/// User names for seeding (plain rusqlite errors, before the host exists).
-pub(super) fn user_names_raw(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut st = conn.prepare("SELECT name FROM users ORDER BY name")?;
-    let rows = st.query_map([], |r| r.get(0))?;
-    rows.collect()
 }

@@ -4,10 +4,10 @@
 //! update time, the state and the comment and review counts, so a comment, a review, a close
 //! or a merge each give a new version.
 
-use rusqlite::{params, Connection};
-
-use super::{Kind, Node, TrackerHost, DB};
-use crate::world::host::{Document, DocumentPage, HostError, HostResult, OrFailed};
+use super::db::limit_of;
+use super::store::{args, Store};
+use super::{Kind, Node, TrackerHost};
+use crate::world::host::{Document, DocumentPage, HostError, HostResult};
 use crate::world::names::canonical_number;
 
 /// An item's own columns, as search needs them.
@@ -49,61 +49,50 @@ impl TrackerHost {
     }
 }
 
-fn items_after(conn: &Connection, after: i64, limit: usize) -> HostResult<Vec<Row>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT number, kind, title, body, state, updated_at FROM items
-             WHERE number > ?1 ORDER BY number LIMIT ?2",
-        )
-        .or_failed(DB)?;
-    let rows = st
-        .query_map(
-            params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
-            |r| {
-                let kind: String = r.get(1)?;
-                Ok(Row {
-                    number: r.get(0)?,
-                    kind: Kind::from_db(&kind).unwrap_or(Kind::Issue),
-                    title: r.get(2)?,
-                    body: r.get(3)?,
-                    state: r.get(4)?,
-                    updated_at: r.get(5)?,
-                })
-            },
-        )
-        .or_failed(DB)?;
-    rows.collect::<Result<_, _>>().or_failed(DB)
+fn items_after(conn: &Store, after: i64, limit: usize) -> HostResult<Vec<Row>> {
+    conn.query(
+        "SELECT number, kind, title, body, state, updated_at FROM items
+         WHERE number > ?1 ORDER BY number LIMIT ?2",
+        args![after, limit_of(limit)],
+    )?
+    .into_iter()
+    .map(|mut r| {
+        let kind = r.text(1)?;
+        Ok(Row {
+            number: r.int(0)?,
+            kind: Kind::from_db(&kind).unwrap_or(Kind::Issue),
+            title: r.text(2)?,
+            body: r.text(3)?,
+            state: r.text(4)?,
+            updated_at: r.text(5)?,
+        })
+    })
+    .collect()
 }
 
 /// Comment and review counts of an item, and its comments then reviews as text, in order.
-fn discussion(conn: &Connection, number: i64) -> HostResult<(usize, usize, Vec<String>)> {
+fn discussion(conn: &Store, number: i64) -> HostResult<(usize, usize, Vec<String>)> {
     let mut out = Vec::new();
-    let mut st = conn
-        .prepare_cached("SELECT author, body FROM comments WHERE number = ?1 ORDER BY seq")
-        .or_failed(DB)?;
-    let comments: Vec<(String, String)> = st
-        .query_map([number], |r| Ok((r.get(0)?, r.get(1)?)))
-        .or_failed(DB)?
-        .collect::<Result<_, _>>()
-        .or_failed(DB)?;
-    let mut st = conn
-        .prepare_cached("SELECT author, state, body FROM reviews WHERE number = ?1 ORDER BY seq")
-        .or_failed(DB)?;
-    let reviews: Vec<(String, String, String)> = st
-        .query_map([number], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .or_failed(DB)?
-        .collect::<Result<_, _>>()
-        .or_failed(DB)?;
-    for (author, body) in &comments {
-        out.push(format!("{author}: {body}"));
+    let comments = conn.query(
+        "SELECT author, body FROM comments WHERE number = ?1 ORDER BY seq",
+        args![number],
+    )?;
+    let reviews = conn.query(
+        "SELECT author, state, body FROM reviews WHERE number = ?1 ORDER BY seq",
+        args![number],
+    )?;
+    let (nc, nr) = (comments.len(), reviews.len());
+    for mut r in comments {
+        out.push(format!("{}: {}", r.text(0)?, r.text(1)?));
     }
-    for (author, state, body) in &reviews {
+    for mut r in reviews {
+        let (author, state, body) = (r.text(0)?, r.text(1)?, r.text(2)?);
         out.push(format!("{author} ({}): {body}", state.replace('_', " ")));
     }
-    Ok((comments.len(), reviews.len(), out))
+    Ok((nc, nr, out))
 }
 
-fn document(conn: &Connection, row: Row) -> HostResult<Document> {
+fn document(conn: &Store, row: Row) -> HostResult<Document> {
     let (comments, reviews, discussion) = discussion(conn, row.number)?;
     let label = match row.kind {
         Kind::Issue => format!("Issue #{}", row.number),

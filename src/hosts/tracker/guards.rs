@@ -1,7 +1,7 @@
 //! Guard conditions: each says whether it holds and why, in words an agent can act on
 //! (which op or whom to ask; "cannot be satisfied by you" when nothing here can change it).
 
-use rusqlite::Connection;
+use super::store::Store;
 
 use super::db::{self, Item};
 use super::{Node, TrackerHost};
@@ -140,7 +140,7 @@ impl TrackerHost {
         }
     }
 
-    pub(super) fn checks_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
+    pub(super) fn checks_cond(&self, conn: &Store, pull: &Item) -> HostResult<Condition> {
         let checks = db::checks(conn, pull.number)?;
         let names = |f: &dyn Fn(&db::Check) -> bool| -> Vec<String> {
             checks
@@ -215,7 +215,7 @@ impl TrackerHost {
         Ok(Condition::check("checks_passing", false, detail))
     }
 
-    pub(super) fn review_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
+    pub(super) fn review_cond(&self, conn: &Store, pull: &Item) -> HostResult<Condition> {
         let rs = db::review_state(conn, pull)?;
         if rs.approved() {
             return Ok(Condition::check(
@@ -307,7 +307,7 @@ impl TrackerHost {
         self.can_write("rerun checks", Some(pull)).ok
     }
 
-    pub(super) fn failing_cond(&self, conn: &Connection, pull: &Item) -> HostResult<Condition> {
+    pub(super) fn failing_cond(&self, conn: &Store, pull: &Item) -> HostResult<Condition> {
         let checks = db::checks(conn, pull.number)?;
         let failing: Vec<String> = checks
             .iter()

@@ -1,13 +1,16 @@
-//! The tracker host: an embedded issue tracker on SQLite (issues, pull requests, comments,
-//! checks, reviews, labels, users), seeded with a small demo project on first run.
+//! The tracker host: an embedded issue tracker (issues, pull requests, comments, checks,
+//! reviews, labels, users) on an SQLite file, or on PostgreSQL when its `database` is a
+//! `postgresql://…` URL (one schema and one set of queries for both, see `store`), seeded
+//! with a small demo project on first run.
 //!
 //! Items, comments, reviews and checks have a `body` (their text; an item's and your
 //! comments' are writable through `edit_body`), and every entry its last change as `mtime`.
 //!
 //! Tree, host-relative: `issues/N/comments/K`, `pulls/N/{comments,checks,reviews}/…`,
 //! `labels/NAME`, `users/NAME`. Issues and pull requests share one number sequence. Every call
-//! re-checks its guard inside one `BEGIN IMMEDIATE` transaction, so a guard holds atomically
-//! with the change it allows, across threads and across processes sharing the database.
+//! re-checks its guard inside one write transaction that no other call runs beside (SQLite's
+//! `BEGIN IMMEDIATE`; on PostgreSQL an advisory lock), so a guard holds atomically with the
+//! change it allows, across threads, processes and mounts sharing the database.
 
 mod body;
 mod db;
@@ -15,15 +18,16 @@ mod documents;
 mod guards;
 mod ops;
 mod seed;
+mod store;
 #[cfg(test)]
 mod tests;
 mod view;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -31,10 +35,12 @@ use crate::hosts::HostContext;
 use crate::manifest::Identity;
 use crate::world::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
-    OpSpec, OrFailed,
+    OpSpec,
 };
 use crate::world::names::{canonical_number, Paths};
+use crate::world::shared::{is_postgres_url, redact_url, SharedDb};
 use ops::{Here, OPS};
+use store::Store;
 
 /// The `[[host]]` table of a tracker, minus `kind` and `path`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -44,7 +50,8 @@ pub struct TrackerSettings {
     #[serde(default = "default_seed")]
     pub seed: String,
     /// The SQLite file; default `<state_dir>/tracker-<mount path, / as _>.db`. `:memory:`
-    /// keeps everything in memory (tests).
+    /// keeps everything in memory (tests). A `postgresql://…` URL puts the tracker on
+    /// PostgreSQL, shared by every mount that names the same database.
     #[serde(default)]
     pub database: Option<PathBuf>,
     /// Synthetic issues (with 0–3 comments each) added when seeding, for benchmarks.
@@ -85,22 +92,31 @@ pub enum TrackerError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "tracker database {0}: the tracker keeps its data in an SQLite file; give it a path \
-         every mount can open (shared state itself goes in [state] url, see docs/deployment.md)"
-    )]
-    NotAFile(String),
     #[error("tracker database {path}: {source}")]
     Database {
         path: String,
         source: rusqlite::Error,
     },
+    #[error("tracker database {path}: {source}")]
+    Setup { path: String, source: HostError },
+    #[error("{0}")]
+    Unreachable(String),
 }
 
-/// The tracker host. One connection behind a mutex: SQLite serialises writers anyway, and
-/// the mutex keeps each call's transaction to itself.
+/// Where the tracker's data lives.
+enum Engine {
+    /// One connection behind a mutex: SQLite serialises writers anyway, and the mutex
+    /// keeps each call's transaction to itself.
+    Sqlite(Mutex<Store>),
+    /// A pool: reads and calls run side by side, calls serialised by the database.
+    Postgres(Arc<SharedDb>),
+}
+
+/// The tracker host.
 pub struct TrackerHost {
-    conn: Mutex<Connection>,
+    engine: Engine,
+    /// The database as texts show it (a URL's password redacted).
+    shown: String,
     /// Where its entries are in the world: every path it prints is built here.
     paths: Paths,
     /// The project's name, first segment of every ref.
@@ -225,6 +241,36 @@ impl Node {
 /// What a failed SQLite statement was doing, in its error (`.or_failed(DB)`).
 const DB: &str = "tracker database";
 
+/// The SQLite file (or `:memory:`), ready for the schema.
+fn open_sqlite(file: &Path, shown: &str) -> Result<Connection, TrackerError> {
+    let wrap = |source: rusqlite::Error| TrackerError::Database {
+        path: shown.to_string(),
+        source,
+    };
+    let conn = if file.as_os_str() == ":memory:" {
+        Connection::open_in_memory().map_err(wrap)?
+    } else {
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| TrackerError::StateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        Connection::open(file).map_err(wrap)?
+    };
+    // Other processes (a second daemon, a test) may share the file: wait rather than fail.
+    conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
+    // Every query is a cached statement; the default cache (16) would re-prepare.
+    conn.set_prepared_statement_cache_capacity(256);
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(wrap)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(wrap)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(wrap)?;
+    Ok(conn)
+}
+
 fn default_database(mount_path: &str, state_dir: &Path) -> PathBuf {
     state_dir.join(format!("tracker-{}.db", mount_path.replace('/', "_")))
 }
@@ -247,55 +293,50 @@ impl TrackerHost {
             .database
             .clone()
             .unwrap_or_else(|| default_database(mount_path, &ctx.state_dir));
-        let shown = file.display().to_string();
-        if crate::world::shared::is_postgres_url(&shown) {
-            return Err(TrackerError::NotAFile(crate::world::shared::redact_url(
-                &shown,
-            )));
-        }
-        let wrap = |source: rusqlite::Error| TrackerError::Database {
-            path: shown.clone(),
-            source,
-        };
-        let mut conn = if file.as_os_str() == ":memory:" {
-            Connection::open_in_memory().map_err(wrap)?
+        let raw = file.display().to_string();
+        let shown = redact_url(&raw);
+        let (engine, store) = if is_postgres_url(&raw) {
+            let db = SharedDb::connect_as(&raw, "tracker database")
+                .map_err(|e| TrackerError::Unreachable(e.to_string()))?;
+            let db = Arc::new(db);
+            let store = Store::pg(&db).map_err(|source| TrackerError::Setup {
+                path: shown.clone(),
+                source,
+            })?;
+            (Some(db), store)
         } else {
-            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|source| TrackerError::StateDir {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-            }
-            Connection::open(&file).map_err(wrap)?
+            (None, Store::Lite(open_sqlite(&file, &shown)?))
         };
-        // Other processes (a second daemon, a test) may share the file: wait rather than fail.
-        conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
-        // Every query is a cached statement; the default cache (16) would re-prepare.
-        conn.set_prepared_statement_cache_capacity(256);
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(wrap)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(wrap)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(wrap)?;
 
-        // Schema, seed and the identity's user in one transaction: a crash or a concurrent
-        // opener never sees half a project.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(wrap)?;
-        db::create_schema(&tx).map_err(wrap)?;
-        if db::project_name(&tx).map_err(wrap)?.is_none() {
-            seed::seed(&tx, seed, settings.extra_issues, &ctx.identity).map_err(wrap)?;
-        }
-        db::ensure_user(&tx, &ctx.identity).map_err(wrap)?;
-        let project = db::project_name(&tx)
-            .map_err(wrap)?
-            .unwrap_or_else(|| "demo".to_string());
-        tx.commit().map_err(wrap)?;
+        // Schema, seed and the identity's user in one write transaction (which other
+        // openers and calls wait for): a crash or a concurrent opener never sees half a
+        // project, and mounts starting together seed once.
+        let project = store
+            .write(|tx| {
+                db::create_schema(tx)?;
+                if db::project_name(tx)?.is_none() {
+                    seed::seed(tx, seed, settings.extra_issues, &ctx.identity)?;
+                    if tx.engine() == store::Engine::Postgres {
+                        // PostgreSQL plans by statistics, which a fresh table lacks until
+                        // autovacuum comes by: listings would sort instead of walking
+                        // the index.
+                        tx.batch("ANALYZE items")?;
+                    }
+                }
+                db::ensure_user(tx, &ctx.identity)?;
+                Ok(db::project_name(tx)?.unwrap_or_else(|| "demo".to_string()))
+            })
+            .map_err(|source| TrackerError::Setup {
+                path: shown.clone(),
+                source,
+            })?;
 
         Ok(TrackerHost {
-            conn: Mutex::new(conn),
+            engine: match engine {
+                Some(db) => Engine::Postgres(db),
+                None => Engine::Sqlite(Mutex::new(store)),
+            },
+            shown,
             paths: Paths::new(mount_path),
             project,
             me: ctx.identity.clone(),
@@ -303,21 +344,33 @@ impl TrackerHost {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A call that panicked rolled its transaction back on drop.
-        crate::hosts::lock(&self.conn)
+    /// Run `f` on the database: outside a transaction (BEGIN and ROLLBACK would double
+    /// the statements of a lookup, and a read that spans two statements sees committed
+    /// states only, WAL on SQLite, READ COMMITTED on PostgreSQL).
+    fn read<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+        match &self.engine {
+            // A call that panicked rolled its transaction back on unwind.
+            Engine::Sqlite(conn) => f(&crate::hosts::lock(conn)),
+            Engine::Postgres(db) => f(&Store::pg(db)?),
+        }
     }
 
-    /// Run `f` on one consistent snapshot (a deferred transaction, rolled back after).
-    /// Reads run outside a transaction: BEGIN and ROLLBACK would double the statements of
-    /// a lookup, and a read that spans two statements sees committed states only (WAL).
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> HostResult<T>) -> HostResult<T> {
-        let conn = self.lock();
-        f(&conn)
+    /// Run `f` in a call's write transaction (see `store`).
+    fn write<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+        self.read(|conn| conn.write(f))
+    }
+
+    /// Which engine the tracker is on, for its root's description (the SQLite file is in
+    /// `.wip/config`; a URL is short and tells mounts apart, so it is shown, redacted).
+    fn engine_words(&self) -> String {
+        match &self.engine {
+            Engine::Sqlite(_) => "SQLite".to_string(),
+            Engine::Postgres(_) => format!("PostgreSQL {}", self.shown),
+        }
     }
 
     /// The node at `path`, which must exist.
-    fn existing(&self, conn: &Connection, path: &[String]) -> HostResult<Node> {
+    fn existing(&self, conn: &Store, path: &[String]) -> HostResult<Node> {
         match Node::parse(path) {
             Some(node) if db::exists(conn, &node)? => Ok(node),
             _ => Err(HostError::NotFound(format!(
@@ -389,15 +442,10 @@ impl Host for TrackerHost {
         args: &Value,
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let mut conn = self.lock();
-        // IMMEDIATE takes the write lock up front: the guard we check is the state we change.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .or_failed(DB)?;
-        let here = Here::read(&tx, self.existing(&tx, path)?)?;
-        let outcome = OPS.call(self, &tx, &here, op, args)?;
-        tx.commit().or_failed(DB)?;
-        Ok(outcome)
+        self.write(|tx| {
+            let here = Here::read(tx, self.existing(tx, path)?)?;
+            OPS.call(self, tx, &here, op, args)
+        })
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
@@ -419,7 +467,8 @@ impl Host for TrackerHost {
         })
     }
 
-    /// SQLite with a 10 s busy timeout: every call ends well within the call timeout.
+    /// SQLite with a 10 s busy timeout, PostgreSQL with a 10 s lock timeout: every call
+    /// ends well within the call timeout.
     fn bounded_calls(&self) -> bool {
         true
     }
@@ -441,7 +490,7 @@ impl Host for TrackerHost {
 }
 
 impl TrackerHost {
-    fn resolve_in(&self, conn: &Connection, reference: &str) -> Vec<Vec<String>> {
+    fn resolve_in(&self, conn: &Store, reference: &str) -> Vec<Vec<String>> {
         let prefix = format!("tracker://{}", self.project);
         let Some(rest) = reference.strip_prefix(&prefix) else {
             return Vec::new();

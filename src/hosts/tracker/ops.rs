@@ -5,15 +5,15 @@
 
 use std::sync::LazyLock;
 
-use rusqlite::{params, Connection};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::db::{self, Item};
 use super::guards::closed_why;
+use super::store::{args, Store, P};
 use super::view::item_name;
-use super::{Kind, Node, TrackerHost, DB};
+use super::{Kind, Node, TrackerHost};
 use crate::hosts::text::{and_list, flat, plural};
 use crate::world::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
 use crate::world::op::{spelled, Decl, Names, NoArgs, Ops, Text};
@@ -28,7 +28,7 @@ pub(super) struct Here {
 
 impl Here {
     /// The entry at `node`, its item read from `conn`.
-    pub(super) fn read(conn: &Connection, node: Node) -> HostResult<Here> {
+    pub(super) fn read(conn: &Store, node: Node) -> HostResult<Here> {
         let item = match &node {
             Node::Item(_, n) => Some(db::item_req(conn, *n)?),
             _ => None,
@@ -179,20 +179,15 @@ struct Related {
 
 // ---------------------------------------------------------------- the ops
 
-type Op<A> = Decl<TrackerHost, Here, Connection, A>;
+type Op<A> = Decl<TrackerHost, Here, Store, A>;
 
 /// The guard of an op that only reads.
-fn reading<A>(
-    h: &TrackerHost,
-    _: &Connection,
-    _: &Here,
-    _: Option<&A>,
-) -> HostResult<Vec<Condition>> {
+fn reading<A>(h: &TrackerHost, _: &Store, _: &Here, _: Option<&A>) -> HostResult<Vec<Condition>> {
     Ok(vec![h.can_read()])
 }
 
 /// Every op of the tracker, in the order `ops/` lists them.
-pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::new(|| {
+pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|| {
     Ops::new(vec![
         Op::<CreateIssue> {
             name: "create_issue",
@@ -452,10 +447,8 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Connection>> = LazyLock::
     ])
 });
 
-fn exec(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> HostResult<usize> {
-    conn.prepare_cached(sql)
-        .and_then(|mut st| st.execute(p))
-        .or_failed(DB)
+fn exec(conn: &Store, sql: &str, p: &[P<'_>]) -> HostResult<()> {
+    conn.execute(sql, p)
 }
 
 /// `a, b` or `none`.
@@ -471,7 +464,7 @@ fn none_or_list(names: &[String]) -> String {
 
 /// Paths touched when an item's own line changes: the item, its collection, and (when an
 /// open/closed count moved) the host root and its labels' entries.
-fn item_changed(conn: &Connection, item: &Item, counts: bool) -> HostResult<Vec<Vec<String>>> {
+fn item_changed(conn: &Store, item: &Item, counts: bool) -> HostResult<Vec<Vec<String>>> {
     let mut out = vec![item.path(), vec![item.kind.dir().to_string()]];
     if counts {
         out.push(Vec::new());
@@ -486,10 +479,10 @@ impl TrackerHost {
     /// Each of `names` is a known `what` (label, user), or words that list the known ones.
     fn check_known<S: AsRef<str>>(
         &self,
-        conn: &Connection,
+        conn: &Store,
         what: &str,
         names: &[S],
-        known: fn(&Connection) -> HostResult<Vec<String>>,
+        known: fn(&Store) -> HostResult<Vec<String>>,
     ) -> HostResult<()> {
         if names.is_empty() {
             return Ok(());
@@ -506,7 +499,7 @@ impl TrackerHost {
         }
     }
 
-    fn read_body(&self, conn: &Connection, at: &Here) -> HostResult<CallOutcome> {
+    fn read_body(&self, conn: &Store, at: &Here) -> HostResult<CallOutcome> {
         match at.node {
             Node::Comment(_, n, c) => match db::comment(conn, n, c)? {
                 Some(cm) => Ok(CallOutcome::text(format!(
@@ -531,7 +524,7 @@ impl TrackerHost {
         }
     }
 
-    fn edit_body(&self, conn: &Connection, at: &Here, body: &str) -> HostResult<CallOutcome> {
+    fn edit_body(&self, conn: &Store, at: &Here, body: &str) -> HostResult<CallOutcome> {
         let now = db::now();
         let bytes = plural(body.len() as i64, "byte", "bytes");
         match at.node {
@@ -539,7 +532,7 @@ impl TrackerHost {
                 exec(
                     conn,
                     "UPDATE comments SET body = ?3, edited_at = ?4 WHERE number = ?1 AND seq = ?2",
-                    params![n, c, body, now],
+                    args![n, c, body, now],
                 )?;
                 db::touch(conn, n, &now)?;
                 let mut out = CallOutcome::text(format!(
@@ -554,7 +547,7 @@ impl TrackerHost {
                 exec(
                     conn,
                     "UPDATE items SET body = ?2, updated_at = ?3 WHERE number = ?1",
-                    params![item.number, body, now],
+                    args![item.number, body, now],
                 )?;
                 let name = item_name(item.kind, item.number);
                 let mut out = CallOutcome::text(format!("replaced the text of {name} ({bytes})"));
@@ -564,7 +557,7 @@ impl TrackerHost {
         }
     }
 
-    fn comment(&self, conn: &Connection, item: &Item, body: &str) -> HostResult<CallOutcome> {
+    fn comment(&self, conn: &Store, item: &Item, body: &str) -> HostResult<CallOutcome> {
         let n = item.number;
         let seq = db::add_comment(conn, n, &self.me.user, body, &db::now())?;
         let comments = Node::Comments(item.kind, n);
@@ -579,12 +572,12 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn close(&self, conn: &Connection, item: &Item, reason: &str) -> HostResult<CallOutcome> {
+    fn close(&self, conn: &Store, item: &Item, reason: &str) -> HostResult<CallOutcome> {
         exec(
             conn,
             "UPDATE items SET state = 'closed', closed_at = ?2, closed_by = ?3,
              close_reason = ?4, updated_at = ?2 WHERE number = ?1",
-            params![item.number, db::now(), self.me.user, reason],
+            args![item.number, db::now(), self.me.user, reason],
         )?;
         let mut out = CallOutcome::text(format!(
             "closed {}: {reason}",
@@ -594,12 +587,12 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn reopen(&self, conn: &Connection, item: &Item) -> HostResult<CallOutcome> {
+    fn reopen(&self, conn: &Store, item: &Item) -> HostResult<CallOutcome> {
         exec(
             conn,
             "UPDATE items SET state = 'open', closed_at = NULL, closed_by = NULL,
              close_reason = NULL, updated_at = ?2 WHERE number = ?1",
-            params![item.number, db::now()],
+            args![item.number, db::now()],
         )?;
         let mut out = CallOutcome::text(format!("reopened {}", item_name(item.kind, item.number)));
         out.changed = item_changed(conn, item, true)?;
@@ -607,13 +600,7 @@ impl TrackerHost {
     }
 
     /// `assign` (`add`) or `unassign` `user`.
-    fn assign(
-        &self,
-        conn: &Connection,
-        item: &Item,
-        user: &str,
-        add: bool,
-    ) -> HostResult<CallOutcome> {
+    fn assign(&self, conn: &Store, item: &Item, user: &str, add: bool) -> HostResult<CallOutcome> {
         let n = item.number;
         let name = item_name(item.kind, n);
         self.check_known(conn, "user", &[user], db::user_names)?;
@@ -621,8 +608,8 @@ impl TrackerHost {
         if add {
             exec(
                 conn,
-                "INSERT OR IGNORE INTO assignees (number, user) VALUES (?1, ?2)",
-                params![n, user],
+                "INSERT INTO assignees (number, \"user\") VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![n, user],
             )?;
         } else {
             if !before.iter().any(|b| b == user) {
@@ -633,8 +620,8 @@ impl TrackerHost {
             }
             exec(
                 conn,
-                "DELETE FROM assignees WHERE number = ?1 AND user = ?2",
-                params![n, user],
+                "DELETE FROM assignees WHERE number = ?1 AND \"user\" = ?2",
+                args![n, user],
             )?;
         }
         db::touch(conn, n, &db::now())?;
@@ -652,12 +639,7 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn request_review(
-        &self,
-        conn: &Connection,
-        pull: &Item,
-        reviewer: &str,
-    ) -> HostResult<CallOutcome> {
+    fn request_review(&self, conn: &Store, pull: &Item, reviewer: &str) -> HostResult<CallOutcome> {
         let n = pull.number;
         self.check_known(conn, "user", &[reviewer], db::user_names)?;
         if reviewer == pull.author {
@@ -672,8 +654,8 @@ impl TrackerHost {
         }
         exec(
             conn,
-            "INSERT OR IGNORE INTO review_requests (number, user) VALUES (?1, ?2)",
-            params![n, reviewer],
+            "INSERT INTO review_requests (number, \"user\") VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            args![n, reviewer],
         )?;
         db::touch(conn, n, &db::now())?;
         let mut out = CallOutcome::text(format!("requested a review of PR #{n} from {reviewer}"));
@@ -682,35 +664,27 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn approve(
-        &self,
-        conn: &Connection,
-        pull: &Item,
-        body: Option<&str>,
-    ) -> HostResult<CallOutcome> {
+    fn approve(&self, conn: &Store, pull: &Item, body: Option<&str>) -> HostResult<CallOutcome> {
         let n = pull.number;
         let now = db::now();
         let body = body
             .map(str::trim_end)
             .filter(|b| !b.is_empty())
             .unwrap_or("Approved.");
-        let seq: i64 = conn
-            .query_row(
-                "SELECT coalesce(max(seq), 0) + 1 FROM reviews WHERE number = ?1",
-                [n],
-                |r| r.get(0),
-            )
-            .or_failed(DB)?;
+        let seq = conn.int(
+            "SELECT coalesce(max(seq), 0) + 1 FROM reviews WHERE number = ?1",
+            args![n],
+        )?;
         exec(
             conn,
             "INSERT INTO reviews (number, seq, author, state, body, created_at)
              VALUES (?1, ?2, ?3, 'approved', ?4, ?5)",
-            params![n, seq, self.me.user, body, now],
+            args![n, seq, self.me.user, body, now],
         )?;
         exec(
             conn,
-            "DELETE FROM review_requests WHERE number = ?1 AND user = ?2",
-            params![n, self.me.user],
+            "DELETE FROM review_requests WHERE number = ?1 AND \"user\" = ?2",
+            args![n, self.me.user],
         )?;
         db::touch(conn, n, &now)?;
         let mut out = CallOutcome::text(format!(
@@ -724,12 +698,7 @@ impl TrackerHost {
     }
 
     /// `issues` of a label or a user.
-    fn related(
-        &self,
-        conn: &Connection,
-        node: &Node,
-        state: StateFilter,
-    ) -> HostResult<CallOutcome> {
+    fn related(&self, conn: &Store, node: &Node, state: StateFilter) -> HostResult<CallOutcome> {
         let state = &spelled(state);
         let things = |total: usize| {
             plural(
@@ -774,36 +743,32 @@ impl TrackerHost {
         }
     }
 
-    fn create_issue(&self, conn: &Connection, args: CreateIssue) -> HostResult<CallOutcome> {
+    fn create_issue(&self, conn: &Store, args: CreateIssue) -> HostResult<CallOutcome> {
         let title = flat(args.title.as_str());
         let body = args.body.unwrap_or_default();
         let (labels, assignees) = (args.labels.0, args.assignees.0);
         self.check_known(conn, "label", &labels, db::label_names)?;
         self.check_known(conn, "user", &assignees, db::user_names)?;
-        let number: i64 = conn
-            .query_row("SELECT coalesce(max(number), 0) + 1 FROM items", [], |r| {
-                r.get(0)
-            })
-            .or_failed(DB)?;
+        let number = conn.int("SELECT coalesce(max(number), 0) + 1 FROM items", &[])?;
         let now = db::now();
         exec(
             conn,
             "INSERT INTO items (number, kind, title, body, author, state, created_at, updated_at)
              VALUES (?1, 'issue', ?2, ?3, ?4, 'open', ?5, ?5)",
-            params![number, title, body.trim_end(), self.me.user, now],
+            args![number, title, body.trim_end(), self.me.user, now],
         )?;
         for l in &labels {
             exec(
                 conn,
-                "INSERT OR IGNORE INTO item_labels (number, label) VALUES (?1, ?2)",
-                params![number, l],
+                "INSERT INTO item_labels (number, label) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![number, l],
             )?;
         }
         for u in &assignees {
             exec(
                 conn,
-                "INSERT OR IGNORE INTO assignees (number, user) VALUES (?1, ?2)",
-                params![number, u],
+                "INSERT INTO assignees (number, \"user\") VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![number, u],
             )?;
         }
         let mut out = CallOutcome::text(format!("opened issue #{number}: {title}"))
@@ -816,7 +781,7 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn relabel(&self, conn: &Connection, item: &Item, args: Relabel) -> HostResult<CallOutcome> {
+    fn relabel(&self, conn: &Store, item: &Item, args: Relabel) -> HostResult<CallOutcome> {
         let n = item.number;
         let now = &db::now();
         let (add, remove) = (args.add.0, args.remove.0);
@@ -833,15 +798,15 @@ impl TrackerHost {
         for l in &add {
             exec(
                 conn,
-                "INSERT OR IGNORE INTO item_labels (number, label) VALUES (?1, ?2)",
-                params![n, l],
+                "INSERT INTO item_labels (number, label) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![n, l],
             )?;
         }
         for l in &remove {
             exec(
                 conn,
                 "DELETE FROM item_labels WHERE number = ?1 AND label = ?2",
-                params![n, l],
+                args![n, l],
             )?;
         }
         db::touch(conn, n, now)?;
@@ -882,7 +847,7 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn rerun(&self, conn: &Connection, pull: &Item) -> HostResult<CallOutcome> {
+    fn rerun(&self, conn: &Store, pull: &Item) -> HostResult<CallOutcome> {
         let n = pull.number;
         let now = &db::now();
         let mut lines = Vec::new();
@@ -903,7 +868,7 @@ impl TrackerHost {
                     conn,
                     "UPDATE checks SET status = 'success', summary = ?3, log = ?4, retryable = 0,
                      runs = ?5 WHERE number = ?1 AND name = ?2",
-                    params![n, c.name, format!("passed on rerun {run}"), log, run],
+                    args![n, c.name, format!("passed on rerun {run}"), log, run],
                 )?;
                 lines.push(format!(
                     "{}: passed on rerun {run} (it had failed on the runner: {})",
@@ -918,7 +883,7 @@ impl TrackerHost {
                 exec(
                     conn,
                     "UPDATE checks SET log = ?3, runs = ?4 WHERE number = ?1 AND name = ?2",
-                    params![n, c.name, log, run],
+                    args![n, c.name, log, run],
                 )?;
                 lines.push(format!(
                     "{}: failed again ({}); rerunning cannot fix it, the branch must change",
@@ -934,7 +899,7 @@ impl TrackerHost {
         Ok(out)
     }
 
-    fn merge(&self, conn: &Connection, pull: &Item, method: Method) -> HostResult<CallOutcome> {
+    fn merge(&self, conn: &Store, pull: &Item, method: Method) -> HostResult<CallOutcome> {
         let n = pull.number;
         let now = &db::now();
         let method = spelled(method);
@@ -942,9 +907,13 @@ impl TrackerHost {
             conn,
             "UPDATE items SET state = 'merged', closed_at = ?2, closed_by = ?3, merge_method = ?4,
              close_reason = ?5, updated_at = ?2 WHERE number = ?1",
-            params![n, now, self.me.user, method, format!("merged ({method})")],
+            args![n, now, self.me.user, method, format!("merged ({method})")],
         )?;
-        exec(conn, "DELETE FROM review_requests WHERE number = ?1", [n])?;
+        exec(
+            conn,
+            "DELETE FROM review_requests WHERE number = ?1",
+            args![n],
+        )?;
         let base = pull.base.as_deref().unwrap_or("main");
         let mut lines = vec![format!(
             "merged PR #{n} into {base} ({method}): {}",
@@ -968,7 +937,7 @@ impl TrackerHost {
                 conn,
                 "UPDATE items SET state = 'closed', closed_at = ?2, closed_by = ?3,
                  close_reason = ?4, updated_at = ?2 WHERE number = ?1",
-                params![issue, now, self.me.user, reason],
+                args![issue, now, self.me.user, reason],
             )?;
             let seq = db::add_comment(conn, issue, &self.me.user, &format!("Fixed by #{n}."), now)?;
             lines.push(format!(
@@ -995,7 +964,7 @@ impl TrackerHost {
     }
 
     /// The text of `read_body` on an issue or pull request.
-    fn body_text(&self, conn: &Connection, item: &Item) -> HostResult<String> {
+    fn body_text(&self, conn: &Store, item: &Item) -> HostResult<String> {
         let mut head = format!(
             "#{} {}\n{} · opened by {} on {}",
             item.number,
@@ -1036,7 +1005,7 @@ impl TrackerHost {
         Ok(format!("{head}\n\n{}\n", item.body.trim_end()))
     }
 
-    fn metadata(&self, conn: &Connection, item: &Item) -> HostResult<Value> {
+    fn metadata(&self, conn: &Store, item: &Item) -> HostResult<Value> {
         let n = item.number;
         let node = Node::Item(item.kind, n);
         let mut meta = json!({

@@ -5,10 +5,10 @@
 //! #51 ready · #50 flaky check + unreviewed (fixes #42) · #52 lint fails for real ·
 //! #53 review requested, none given · #54 authored by alex · #12 merged · #55 conflicts.
 
-use rusqlite::{params, Connection};
-
 use super::db;
+use super::store::{args, Store};
 use crate::manifest::Identity;
+use crate::world::host::HostResult;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Seed {
@@ -1036,24 +1036,19 @@ diff --git a/src/config.rs b/src/config.rs
     },
 ];
 
-pub(super) fn seed(
-    conn: &Connection,
-    seed: Seed,
-    extra: u64,
-    me: &Identity,
-) -> rusqlite::Result<()> {
+pub(super) fn seed(conn: &Store, seed: Seed, extra: u64, me: &Identity) -> HostResult<()> {
     match seed {
         Seed::Demo => {
             conn.execute(
                 "INSERT INTO project (name, description) VALUES ('demo', ?1)",
-                ["demo: a small command-line tool that renames files in bulk from templates"],
+                args!["demo: a small command-line tool that renames files in bulk from templates"],
             )?;
             demo(conn)?;
         }
         Seed::None => {
             conn.execute(
                 "INSERT INTO project (name, description) VALUES ('demo', 'an empty project')",
-                [],
+                &[],
             )?;
         }
     }
@@ -1064,17 +1059,17 @@ pub(super) fn seed(
     Ok(())
 }
 
-fn demo(conn: &Connection) -> rusqlite::Result<()> {
+fn demo(conn: &Store) -> HostResult<()> {
     for (name, role, full) in USERS {
         conn.execute(
             "INSERT INTO users (name, role, full_name) VALUES (?1, ?2, ?3)",
-            params![name, role, full],
+            args![name, role, full],
         )?;
     }
     for (name, color, desc) in LABELS {
         conn.execute(
             "INSERT INTO labels (name, color, description) VALUES (?1, ?2, ?3)",
-            params![name, color, desc],
+            args![name, color, desc],
         )?;
     }
     for i in ISSUES {
@@ -1096,8 +1091,17 @@ fn demo(conn: &Connection) -> rusqlite::Result<()> {
             "INSERT INTO items (number, kind, title, body, author, state, created_at, updated_at,
                                 closed_at, closed_by, close_reason)
              VALUES (?1, 'issue', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                i.n, i.title, i.body, i.author, state, created, last, closed_at, closed_by, reason
+            args![
+                i.n,
+                i.title,
+                i.body,
+                i.author,
+                state,
+                &created,
+                &last,
+                closed_at.as_deref(),
+                closed_by,
+                reason
             ],
         )?;
         tags(conn, i.n, i.labels, i.assignees)?;
@@ -1105,7 +1109,7 @@ fn demo(conn: &Connection) -> rusqlite::Result<()> {
             let k = k as i64 + 1;
             conn.execute(
                 "INSERT INTO comments (number, seq, author, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![i.n, k, who, body, at(day + 3 * k, 10 + k)],
+                args![i.n, k, who, body, &at(day + 3 * k, 10 + k)],
             )?;
         }
     }
@@ -1122,15 +1126,15 @@ fn demo(conn: &Connection) -> rusqlite::Result<()> {
                                 closed_at, closed_by, close_reason, head, base, mergeable, conflicts,
                                 merge_method, diff)
              VALUES (?1, 'pull', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'main', ?12, ?13, ?14, ?15)",
-            params![
+            args![
                 p.n,
                 p.title,
                 p.body,
                 p.author,
                 state,
-                created,
-                updated,
-                closed_at,
+                &created,
+                &updated,
+                closed_at.as_deref(),
                 p.merged_by,
                 p.merged_by.map(|_| "merged (squash)"),
                 p.head,
@@ -1144,14 +1148,14 @@ fn demo(conn: &Connection) -> rusqlite::Result<()> {
         for issue in p.fixes {
             conn.execute(
                 "INSERT INTO fixes (pull, issue) VALUES (?1, ?2)",
-                params![p.n, issue],
+                args![p.n, issue],
             )?;
         }
         for c in p.checks {
             conn.execute(
                 "INSERT INTO checks (number, name, status, summary, log, retryable)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![p.n, c.name, c.status, c.summary, c.log, c.retryable],
+                args![p.n, c.name, c.status, c.summary, c.log, c.retryable],
             )?;
         }
         for (k, (who, state, body)) in p.reviews.iter().enumerate() {
@@ -1159,37 +1163,37 @@ fn demo(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute(
                 "INSERT INTO reviews (number, seq, author, state, body, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![p.n, k, who, state, body, at(day + 1, 9 + 2 * k)],
+                args![p.n, k, who, state, body, &at(day + 1, 9 + 2 * k)],
             )?;
         }
         for who in p.requested {
             conn.execute(
-                "INSERT INTO review_requests (number, user) VALUES (?1, ?2)",
-                params![p.n, who],
+                "INSERT INTO review_requests (number, \"user\") VALUES (?1, ?2)",
+                args![p.n, who],
             )?;
         }
         for (k, (who, body)) in p.comments.iter().enumerate() {
             let k = k as i64 + 1;
             conn.execute(
                 "INSERT INTO comments (number, seq, author, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![p.n, k, who, body, at(day + 1, 8 + k)],
+                args![p.n, k, who, body, &at(day + 1, 8 + k)],
             )?;
         }
     }
     Ok(())
 }
 
-fn tags(conn: &Connection, n: i64, labels: &[&str], assignees: &[&str]) -> rusqlite::Result<()> {
+fn tags(conn: &Store, n: i64, labels: &[&str], assignees: &[&str]) -> HostResult<()> {
     for l in labels {
         conn.execute(
             "INSERT INTO item_labels (number, label) VALUES (?1, ?2)",
-            params![n, l],
+            args![n, l],
         )?;
     }
     for u in assignees {
         conn.execute(
-            "INSERT INTO assignees (number, user) VALUES (?1, ?2)",
-            params![n, u],
+            "INSERT INTO assignees (number, \"user\") VALUES (?1, ?2)",
+            args![n, u],
         )?;
     }
     Ok(())
@@ -1223,16 +1227,14 @@ const REPLIES: &[&str] = &[
     "A fix would be welcome; happy to review.",
 ];
 
-/// `extra` synthetic issues numbered after everything else, each with 0–3 comments.
-/// Prepared statements in the caller's transaction: 100k issues take a few seconds.
-fn synthetic(conn: &Connection, extra: u64, with_people: bool) -> rusqlite::Result<()> {
-    let start: i64 = conn.query_row("SELECT coalesce(max(number), 0) FROM items", [], |r| {
-        r.get(0)
-    })?;
+/// `extra` synthetic issues numbered after everything else, each with 0–3 comments, in
+/// the caller's transaction (statements cached on SQLite: 100k issues take a few seconds).
+fn synthetic(conn: &Store, extra: u64, with_people: bool) -> HostResult<()> {
+    let start = conn.int("SELECT coalesce(max(number), 0) FROM items", &[])?;
     let people: Vec<String> = if with_people {
         USERS.iter().map(|u| u.0.to_string()).collect()
     } else {
-        db::user_names_raw(conn)?
+        db::user_names(conn)?
     };
     let labels: Vec<String> = if with_people {
         ["bug", "enhancement", "docs", "performance"]
@@ -1248,15 +1250,6 @@ fn synthetic(conn: &Connection, extra: u64, with_people: bool) -> rusqlite::Resu
             .map(String::as_str)
             .unwrap_or("you")
     };
-    let mut item = conn.prepare(
-        "INSERT INTO items (number, kind, title, body, author, state, created_at, updated_at,
-                            closed_at, closed_by, close_reason)
-         VALUES (?1, 'issue', ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)",
-    )?;
-    let mut label = conn.prepare("INSERT INTO item_labels (number, label) VALUES (?1, ?2)")?;
-    let mut comment = conn.prepare(
-        "INSERT INTO comments (number, seq, author, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
     let base = db::days_from_civil(2026, 11, 1) * 86_400;
     for i in 0..extra {
         let n = start + 1 + i as i64;
@@ -1269,28 +1262,40 @@ fn synthetic(conn: &Connection, extra: u64, with_people: bool) -> rusqlite::Resu
         );
         let created = db::iso(base + i as i64 * 7);
         let closed = i % 3 == 2;
-        item.execute(params![
-            n,
-            title,
-            body,
-            who(i),
-            if closed { "closed" } else { "open" },
-            created,
-            closed.then(|| created.clone()),
-            closed.then(|| who(i + 1)),
-            closed.then_some("done"),
-        ])?;
+        conn.execute(
+            "INSERT INTO items (number, kind, title, body, author, state, created_at, updated_at,
+                                closed_at, closed_by, close_reason)
+             VALUES (?1, 'issue', ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)",
+            args![
+                n,
+                &title,
+                &body,
+                who(i),
+                if closed { "closed" } else { "open" },
+                &created,
+                closed.then_some(created.as_str()),
+                closed.then(|| who(i + 1)),
+                closed.then_some("done"),
+            ],
+        )?;
         if let Some(l) = labels.get(i as usize % (labels.len() + 1)) {
-            label.execute(params![n, l])?;
+            conn.execute(
+                "INSERT INTO item_labels (number, label) VALUES (?1, ?2)",
+                args![n, l],
+            )?;
         }
         for k in 0..(i % 4) {
-            comment.execute(params![
-                n,
-                k as i64 + 1,
-                who(i + k + 1),
-                REPLIES[((i + k) % REPLIES.len() as u64) as usize],
-                created,
-            ])?;
+            conn.execute(
+                "INSERT INTO comments (number, seq, author, body, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                args![
+                    n,
+                    k as i64 + 1,
+                    who(i + k + 1),
+                    REPLIES[((i + k) % REPLIES.len() as u64) as usize],
+                    &created,
+                ],
+            )?;
         }
     }
     Ok(())

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use super::*;
 use crate::manifest::Role;
 use crate::world::host::{Caller, Condition};
+use crate::world::shared::TestDb;
+use store::Engine;
 
 fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
     HostContext {
@@ -22,22 +24,93 @@ fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
     }
 }
 
-fn open_as(dir: &Path, user: &str, role: Role, settings: TrackerSettings) -> TrackerHost {
-    match TrackerHost::open("tracker", settings, &ctx(dir, user, role)) {
+/// Where a test's tracker lives: a state directory, and on PostgreSQL a database of its
+/// own (dropped with the last clone). Every test that can runs on both engines (`both!`).
+#[derive(Clone)]
+struct Fx {
+    dir: Arc<tempfile::TempDir>,
+    pg: Option<Arc<TestDb>>,
+}
+
+impl Fx {
+    fn new(engine: Engine) -> Fx {
+        Fx {
+            dir: Arc::new(tempfile::tempdir().expect("tempdir")),
+            pg: (engine == Engine::Postgres).then(|| Arc::new(TestDb::create())),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `settings` on this fixture's database (unless they name one).
+    fn settings(&self, mut settings: TrackerSettings) -> TrackerSettings {
+        if let (Some(db), None) = (&self.pg, &settings.database) {
+            settings.database = Some(db.url.clone().into());
+        }
+        settings
+    }
+}
+
+/// `both!(name, …)`: each `fn name(e: Engine)` as two tests, `name::sqlite` and
+/// `name::postgres`.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        $(mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::Engine::Sqlite)
+            }
+            #[test]
+            fn postgres() {
+                super::$name(super::Engine::Postgres)
+            }
+        })*
+    };
+}
+
+both!(
+    seeds_the_demo_project,
+    every_pull_request_has_its_merge_guard_state,
+    walkthrough_rerun_approve_merge_closes_42,
+    approving_your_own_pull_request_is_blocked,
+    reader_cannot_comment_and_contributor_cannot_close_others,
+    close_twice_is_blocked_and_reopen_works,
+    create_issue_is_listed_and_resolvable,
+    resolve_refs,
+    parallel_comments_are_all_kept,
+    parallel_comments_across_connections,
+    label_checks_names_and_reports_changes,
+    read_ops_change_nothing_and_return_text,
+    relation_ops_return_paths,
+    ops_have_strict_schemas,
+    reopening_keeps_data_and_does_not_reseed,
+    extra_issues_seed_and_listing_is_bounded,
+    guards_of_all_ops_at_once_are_each_ops_guard,
+    what_a_listing_says_of_each_child_is_what_its_entry_says,
+    bodies_are_the_texts_and_edit_body_replaces_them,
+    a_body_you_may_not_edit_is_read_only,
+    entries_named_like_reserved_names_are_printed_escaped,
+    two_merges_of_one_pull_request_from_two_hosts_one_wins,
+    parallel_issues_across_connections_get_numbers_of_their_own,
+);
+
+fn open_as(fx: &Fx, user: &str, role: Role, settings: TrackerSettings) -> TrackerHost {
+    match TrackerHost::open(
+        "tracker",
+        fx.settings(settings),
+        &ctx(fx.path(), user, role),
+    ) {
         Ok(h) => h,
         Err(e) => panic!("open failed: {e}"),
     }
 }
 
-fn demo() -> (tempfile::TempDir, TrackerHost) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let h = open_as(
-        dir.path(),
-        "alex",
-        Role::Maintainer,
-        TrackerSettings::default(),
-    );
-    (dir, h)
+fn demo(e: Engine) -> (Fx, TrackerHost) {
+    let fx = Fx::new(e);
+    let h = open_as(&fx, "alex", Role::Maintainer, TrackerSettings::default());
+    (fx, h)
 }
 
 fn p(s: &str) -> Vec<String> {
@@ -83,9 +156,8 @@ fn blocked(r: HostResult<CallOutcome>) -> Guard {
     }
 }
 
-#[test]
-fn seeds_the_demo_project() {
-    let (_d, h) = demo();
+fn seeds_the_demo_project(e: Engine) {
+    let (_d, h) = demo(e);
     let issues = h.children(&p("issues")).unwrap();
     let pulls = h.children(&p("pulls")).unwrap();
     assert!(issues.len() >= 40, "{} issues", issues.len());
@@ -140,9 +212,8 @@ fn seeds_the_demo_project() {
     assert!(desc(&h, "issues").contains("reachable by number"));
 }
 
-#[test]
-fn every_pull_request_has_its_merge_guard_state() {
-    let (_d, h) = demo();
+fn every_pull_request_has_its_merge_guard_state(e: Engine) {
+    let (_d, h) = demo(e);
     // 1. ready to merge.
     let g = guard(&h, "pulls/51", "merge");
     assert!(g.allowed(), "{}", g.render());
@@ -251,9 +322,8 @@ fn every_pull_request_has_its_merge_guard_state() {
     }
 }
 
-#[test]
-fn walkthrough_rerun_approve_merge_closes_42() {
-    let (_d, h) = demo();
+fn walkthrough_rerun_approve_merge_closes_42(e: Engine) {
+    let (_d, h) = demo(e);
     let g = blocked(call(&h, "pulls/50", "merge", json!({})));
     assert_eq!(
         g.first_failure().map(|c| c.name.as_str()),
@@ -319,9 +389,8 @@ fn open_issue_count(h: &TrackerHost) -> (i64, i64) {
         .expect("counts")
 }
 
-#[test]
-fn approving_your_own_pull_request_is_blocked() {
-    let (_d, h) = demo();
+fn approving_your_own_pull_request_is_blocked(e: Engine) {
+    let (_d, h) = demo(e);
     let g = blocked(call(&h, "pulls/54", "approve", json!({})));
     let c = cond(&g, "not_author");
     assert!(!c.ok);
@@ -350,17 +419,16 @@ fn approving_your_own_pull_request_is_blocked() {
     ));
 }
 
-#[test]
-fn reader_cannot_comment_and_contributor_cannot_close_others() {
-    let dir = tempfile::tempdir().unwrap();
+fn reader_cannot_comment_and_contributor_cannot_close_others(e: Engine) {
+    let dir = Fx::new(e);
     // Seed as alex, then look as other people.
     drop(open_as(
-        dir.path(),
+        &dir,
         "alex",
         Role::Maintainer,
         TrackerSettings::default(),
     ));
-    let reader = open_as(dir.path(), "lee", Role::Reader, TrackerSettings::default());
+    let reader = open_as(&dir, "lee", Role::Reader, TrackerSettings::default());
     let g = blocked(call(&reader, "issues/42", "comment", json!({"body": "hi"})));
     assert!(!cond(&g, "can_comment").ok);
     assert!(cond(&g, "can_comment")
@@ -371,12 +439,7 @@ fn reader_cannot_comment_and_contributor_cannot_close_others() {
         .result
         .contains("Crash when config is missing"));
 
-    let contrib = open_as(
-        dir.path(),
-        "sam",
-        Role::Contributor,
-        TrackerSettings::default(),
-    );
+    let contrib = open_as(&dir, "sam", Role::Contributor, TrackerSettings::default());
     ok(&contrib, "issues/42", "comment", json!({"body": "me too"}));
     let g = blocked(call(
         &contrib,
@@ -410,9 +473,8 @@ fn reader_cannot_comment_and_contributor_cannot_close_others() {
     ));
 }
 
-#[test]
-fn close_twice_is_blocked_and_reopen_works() {
-    let (_d, h) = demo();
+fn close_twice_is_blocked_and_reopen_works(e: Engine) {
+    let (_d, h) = demo(e);
     let o = ok(&h, "issues/42", "close", json!({"reason": "fixed in 1.2"}));
     assert_eq!(o.result, "closed issue #42: fixed in 1.2");
     for path in ["issues/42", "issues", "", "labels/bug"] {
@@ -437,9 +499,8 @@ fn close_twice_is_blocked_and_reopen_works() {
     assert!(!cond(&g, "closed").ok);
 }
 
-#[test]
-fn create_issue_is_listed_and_resolvable() {
-    let (_d, h) = demo();
+fn create_issue_is_listed_and_resolvable(e: Engine) {
+    let (_d, h) = demo(e);
     let o = ok(
         &h,
         "",
@@ -462,9 +523,8 @@ fn create_issue_is_listed_and_resolvable() {
     ));
 }
 
-#[test]
-fn resolve_refs() {
-    let (_d, h) = demo();
+fn resolve_refs(e: Engine) {
+    let (_d, h) = demo(e);
     let cases = [
         ("tracker://demo", ""),
         ("tracker://demo/issues", "issues"),
@@ -503,9 +563,8 @@ fn resolve_refs() {
     }
 }
 
-#[test]
-fn parallel_comments_are_all_kept() {
-    let (_d, h) = demo();
+fn parallel_comments_are_all_kept(e: Engine) {
+    let (_d, h) = demo(e);
     let h = Arc::new(h);
     let before = h.children(&p("issues/7/comments")).unwrap().len();
     let threads: Vec<_> = (0..8)
@@ -530,19 +589,19 @@ fn parallel_comments_are_all_kept() {
     assert_eq!(after as usize, before + 400);
 }
 
-#[test]
-fn parallel_comments_across_connections() {
-    // Several hosts (as several daemons would) on one file: WAL + busy_timeout + IMMEDIATE.
-    let dir = tempfile::tempdir().unwrap();
+fn parallel_comments_across_connections(e: Engine) {
+    // Several hosts (as several daemons would) on one database: on SQLite WAL +
+    // busy_timeout + IMMEDIATE, on PostgreSQL a pool each and the tracker's lock.
+    let dir = Fx::new(e);
     drop(open_as(
-        dir.path(),
+        &dir,
         "alex",
         Role::Maintainer,
         TrackerSettings::default(),
     ));
     let threads: Vec<_> = (0..4)
         .map(|t| {
-            let dir = dir.path().to_path_buf();
+            let dir = dir.clone();
             std::thread::spawn(move || {
                 let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
                 for i in 0..25 {
@@ -559,12 +618,7 @@ fn parallel_comments_across_connections() {
     for t in threads {
         t.join().expect("thread");
     }
-    let h = open_as(
-        dir.path(),
-        "alex",
-        Role::Maintainer,
-        TrackerSettings::default(),
-    );
+    let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
     assert_eq!(h.read(|c| db::comment_count(c, 8)).unwrap(), 100);
     let seqs: Vec<String> = h
         .children(&p("issues/8/comments"))
@@ -576,9 +630,8 @@ fn parallel_comments_across_connections() {
     assert_eq!(seqs.last().map(String::as_str), Some("100"));
 }
 
-#[test]
-fn label_checks_names_and_reports_changes() {
-    let (_d, h) = demo();
+fn label_checks_names_and_reports_changes(e: Engine) {
+    let (_d, h) = demo(e);
     match call(&h, "issues/42", "label", json!({"add": ["bugz"]})) {
         Err(HostError::InvalidArgs(m)) => {
             assert!(m.contains("bugz") && m.contains("good first issue"), "{m}")
@@ -609,9 +662,8 @@ fn label_checks_names_and_reports_changes() {
     ));
 }
 
-#[test]
-fn read_ops_change_nothing_and_return_text() {
-    let (_d, h) = demo();
+fn read_ops_change_nothing_and_return_text(e: Engine) {
+    let (_d, h) = demo(e);
     for (path, op, needle) in [
         (
             "issues/42",
@@ -642,9 +694,8 @@ fn read_ops_change_nothing_and_return_text() {
     assert_eq!(meta["ref"], json!("tracker://demo/pulls/50"));
 }
 
-#[test]
-fn relation_ops_return_paths() {
-    let (_d, h) = demo();
+fn relation_ops_return_paths(e: Engine) {
+    let (_d, h) = demo(e);
     let o = ok(&h, "labels/bug", "issues", json!({"state": "open"}));
     assert!(o.discovered.contains(&p("issues/42")));
     assert!(o.discovered.contains(&p("pulls/50")));
@@ -662,9 +713,8 @@ fn relation_ops_return_paths() {
     ));
 }
 
-#[test]
-fn ops_have_strict_schemas() {
-    let (_d, h) = demo();
+fn ops_have_strict_schemas(e: Engine) {
+    let (_d, h) = demo(e);
     for path in [
         "",
         "issues",
@@ -710,22 +760,18 @@ fn ops_have_strict_schemas() {
     ));
 }
 
-#[test]
-fn reopening_keeps_data_and_does_not_reseed() {
-    let dir = tempfile::tempdir().unwrap();
+fn reopening_keeps_data_and_does_not_reseed(e: Engine) {
+    let dir = Fx::new(e);
     {
-        let h = open_as(
-            dir.path(),
-            "alex",
-            Role::Maintainer,
-            TrackerSettings::default(),
-        );
+        let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
         ok(&h, "", "create_issue", json!({"title": "persisted"}));
         ok(&h, "issues/42", "close", json!({"reason": "done"}));
     }
-    assert!(dir.path().join("tracker-tracker.db").exists());
+    if e == Engine::Sqlite {
+        assert!(dir.path().join("tracker-tracker.db").exists());
+    }
     let h = open_as(
-        dir.path(),
+        &dir,
         "newbie",
         Role::Contributor,
         TrackerSettings::default(),
@@ -733,27 +779,27 @@ fn reopening_keeps_data_and_does_not_reseed() {
     assert!(desc(&h, "issues/56").contains("persisted"));
     assert!(desc(&h, "issues/42").contains("closed"));
     assert!(h.entry(&p("issues/57")).unwrap().is_none());
-    let mode: String = h
-        .read(|c| {
-            c.query_row("PRAGMA journal_mode", [], |r| r.get(0))
-                .or_failed(DB)
-        })
-        .unwrap();
-    assert_eq!(mode, "wal");
+    if e == Engine::Sqlite {
+        let mode = h
+            .read(|c| c.query_one("PRAGMA journal_mode", &[])?.text(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    } else {
+        assert!(!dir.path().join("tracker-tracker.db").exists());
+    }
     // The manifest's user was created.
     assert_eq!(desc(&h, "users/newbie"), "newbie · contributor · you");
 }
 
-#[test]
-fn extra_issues_seed_and_listing_is_bounded() {
+fn extra_issues_seed_and_listing_is_bounded(e: Engine) {
     // How long seeding takes is measured by scripts/bench.sh (against the demo seed alone).
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Fx::new(e);
     let settings = TrackerSettings {
         extra_issues: 2000,
         page_size: 100,
         ..TrackerSettings::default()
     };
-    let h = open_as(dir.path(), "alex", Role::Maintainer, settings);
+    let h = open_as(&dir, "alex", Role::Maintainer, settings);
     let kids = h.children(&p("issues")).unwrap();
     assert_eq!(kids.len(), 100);
     assert_eq!(kids[0].name, "2055");
@@ -762,17 +808,22 @@ fn extra_issues_seed_and_listing_is_bounded() {
     // Anything beyond the first page is still reachable by number.
     assert!(desc(&h, "issues/56").starts_with("Issue #56 · "));
     assert!(desc(&h, "issues/42").contains("Crash when config is missing"));
-    // Listing uses the index, not a sort of every row.
+    // Listing uses the index, not a sort of every row (each engine asked in its words).
     let plan: Vec<String> = h
         .read(|c| {
-            let mut st = c
-                .prepare("EXPLAIN QUERY PLAN SELECT number FROM items WHERE kind = 'issue' ORDER BY number DESC LIMIT 10")
-                .or_failed(DB)?;
-            let rows = st.query_map([], |r| r.get::<_, String>(3)).or_failed(DB)?;
-            rows.collect::<Result<Vec<_>, _>>().or_failed(DB)
+            let (sql, col) = match e {
+                Engine::Sqlite => ("EXPLAIN QUERY PLAN SELECT number FROM items WHERE kind = 'issue' ORDER BY number DESC LIMIT 10", 3),
+                Engine::Postgres => ("EXPLAIN SELECT number FROM items WHERE kind = 'issue' ORDER BY number DESC LIMIT 10", 0),
+            };
+            c.query(sql, &[])?.into_iter().map(|mut r| r.text(col)).collect()
         })
         .unwrap();
-    assert!(!plan.iter().any(|l| l.contains("TEMP B-TREE")), "{plan:?}");
+    assert!(
+        !plan
+            .iter()
+            .any(|l| l.contains("TEMP B-TREE") || l.contains("Sort")),
+        "{plan:?}"
+    );
     let o = ok(&h, "labels/bug", "issues", json!({}));
     assert_eq!(o.discovered.len(), 100);
 }
@@ -815,12 +866,11 @@ fn date_helpers_roundtrip() {
     assert_eq!(db::iso(1_790_000_000), "2026-09-21T14:13:20Z");
 }
 
-#[test]
-fn guards_of_all_ops_at_once_are_each_ops_guard() {
+fn guards_of_all_ops_at_once_are_each_ops_guard(e: Engine) {
     // Every seeded pull request's guards (ready, flaky, red, waiting, own, merged,
     // conflicting) and some issues, open and closed: the batch must say what each guard
     // says alone.
-    let (_d, h) = demo();
+    let (_d, h) = demo(e);
     let pulls = h.children(&p("pulls")).unwrap();
     let mut paths: Vec<String> = pulls.iter().map(|c| format!("pulls/{}", c.name)).collect();
     assert_eq!(paths.len(), 7);
@@ -838,11 +888,10 @@ fn guards_of_all_ops_at_once_are_each_ops_guard() {
     }
 }
 
-#[test]
-fn what_a_listing_says_of_each_child_is_what_its_entry_says() {
+fn what_a_listing_says_of_each_child_is_what_its_entry_says(e: Engine) {
     // The runtime reuses a listing's infos for the children's `description` and `ref`,
     // whose sizes the kernel trusts: they must be the same texts.
-    let (_d, h) = demo();
+    let (_d, h) = demo(e);
     ok(&h, "issues/42", "comment", json!({"body": "a comment"}));
     let mut todo = vec![String::new()];
     let mut seen = 0;
@@ -875,9 +924,8 @@ fn what_a_listing_says_of_each_child_is_what_its_entry_says() {
     assert!(seen > 60, "compared {seen} entries");
 }
 
-#[test]
-fn bodies_are_the_texts_and_edit_body_replaces_them() {
-    let (_dir, h) = demo();
+fn bodies_are_the_texts_and_edit_body_replaces_them(e: Engine) {
+    let (_dir, h) = demo(e);
     let body = h
         .body(&p("issues/42"))
         .unwrap()
@@ -917,15 +965,9 @@ fn bodies_are_the_texts_and_edit_body_replaces_them() {
     assert_eq!(c.bytes.unwrap().as_ref(), b"edited\n");
 }
 
-#[test]
-fn a_body_you_may_not_edit_is_read_only() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sam = open_as(
-        dir.path(),
-        "sam",
-        Role::Contributor,
-        TrackerSettings::default(),
-    );
+fn a_body_you_may_not_edit_is_read_only(e: Engine) {
+    let dir = Fx::new(e);
+    let sam = open_as(&dir, "sam", Role::Contributor, TrackerSettings::default());
     // #42 is not sam's: read-only, and the op says why.
     let body = sam.body(&p("issues/42")).unwrap().unwrap();
     assert_eq!(body.write, None);
@@ -934,26 +976,214 @@ fn a_body_you_may_not_edit_is_read_only() {
         call(&sam, "issues/42", "edit_body", json!({"body": "x"})),
         Err(HostError::Blocked(_))
     ));
-    let reader = open_as(dir.path(), "rob", Role::Reader, TrackerSettings::default());
+    let reader = open_as(&dir, "rob", Role::Reader, TrackerSettings::default());
     let c = reader.body(&p("issues/42/comments/1")).unwrap().unwrap();
     assert_eq!(c.write, None);
 }
 
+fn two_merges_of_one_pull_request_from_two_hosts_one_wins(e: Engine) {
+    // Two daemons' hosts on one database, racing: the guard is checked in the call's
+    // transaction, which the other's waits for, so the second finds the PR merged.
+    let fx = Fx::new(e);
+    let hosts: Vec<_> = (0..2)
+        .map(|_| {
+            Arc::new(open_as(
+                &fx,
+                "alex",
+                Role::Maintainer,
+                TrackerSettings::default(),
+            ))
+        })
+        .collect();
+    for _ in 0..3 {
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let outcomes: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                let (h, go) = (Arc::clone(h), Arc::clone(&go));
+                std::thread::spawn(move || {
+                    go.wait();
+                    call(&h, "pulls/51", "merge", json!({"method": "merge"}))
+                })
+            })
+            .collect();
+        let outcomes: Vec<_> = outcomes
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        let won = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(won, 1, "{outcomes:?}");
+        let lost = outcomes.into_iter().find(|o| o.is_err()).expect("a loser");
+        let g = blocked(lost);
+        assert!(cond(&g, "open").detail.contains("was merged"), "{g:?}");
+        // Open it again for the next round (only SQL can).
+        hosts[0]
+            .read(|c| c.batch("UPDATE items SET state = 'open' WHERE number = 51"))
+            .unwrap();
+    }
+}
+
+fn parallel_issues_across_connections_get_numbers_of_their_own(e: Engine) {
+    let fx = Fx::new(e);
+    drop(open_as(
+        &fx,
+        "alex",
+        Role::Maintainer,
+        TrackerSettings::default(),
+    ));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let fx = fx.clone();
+            std::thread::spawn(move || {
+                let h = open_as(&fx, "alex", Role::Maintainer, TrackerSettings::default());
+                (0..10)
+                    .map(|i| {
+                        let o = ok(&h, "", "create_issue", json!({"title": format!("{t}/{i}")}));
+                        o.discovered[0].clone()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut paths: Vec<Vec<String>> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("thread"))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), 40, "{paths:?}");
+    let h = open_as(&fx, "alex", Role::Maintainer, TrackerSettings::default());
+    assert!(desc(&h, "issues").starts_with("88 issues"));
+}
+
 #[test]
-fn a_postgresql_url_as_the_tracker_database_is_refused_with_words() {
+fn a_tracker_on_postgresql_says_so_and_never_shows_a_password() {
+    let db = TestDb::create();
     let dir = tempfile::tempdir().unwrap();
     let ctx = ctx(dir.path(), "alex", Role::Maintainer);
+    // The server trusts this process on its socket, so the password is only there to hide.
+    let url = db
+        .url
+        .replace("postgresql:///", "postgresql://root:s3cret@/");
     let settings = TrackerSettings {
-        database: Some("postgresql://wip:pw@db/wip".into()),
+        database: Some(url.into()),
+        ..Default::default()
+    };
+    let h = TrackerHost::open("tracker", settings, &ctx).unwrap();
+    let root = desc(&h, "");
+    assert!(
+        root.contains(" · on PostgreSQL postgresql://root:<redacted>@/wip_unit_"),
+        "{root}"
+    );
+    assert!(!root.contains("s3cret"), "{root}");
+    // Nothing of the tracker landed in the state directory.
+    assert!(!dir.path().join("tracker-tracker.db").exists());
+
+    // A URL whose server is not there: refused at mount time, with words, redacted.
+    let settings = TrackerSettings {
+        database: Some("postgresql://wip:pw@127.0.0.1:1/wip".into()),
         ..Default::default()
     };
     let err = TrackerHost::open("tracker", settings, &ctx)
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("keeps its data in an SQLite file"), "{err}");
+    assert!(err.contains("cannot reach the tracker database"), "{err}");
     assert!(err.contains("<redacted>") && !err.contains(":pw@"), "{err}");
-    assert!(!dir.path().join("postgresql:").exists());
+}
+
+#[test]
+fn two_trackers_opening_one_empty_postgresql_database_together_seed_it_once() {
+    let db = TestDb::create();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let url = db.url.clone();
+            std::thread::spawn(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let settings = TrackerSettings {
+                    database: Some(url.into()),
+                    ..Default::default()
+                };
+                let h = TrackerHost::open(
+                    "tracker",
+                    settings,
+                    &ctx(dir.path(), "alex", Role::Maintainer),
+                )
+                .unwrap();
+                desc(&h, "issues")
+            })
+        })
+        .collect();
+    for t in threads {
+        let issues = t.join().expect("thread");
+        assert!(issues.starts_with("48 issues in demo"), "{issues}");
+    }
+}
+
+#[test]
+fn a_lost_postgresql_connection_is_eio_with_words_and_the_next_call_reconnects() {
+    let db = TestDb::create();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = TrackerSettings {
+        database: Some(db.url.clone().into()),
+        ..Default::default()
+    };
+    let h = TrackerHost::open(
+        "tracker",
+        settings,
+        &ctx(dir.path(), "alex", Role::Maintainer),
+    )
+    .unwrap();
+    ok(&h, "issues/42", "comment", json!({"body": "before"}));
+    db.cut_connections();
+    // The pool's connection was cut: the first use fails with words, the next reconnects.
+    let mut failed = None;
+    for _ in 0..3 {
+        match call(&h, "issues/42", "comment", json!({"body": "after"})) {
+            Ok(_) => break,
+            Err(e) => failed = Some(e),
+        }
+    }
+    let err = failed.expect("a cut connection shows");
+    assert!(matches!(err, HostError::Backend(_)), "{err:?}");
+    let words = err.to_string();
+    assert!(words.contains("the tracker database"), "{words}");
+    assert!(words.contains("reconnects on the next call"), "{words}");
+    let comments = h.children(&p("issues/42/comments")).unwrap();
+    assert_eq!(comments.len(), 5, "{comments:?}");
+}
+
+#[test]
+fn an_existing_sqlite_database_without_edited_at_is_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.db");
+    {
+        // The comments table as the first release made it.
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE comments (number INTEGER NOT NULL, seq INTEGER NOT NULL,
+               author TEXT NOT NULL, body TEXT NOT NULL, created_at TEXT NOT NULL,
+               PRIMARY KEY (number, seq)) WITHOUT ROWID;",
+        )
+        .unwrap();
+    }
+    let settings = TrackerSettings {
+        database: Some(file.clone()),
+        ..Default::default()
+    };
+    let h = TrackerHost::open(
+        "tracker",
+        settings,
+        &ctx(dir.path(), "alex", Role::Maintainer),
+    )
+    .unwrap();
+    ok(
+        &h,
+        "issues/42/comments/1",
+        "edit_body",
+        json!({"body": "edited"}),
+    );
+    assert!(h.read(|c| c.has_column("comments", "edited_at")).unwrap());
 }
 
 /// Every `tracker/…` path in `text` names an entry of `h` (each segment unescaped as the
@@ -988,19 +1218,17 @@ fn assert_printed_paths_exist(h: &TrackerHost, text: &str) -> usize {
     seen
 }
 
-#[test]
-fn entries_named_like_reserved_names_are_printed_escaped() {
-    let (_d, h) = demo();
-    {
-        let conn = h.lock();
-        // Only SQL can name a check or a label so; the tree must still reach them.
-        conn.execute_batch(
+fn entries_named_like_reserved_names_are_printed_escaped(e: Engine) {
+    let (_d, h) = demo(e);
+    // Only SQL can name a check or a label so; the tree must still reach them.
+    h.read(|c| {
+        c.batch(
             "UPDATE checks SET name = 'ops' WHERE number = 50 AND name = 'test';
              INSERT INTO labels (name, color, description) VALUES ('body', 'ffffff', 'odd');
              INSERT INTO item_labels (number, label) VALUES (50, 'body');",
         )
-        .unwrap();
-    }
+    })
+    .unwrap();
     let merge = guard(&h, "pulls/50", "merge");
     let checks = &merge.conditions[1];
     assert!(

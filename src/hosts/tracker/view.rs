@@ -1,6 +1,6 @@
 //! What entries show of themselves: one-line descriptions, refs and listings.
 
-use rusqlite::Connection;
+use super::store::Store;
 
 use super::db::{self, Item};
 use super::{Kind, Node, TrackerHost};
@@ -29,7 +29,7 @@ pub(super) fn excerpt(text: &str, max: usize) -> String {
 }
 
 impl TrackerHost {
-    pub(super) fn info(&self, conn: &Connection, node: &Node) -> HostResult<EntryInfo> {
+    pub(super) fn info(&self, conn: &Store, node: &Node) -> HostResult<EntryInfo> {
         if let Node::Item(_, n) = node {
             let item = db::item_req(conn, *n)?;
             return self.item_info(conn, &item);
@@ -39,7 +39,7 @@ impl TrackerHost {
     }
 
     /// An issue or pull request: its line, its ref, and its title for titled names.
-    fn item_info(&self, conn: &Connection, item: &Item) -> HostResult<EntryInfo> {
+    fn item_info(&self, conn: &Store, item: &Item) -> HostResult<EntryInfo> {
         let node = Node::Item(item.kind, item.number);
         Ok(
             EntryInfo::new(self.item_line(conn, item)?, self.reference(&node))
@@ -47,17 +47,18 @@ impl TrackerHost {
         )
     }
 
-    fn describe(&self, conn: &Connection, node: &Node) -> HostResult<String> {
+    fn describe(&self, conn: &Store, node: &Node) -> HostResult<String> {
         let page = self.page_size;
         Ok(match node {
             Node::Root => {
                 let (issues, open, _) = db::counts(conn, Kind::Issue)?;
                 let (pulls, pulls_open, _) = db::counts(conn, Kind::Pull)?;
                 format!(
-                    "Issue tracker · project {} · {} ({open} open) · {} ({pulls_open} open) · you are {} ({})",
+                    "Issue tracker · project {} · {} ({open} open) · {} ({pulls_open} open) · on {} · you are {} ({})",
                     self.project,
                     plural(issues, "issue", "issues"),
                     plural(pulls, "pull request", "pull requests"),
+                    self.engine_words(),
                     self.me.user,
                     self.me.role.as_str()
                 )
@@ -217,7 +218,7 @@ impl TrackerHost {
     }
 
     /// The one-line description of an issue or pull request.
-    pub(super) fn item_line(&self, conn: &Connection, item: &Item) -> HostResult<String> {
+    pub(super) fn item_line(&self, conn: &Store, item: &Item) -> HostResult<String> {
         let mut parts = vec![item.label(), item.state.clone(), item.title.clone()];
         match item.kind {
             Kind::Issue => {
@@ -258,7 +259,7 @@ impl TrackerHost {
         Ok(parts.join(" · "))
     }
 
-    pub(super) fn list(&self, conn: &Connection, node: &Node) -> HostResult<Vec<Child>> {
+    pub(super) fn list(&self, conn: &Store, node: &Node) -> HostResult<Vec<Child>> {
         let page = self.page_size;
         let child = |n: Node, name: String| -> HostResult<Child> {
             Ok(Child {
