@@ -95,7 +95,8 @@ pub struct Catalog {
 
 pub struct State {
     pub phase: Phase,
-    pub catalog: Catalog,
+    /// Shared, so a call's look at it copies one pointer, not every tool's schema.
+    pub catalog: Arc<Catalog>,
     pub peer: Option<Peer<RoleClient>>,
     /// How many times the server was started; the current life's number.
     pub starts: u32,
@@ -333,7 +334,7 @@ impl Client {
                 phase: Phase::Starting {
                     since: Instant::now(),
                 },
-                catalog: Catalog::default(),
+                catalog: Arc::default(),
                 peer: None,
                 starts: 0,
                 stderr: VecDeque::new(),
@@ -649,7 +650,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     }
     {
         let mut st = shared.lock();
-        st.catalog = catalog;
+        st.catalog = Arc::new(catalog);
         st.peer = Some(peer.clone());
     }
     shared.set_phase(Phase::Ready);
@@ -673,7 +674,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
                 return ended_words(&mut child, otherwise).await;
             }
             Some(listing) = rx.recv() => {
-                let mut catalog = shared.lock().catalog.clone();
+                let mut catalog = Catalog::clone(&shared.lock().catalog);
                 match list(&peer, listing, timeout, &mut catalog).await {
                     Ok(()) => {
                         let unknown = super::unknown_allowed(settings, &catalog);
@@ -681,7 +682,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
                             tracing::warn!(target: "wip::mcp", "{}: {w}", crate::secrets::shown_command(&settings.command));
                         }
                         catalog.unknown_allowed = unknown;
-                        shared.lock().catalog = catalog;
+                        shared.lock().catalog = Arc::new(catalog);
                         shared.changes.changed(match listing {
                             Listing::Tools => vec![Vec::new(), path_of(&["tools"])],
                             Listing::Resources => vec![path_of(&["resources"]), path_of(&["templates"])],

@@ -252,9 +252,9 @@ impl McpHost {
         })
     }
 
-    fn catalog(&self) -> (Catalog, Phase) {
+    fn catalog(&self) -> (Arc<Catalog>, Phase) {
         let st = self.client.shared.lock();
-        (st.catalog.clone(), st.phase.clone())
+        (Arc::clone(&st.catalog), st.phase.clone())
     }
 
     fn reference(&self, rest: &str) -> String {
