@@ -6,12 +6,74 @@ impl Caller {
     /// Describe the process `pid` (best effort: a process that already exited still gets a
     /// caller with its pid as its session, so its result stays its own).
     pub fn from_pid(pid: u32, uid: u32) -> Caller {
+        let stat = stat_fields(pid);
+        let session = stat.map_or(pid, |s| s.session);
+        // The command line is read once per process: an agent's shell opens `call`
+        // again and again, and its pid with its start time names it without ambiguity.
+        let command = match stat {
+            Some(s) => commands().get_or_read(pid, s.start, || command_of(pid)),
+            None => command_of(pid),
+        };
         Caller {
             pid,
             uid,
-            session: session_of(pid).unwrap_or(pid),
-            command: command_of(pid).unwrap_or_default(),
+            session,
+            command: command.unwrap_or_default(),
         }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Stat {
+    session: u32,
+    /// When the process started, in clock ticks since boot (field 22).
+    start: u64,
+}
+
+/// Fields of `/proc/PID/stat` after the command name, which may hold spaces and
+/// parentheses (so parse after the last `)`).
+fn stat_fields(pid: u32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // `rest` starts at field 3 (state): the session is field 6, the start time field 22.
+    let session = fields.nth(3)?.parse().ok()?;
+    let start = fields.nth(15)?.parse().ok()?;
+    Some(Stat { session, start })
+}
+
+/// Command lines of processes seen lately, by pid and start time.
+#[derive(Default)]
+struct Commands {
+    by_process: std::sync::Mutex<std::collections::HashMap<(u32, u64), String>>,
+}
+
+/// How many processes' command lines are kept (a few hundred bytes each).
+const COMMANDS_MAX: usize = 1024;
+
+fn commands() -> &'static Commands {
+    static COMMANDS: std::sync::OnceLock<Commands> = std::sync::OnceLock::new();
+    COMMANDS.get_or_init(Commands::default)
+}
+
+impl Commands {
+    fn get_or_read(
+        &self,
+        pid: u32,
+        start: u64,
+        read: impl FnOnce() -> Option<String>,
+    ) -> Option<String> {
+        let lock = || self.by_process.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = lock().get(&(pid, start)) {
+            return Some(c.clone());
+        }
+        let command = read()?;
+        let mut map = lock();
+        if map.len() >= COMMANDS_MAX {
+            map.clear();
+        }
+        map.insert((pid, start), command.clone());
+        Some(command)
     }
 }
 
@@ -99,6 +161,25 @@ mod tests {
         assert_eq!(me.session, sid);
         assert!(!me.command.is_empty());
         assert!(!is_dying(std::process::id()));
+    }
+
+    #[test]
+    fn each_process_gets_its_own_command_line_however_often_it_asks() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = Caller::from_pid(std::process::id(), 0);
+        for _ in 0..3 {
+            let c = Caller::from_pid(child.id(), 0);
+            assert_eq!(c.command, "sleep 30");
+            assert_eq!(Caller::from_pid(std::process::id(), 0).command, me.command);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Gone: no stat, no command, its pid as its session.
+        let gone = Caller::from_pid(child.id(), 0);
+        assert_eq!((gone.session, gone.command.as_str()), (child.id(), ""));
     }
 
     #[test]
