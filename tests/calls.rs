@@ -151,6 +151,32 @@ fn writers_sharing_one_descriptor_make_one_call() {
 }
 
 #[test]
+fn a_child_in_another_session_that_outlives_the_openers_close_holds_the_call_open() {
+    let m = Mount::start(None);
+    let before = last_run(&m);
+    // bash opens `call`, writes a line, starts a child with a copy and closes its own: the
+    // child (a session of its own, created after the open) writes last, and its exit is
+    // the last close.
+    // (bash's own close waits until the child surely left bash's session.)
+    m.ok("{ echo first; setsid sh -c 'sleep 1; echo late' & sleep 0.4; } > tracker/issues/45/ops/comment/call");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let runs = loop {
+        let runs = runs_since(&m, before, "comment");
+        if runs.iter().any(|(_, status)| status != "running") {
+            break runs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no call ran: {runs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let args: serde_json::Value = serde_json::from_str(&runs[0].0).unwrap();
+    assert_eq!(args["body"].as_str().unwrap().trim_end(), "first\nlate");
+}
+
+#[test]
 fn bash_sees_the_errno_of_documents_that_cannot_grow_and_of_refused_opens() {
     let m = Mount::start(None);
     let stderr = |script: &str| {

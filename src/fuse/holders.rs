@@ -2,21 +2,57 @@
 //! open file description (a forked child exiting, bash restoring a redirected descriptor)
 //! and tells nobody which one is last; only RELEASE is, and its errors reach nobody.
 //!
-//! So a flush asks /proc: does any process of the closing process's session, or one of
-//! its ancestors, still hold a descriptor writing through this inode? Writable inodes have
-//! one writer description each (see `inodes`), so any such descriptor is a copy of this
-//! one. A copy passed to a process of another session is not seen: that close runs the
-//! call early only in that unusual case.
+//! So a flush asks /proc: does any process that could have a copy still hold a descriptor
+//! writing through this inode? Writable inodes have one writer description each (see
+//! `inodes`), so any such descriptor is a copy of this one. Only the process that opened
+//! it, or a process created after the open (a fork inherits descriptors; an older process
+//! could get one only passed over a socket), can hold a copy. The kernel hands out pids in
+//! order, so those are the opener, the closer's ancestors and the pids above the last one
+//! handed out when the file was opened: a plain `echo … > call` checks three or four
+//! processes rather than every process of the machine. When pids wrapped around since the
+//! open (or the last pid cannot be read), the closer's session and ancestors are checked
+//! instead; a copy passed to a process of another session is then not seen, and that close
+//! runs the call early only in that unusual case.
 
 use std::fs;
 use std::path::Path;
 
-/// Whether a process related to `pid` still has inode `ino` of the mount at `mount`
-/// (mount id `mnt_id`, when known) open for writing.
-pub fn still_open(pid: u32, ino: u64, mount: &Path, mnt_id: Option<u64>) -> bool {
+/// Who opened a writer, and the last pid handed out then.
+#[derive(Clone, Copy, Debug)]
+pub struct Opened {
+    opener: u32,
+    last_pid: Option<u32>,
+}
+
+impl Opened {
+    pub fn now(opener: u32) -> Opened {
+        Opened {
+            opener,
+            last_pid: last_pid(),
+        }
+    }
+}
+
+/// The last pid the kernel handed out in this pid namespace.
+fn last_pid() -> Option<u32> {
+    let mut buf = [0u8; PROC_READ];
+    let text = read_proc("/proc/sys/kernel/ns_last_pid", &mut buf)?;
+    std::str::from_utf8(text).ok()?.trim().parse().ok()
+}
+
+/// Whether a process that may hold a copy of the descriptor opened as `opened` still has
+/// inode `ino` of the mount at `mount` (mount id `mnt_id`, when known) open for writing;
+/// `pid` is closing it.
+pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Option<u64>) -> bool {
     let mut candidates = ancestors(pid);
-    if let Some(sid) = crate::world::caller::session_of(pid) {
-        candidates.extend(session_members(sid));
+    candidates.push(opened.opener);
+    match (opened.last_pid, last_pid()) {
+        (Some(then), Some(now)) if now >= then => candidates.extend(processes_after(then)),
+        _ => {
+            if let Some(sid) = crate::world::caller::session_of(pid) {
+                candidates.extend(session_members(sid));
+            }
+        }
     }
     candidates.sort_unstable();
     candidates.dedup();
@@ -35,13 +71,25 @@ pub fn still_open(pid: u32, ino: u64, mount: &Path, mnt_id: Option<u64>) -> bool
     found.is_some()
 }
 
+/// The processes whose pid is above `last`: those created since it was handed out (the
+/// names of /proc alone, nothing read).
+fn processes_after(last: u32) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| *p > last)
+        .collect()
+}
+
 /// `pid` and its ancestors up to (not including) init.
 fn ancestors(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let mut p = pid;
+    let mut buf = [0u8; PROC_READ];
     while p > 1 && out.len() < 64 {
         out.push(p);
-        match stat_fields(p).and_then(|f| f.first().and_then(|s| s.parse().ok())) {
+        match stat_field(p, STAT_PPID, &mut buf) {
             Some(parent) => p = parent,
             None => break,
         }
@@ -49,26 +97,48 @@ fn ancestors(pid: u32) -> Vec<u32> {
     out
 }
 
-/// The fields of /proc/PID/stat after the command (state, ppid, pgrp, session, …).
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    Some(
-        rest.split_whitespace()
-            .skip(1)
-            .map(str::to_string)
-            .collect(),
-    )
+/// Enough for /proc/PID/stat and a FUSE file's fdinfo, read in one `read(2)`.
+const PROC_READ: usize = 1024;
+/// Fields of /proc/PID/stat, counted after the command name: state 0, ppid 1, session 3.
+const STAT_PPID: usize = 1;
+const STAT_SESSION: usize = 3;
+
+/// A small /proc file, in one read and without a `statx` (a flush reads dozens of them,
+/// and `fs::read_to_string` makes four or five calls for each).
+fn read_proc<'b>(path: &str, buf: &'b mut [u8; PROC_READ]) -> Option<&'b [u8]> {
+    use std::io::Read;
+    let mut f = fs::File::open(path).ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(&buf[..len])
+}
+
+/// Field `n` of /proc/PID/stat after the command (which may hold spaces and parentheses,
+/// so count after the last `)`), as a number.
+fn stat_field(pid: u32, n: usize, buf: &mut [u8; PROC_READ]) -> Option<u32> {
+    let stat = read_proc(&format!("/proc/{pid}/stat"), buf)?;
+    let rest = &stat[stat.iter().rposition(|b| *b == b')')? + 1..];
+    let field = rest
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(n)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 fn session_members(sid: u32) -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let mut buf = [0u8; PROC_READ];
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            stat_fields(*p).and_then(|f| f.get(2).and_then(|s| s.parse::<u32>().ok())) == Some(sid)
-        })
+        .filter(|p| stat_field(*p, STAT_SESSION, &mut buf) == Some(sid))
         .collect()
 }
 
@@ -90,10 +160,12 @@ fn holds(pid: u32, ino: u64, mount_prefix: &[u8], mnt_id: Option<u64>) -> bool {
         {
             continue;
         }
-        let info = fs::read_to_string(format!(
-            "/proc/{pid}/fdinfo/{}",
-            fd.file_name().to_string_lossy()
-        ))
+        let mut buf = [0u8; PROC_READ];
+        let info = read_proc(
+            &format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()),
+            &mut buf,
+        )
+        .map(String::from_utf8_lossy)
         .unwrap_or_default();
         let field = |name: &str| {
             info.lines()
@@ -133,19 +205,69 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     #[test]
+    fn stat_fields_name_the_parent_and_the_session() {
+        let me = std::process::id();
+        let mut buf = [0u8; PROC_READ];
+        let parent = unsafe { libc::getppid() } as u32;
+        assert_eq!(stat_field(me, STAT_PPID, &mut buf), Some(parent));
+        let sid = unsafe { libc::getsid(0) } as u32;
+        assert_eq!(stat_field(me, STAT_SESSION, &mut buf), Some(sid));
+        let chain = ancestors(me);
+        assert_eq!(chain.first(), Some(&me));
+        assert!(parent <= 1 || chain.contains(&parent), "{chain:?}");
+        assert!(session_members(sid).contains(&me));
+    }
+
+    #[test]
     fn a_descriptor_of_this_process_is_seen_until_closed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
+        let me = std::process::id();
+        let opened = Opened::now(me);
         let file = fs::File::create(&path).unwrap();
         let ino = file.metadata().unwrap().ino();
-        let me = std::process::id();
-        assert!(still_open(me, ino, dir.path(), None));
-        assert!(!still_open(me, ino + 1, dir.path(), None), "another inode");
+        assert!(still_open(me, opened, ino, dir.path(), None));
+        assert!(
+            !still_open(me, opened, ino + 1, dir.path(), None),
+            "another inode"
+        );
         drop(file);
-        assert!(!still_open(me, ino, dir.path(), None));
+        assert!(!still_open(me, opened, ino, dir.path(), None));
         // Read-only descriptors do not count.
         let reader = fs::File::open(&path).unwrap();
-        assert!(!still_open(me, ino, dir.path(), None));
+        assert!(!still_open(me, opened, ino, dir.path(), None));
         drop(reader);
+    }
+
+    #[test]
+    fn a_copy_in_a_process_started_after_the_open_is_seen_in_any_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let me = std::process::id();
+        let opened = Opened::now(me);
+        let file = fs::File::create(&path).unwrap();
+        let ino = file.metadata().unwrap().ino();
+        // A child in a session of its own holds a copy as its stdout; this process
+        // closes its own, as bash does after starting a background job.
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "30"])
+            .stdout(file)
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; PROC_READ];
+        for _ in 0..500 {
+            if stat_field(child.id(), STAT_SESSION, &mut buf) == Some(child.id()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            stat_field(child.id(), STAT_SESSION, &mut buf),
+            Some(child.id())
+        );
+        assert!(still_open(me, opened, ino, dir.path(), None));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!still_open(me, opened, ino, dir.path(), None));
     }
 }

@@ -75,9 +75,17 @@ impl Invalidator {
 
 enum Handle {
     /// A `call` opened for writing: its document.
-    Call { doc: CallDoc, ino: u64 },
+    Call {
+        doc: CallDoc,
+        ino: u64,
+        opened: holders::Opened,
+    },
     /// A `body` opened for writing: the new content, run at the last close.
-    Body { doc: BodyDoc, ino: u64 },
+    Body {
+        doc: BodyDoc,
+        ino: u64,
+        opened: holders::Opened,
+    },
     File {
         node: NodeId,
         session: u32,
@@ -226,24 +234,24 @@ impl WorldFs {
         fh
     }
 
-    fn call_doc(&self, fh: FileHandle) -> Option<(CallDoc, u64)> {
+    fn call_doc(&self, fh: FileHandle) -> Option<(CallDoc, u64, holders::Opened)> {
         match self.handles().get(&fh.0) {
-            Some(Handle::Call { doc, ino }) => Some((doc.clone(), *ino)),
+            Some(Handle::Call { doc, ino, opened }) => Some((doc.clone(), *ino, *opened)),
             _ => None,
         }
     }
 
-    fn body_doc(&self, fh: FileHandle) -> Option<(BodyDoc, u64)> {
+    fn body_doc(&self, fh: FileHandle) -> Option<(BodyDoc, u64, holders::Opened)> {
         match self.handles().get(&fh.0) {
-            Some(Handle::Body { doc, ino }) => Some((doc.clone(), *ino)),
+            Some(Handle::Body { doc, ino, opened }) => Some((doc.clone(), *ino, *opened)),
             _ => None,
         }
     }
 
     /// Whether no related process holds another copy of the descriptor (see `holders`).
-    fn last_close(&self, pid: u32, ino: u64) -> bool {
+    fn last_close(&self, pid: u32, ino: u64, opened: holders::Opened) -> bool {
         let mnt_id = *self.mnt_id.get_or_init(|| holders::mount_id(&self.mount));
-        !holders::still_open(pid, ino, &self.mount, mnt_id)
+        !holders::still_open(pid, opened, ino, &self.mount, mnt_id)
     }
 
     /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
@@ -357,7 +365,7 @@ impl Filesystem for WorldFs {
         let result = self.node(ino).and_then(|node| {
             let mut attr = self.attr_for(&node, req)?;
             // A body being written is as long as what its writer wrote so far.
-            if let Some((doc, _)) = fh.and_then(|fh| self.body_doc(fh)) {
+            if let Some((doc, _, _)) = fh.and_then(|fh| self.body_doc(fh)) {
                 attr.size = doc.size();
             }
             Ok(attr)
@@ -409,7 +417,7 @@ impl Filesystem for WorldFs {
             let Some(size) = size else {
                 return Ok(attr);
             };
-            if let Some((doc, _)) = fh.and_then(|fh| self.body_doc(fh)) {
+            if let Some((doc, _, _)) = fh.and_then(|fh| self.body_doc(fh)) {
                 doc.truncate(size).map_err(|e| errno("setattr", &e))?;
                 return Ok(NodeAttr { size, ..attr });
             }
@@ -456,7 +464,11 @@ impl Filesystem for WorldFs {
                         return Err(errno("open a call", &e));
                     }
                 };
-                let fh = self.new_fh(Handle::Call { doc, ino: ino.0 });
+                let fh = self.new_fh(Handle::Call {
+                    doc,
+                    ino: ino.0,
+                    opened: holders::Opened::now(req.pid()),
+                });
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if let (NodeId::Body(entry), true) = (&*node, writing) {
@@ -473,7 +485,11 @@ impl Filesystem for WorldFs {
                         return Err(errno("open a body to write", &e));
                     }
                 };
-                let fh = self.new_fh(Handle::Body { doc, ino: ino.0 });
+                let fh = self.new_fh(Handle::Body {
+                    doc,
+                    ino: ino.0,
+                    opened: holders::Opened::now(req.pid()),
+                });
                 return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if writing {
@@ -518,13 +534,13 @@ impl Filesystem for WorldFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        if let Some((doc, _)) = self.call_doc(fh) {
+        if let Some((doc, _, _)) = self.call_doc(fh) {
             return doc.read(offset, size, move |r| match r {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(errno("read", &e)),
             });
         }
-        if let Some((doc, _)) = self.body_doc(fh) {
+        if let Some((doc, _, _)) = self.body_doc(fh) {
             return reply.data(&doc.read(offset, size));
         }
         match self.read_file(fh.0, offset, size) {
@@ -546,13 +562,13 @@ impl Filesystem for WorldFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if let Some((doc, _)) = self.body_doc(fh) {
+        if let Some((doc, _, _)) = self.body_doc(fh) {
             return match doc.write(offset, data) {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(errno("write", &e)),
             };
         }
-        let Some((doc, _)) = self.call_doc(fh) else {
+        let Some((doc, _, _)) = self.call_doc(fh) else {
             return reply.error(refused("write", Errno::EBADF));
         };
         doc.write(data, move |r| match r {
@@ -570,20 +586,20 @@ impl Filesystem for WorldFs {
         reply: ReplyEmpty,
     ) {
         let pid = req.pid();
-        if let Some((doc, ino)) = self.body_doc(fh) {
+        if let Some((doc, ino, opened)) = self.body_doc(fh) {
             return doc.flush(
-                || self.last_close(pid, ino),
+                || self.last_close(pid, ino, opened),
                 move |r| match r {
                     Ok(()) => reply.ok(),
                     Err(e) => reply.error(errno("flush", &e)),
                 },
             );
         }
-        let Some((doc, ino)) = self.call_doc(fh) else {
+        let Some((doc, ino, opened)) = self.call_doc(fh) else {
             return reply.ok();
         };
         doc.flush(
-            || self.last_close(pid, ino),
+            || self.last_close(pid, ino, opened),
             move |r| match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno("flush", &e)),
@@ -603,13 +619,13 @@ impl Filesystem for WorldFs {
     ) {
         let handle = self.handles().remove(&fh.0);
         match handle {
-            Some(Handle::Call { doc, ino }) => {
+            Some(Handle::Call { doc, ino, .. }) => {
                 self.inodes().close_writer(ino);
                 // Bytes no flush ran still run: nothing written is lost (the words reach
                 // `result`).
                 doc.release();
             }
-            Some(Handle::Body { doc, ino }) => {
+            Some(Handle::Body { doc, ino, .. }) => {
                 self.inodes().close_writer(ino);
                 doc.release();
             }
