@@ -158,12 +158,19 @@ echo "RSS per materialised node: $(echo "scale=0; ($rss_full - $rss_empty) * 102
 
 echo "# call latency (get_metadata on an issue, $CALLS calls)"
 "$bin/wip-bench" mount-call "$m/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | tee "$work/mount.txt"
+# A plain-text document (`echo hello > ops/comment/call`) can still grow, so it runs at the
+# descriptor's last close, which the daemon judges from /proc.
+"$bin/wip-bench" mount-call "$m/tracker/issues/2/ops/comment/call" "hello" $((CALLS / 4)) | tee "$work/mountc.txt"
 # One daemon per state directory: the in-process world takes it once the mount is gone.
 umount_wip
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
+"$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/2 comment '{"body":"hello"}' $((CALLS / 4)) | tee "$work/inprocc.txt"
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
+c_mount=$(p50 "through the mount" "$work/mountc.txt")
+c_host=$(p50 "in-process host.call" "$work/inprocc.txt")
+echo "plain-text comment p50: ${c_mount} us through the mount, ${c_host} us host in-process; ratio $(ratio "$c_mount" "$c_host")"
 fi
 
 if on calls; then
