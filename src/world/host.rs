@@ -430,6 +430,13 @@ pub trait Host: Send + Sync {
     /// The entry at `path` (empty path: the host's own root), or `None` if there is none.
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>>;
 
+    /// Whether the entry at `path` exists: what the runtime asks of each entry a call
+    /// changed, to tell a removal from a change. A host whose `entry` computes counts or
+    /// descriptions can answer this more cheaply.
+    fn exists(&self, path: &[String]) -> HostResult<bool> {
+        Ok(self.entry(path)?.is_some())
+    }
+
     /// Children of the entry at `path`, in listing order. A large collection returns a
     /// bounded first page; its `description` says how many exist and how to reach the rest
     /// (any valid name is still reachable through `entry`).

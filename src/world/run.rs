@@ -723,12 +723,12 @@ impl World {
         let mut changed = Vec::new();
         let mut events = Vec::new();
         for (h, p) in entries {
-            // A host's root is never removed: not asking spares its counts.
+            // A host's root is never removed: not asking spares it.
             let gone = !p.is_empty()
                 && self
                     .hosts
                     .get(*h)
-                    .is_some_and(|m| matches!(m.host.entry(p), Ok(None)));
+                    .is_some_and(|m| matches!(m.host.exists(p), Ok(false)));
             events.push(Event {
                 kind: if gone { "removed" } else { "changed" }.into(),
                 path: self.entry_path(*h, p),

@@ -404,6 +404,13 @@ impl Host for TrackerHost {
         })
     }
 
+    fn exists(&self, path: &[String]) -> HostResult<bool> {
+        let Some(node) = Node::parse(path) else {
+            return Ok(false);
+        };
+        self.read(|conn| db::exists(conn, &node))
+    }
+
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
         self.read(|conn| {
             let node = self.existing(conn, path)?;

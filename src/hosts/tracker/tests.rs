@@ -94,7 +94,32 @@ both!(
     entries_named_like_reserved_names_are_printed_escaped,
     two_merges_of_one_pull_request_from_two_hosts_one_wins,
     parallel_issues_across_connections_get_numbers_of_their_own,
+    exists_agrees_with_entry,
 );
+
+fn exists_agrees_with_entry(e: Engine) {
+    let (_d, h) = demo(e);
+    for path in [
+        "",
+        "issues",
+        "issues/42",
+        "issues/42/comments",
+        "issues/42/comments/1",
+        "issues/42/comments/999",
+        "issues/50",
+        "pulls/50",
+        "pulls/42",
+        "issues/99999",
+        "labels/bug",
+        "labels/nope",
+        "nowhere",
+    ] {
+        let entry = h.entry(&p(path)).unwrap().is_some();
+        assert_eq!(h.exists(&p(path)).unwrap(), entry, "{path:?}");
+    }
+    assert!(h.exists(&p("issues/42")).unwrap());
+    assert!(!h.exists(&p("issues/99999")).unwrap());
+}
 
 fn open_as(fx: &Fx, user: &str, role: Role, settings: TrackerSettings) -> TrackerHost {
     match TrackerHost::open(
