@@ -218,14 +218,21 @@ mod tests {
         assert!(session_members(sid).contains(&me));
     }
 
-    #[test]
-    fn a_descriptor_of_this_process_is_seen_until_closed() {
+    /// A file this process opened for writing: its directory, path, handle and inode, and
+    /// what `open` noted.
+    fn opened_here() -> (tempfile::TempDir, std::path::PathBuf, fs::File, u64, Opened) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let me = std::process::id();
-        let opened = Opened::now(me);
+        let opened = Opened::now(std::process::id());
         let file = fs::File::create(&path).unwrap();
         let ino = file.metadata().unwrap().ino();
+        (dir, path, file, ino, opened)
+    }
+
+    #[test]
+    fn a_descriptor_of_this_process_is_seen_until_closed() {
+        let (dir, path, file, ino, opened) = opened_here();
+        let me = std::process::id();
         assert!(still_open(me, opened, ino, dir.path(), None));
         assert!(
             !still_open(me, opened, ino + 1, dir.path(), None),
@@ -241,12 +248,8 @@ mod tests {
 
     #[test]
     fn a_copy_in_a_process_started_after_the_open_is_seen_in_any_session() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
+        let (dir, _path, file, ino, opened) = opened_here();
         let me = std::process::id();
-        let opened = Opened::now(me);
-        let file = fs::File::create(&path).unwrap();
-        let ino = file.metadata().unwrap().ino();
         // A child in a session of its own holds a copy as its stdout; this process
         // closes its own, as bash does after starting a background job.
         let mut child = std::process::Command::new("setsid")
