@@ -7,12 +7,13 @@
 //! `inodes`), so any such descriptor is a copy of this one. Only the process that opened
 //! it, or a process created after the open (a fork inherits descriptors; an older process
 //! could get one only passed over a socket), can hold a copy. The kernel hands out pids in
-//! order, so those are the opener, the closer's ancestors and the pids above the last one
-//! handed out when the file was opened: a plain `echo … > call` checks three or four
-//! processes rather than every process of the machine. When pids wrapped around since the
-//! open (or the last pid cannot be read), the closer's session and ancestors are checked
-//! instead; a copy passed to a process of another session is then not seen, and that close
-//! runs the call early only in that unusual case.
+//! order, so those are the opener and the pids above the last one handed out when the file
+//! was opened: a plain `echo … > call` checks one process rather than every process of the
+//! machine (and not the closer's ancestors, an agent runtime with hundreds of descriptors
+//! among them). When pids wrapped around since the open (or the last pid cannot be read),
+//! the closer's session and ancestors are checked instead; a copy passed to a process of
+//! another session is then not seen, and that close runs the call early only in that
+//! unusual case.
 
 use std::fs;
 use std::path::Path;
@@ -44,11 +45,13 @@ fn last_pid() -> Option<u32> {
 /// inode `ino` of the mount at `mount` (mount id `mnt_id`, when known) open for writing;
 /// `pid` is closing it.
 pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Option<u64>) -> bool {
-    let mut candidates = ancestors(pid);
-    candidates.push(opened.opener);
+    let mut candidates = vec![opened.opener];
     match (opened.last_pid, last_pid()) {
+        // The closer and its ancestors need no look of their own: one that holds a copy
+        // is the opener or was created since.
         (Some(then), Some(now)) if now >= then => candidates.extend(processes_after(then)),
         _ => {
+            candidates.extend(ancestors(pid));
             if let Some(sid) = crate::world::caller::session_of(pid) {
                 candidates.extend(session_members(sid));
             }
