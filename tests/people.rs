@@ -427,16 +427,46 @@ impl Tmux {
     }
 
     fn wait_for(&self, what: &str) -> String {
+        self.shows_within(what, Duration::from_secs(30))
+            .unwrap_or_else(|last| {
+                panic!("not within 30 s: mc to show {what:?}; the screen:\n{last}")
+            })
+    }
+
+    /// The screen once it shows `what`, or the last screen seen when `limit` passed.
+    fn shows_within(&self, what: &str, limit: Duration) -> Result<String, String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return Ok(screen);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(screen);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Type `keys` into mc until the screen shows `what`: mc may still be drawing or
+    /// rereading its panel when the first keys arrive (a quick search then starts over), so
+    /// a search that did not land is cancelled and typed again, a few times.
+    fn type_until(&self, keys: &[&[&str]], what: &str) -> String {
         let mut last = String::new();
-        common::wait_until(
-            &format!("mc to show {what:?}"),
-            Duration::from_secs(30),
-            || {
-                last = self.screen();
-                last.contains(what)
-            },
-        );
-        last
+        for _ in 0..3 {
+            for k in keys {
+                let mut args = vec!["send-keys", "-t", "mc"];
+                args.extend_from_slice(k);
+                self.run(&args);
+            }
+            match self.shows_within(what, Duration::from_secs(10)) {
+                Ok(screen) => return screen,
+                Err(screen) => last = screen,
+            }
+            self.run(&["send-keys", "-t", "mc", "Escape", "Escape"]);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        panic!("mc never showed {what:?} after typing {keys:?} three times; the screen:\n{last}")
     }
 }
 
@@ -473,10 +503,7 @@ fn mc_in_tmux_browses_titled_names() {
     ]);
     t.wait_for("Crash when config is missing");
     // mc's quick search (C-s) goes to the titled name; Enter opens it.
-    t.run(&["send-keys", "-t", "mc", "C-s"]);
-    t.run(&["send-keys", "-t", "mc", "-l", "42 Cr"]);
-    t.run(&["send-keys", "-t", "mc", "Enter"]);
-    let screen = t.wait_for("comments");
+    let screen = t.type_until(&[&["C-s"], &["-l", "42 Cr"], &["Enter"]], "comments");
     assert!(
         screen.contains("description") && screen.contains("ops"),
         "{screen}"
