@@ -18,6 +18,8 @@
 use std::fs;
 use std::path::Path;
 
+use crate::world::caller::{proc_stat, read_proc, session_of, PROC_READ};
+
 /// Who opened a writer, and the last pid handed out then.
 #[derive(Clone, Copy, Debug)]
 pub struct Opened {
@@ -52,7 +54,7 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
         (Some(then), Some(now)) if now >= then => candidates.extend(processes_after(then)),
         _ => {
             candidates.extend(ancestors(pid));
-            if let Some(sid) = crate::world::caller::session_of(pid) {
+            if let Some(sid) = session_of(pid) {
                 candidates.extend(session_members(sid));
             }
         }
@@ -89,59 +91,22 @@ fn processes_after(last: u32) -> Vec<u32> {
 fn ancestors(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let mut p = pid;
-    let mut buf = [0u8; PROC_READ];
     while p > 1 && out.len() < 64 {
         out.push(p);
-        match stat_field(p, STAT_PPID, &mut buf) {
-            Some(parent) => p = parent,
+        match proc_stat(p) {
+            Some(s) => p = s.ppid,
             None => break,
         }
     }
     out
 }
 
-/// Enough for /proc/PID/stat and a FUSE file's fdinfo, read in one `read(2)`.
-const PROC_READ: usize = 1024;
-/// Fields of /proc/PID/stat, counted after the command name: state 0, ppid 1, session 3.
-const STAT_PPID: usize = 1;
-const STAT_SESSION: usize = 3;
-
-/// A small /proc file, in one read and without a `statx` (a flush reads dozens of them,
-/// and `fs::read_to_string` makes four or five calls for each).
-fn read_proc<'b>(path: &str, buf: &'b mut [u8; PROC_READ]) -> Option<&'b [u8]> {
-    use std::io::Read;
-    let mut f = fs::File::open(path).ok()?;
-    let mut len = 0;
-    while len < buf.len() {
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(&buf[..len])
-}
-
-/// Field `n` of /proc/PID/stat after the command (which may hold spaces and parentheses,
-/// so count after the last `)`), as a number.
-fn stat_field(pid: u32, n: usize, buf: &mut [u8; PROC_READ]) -> Option<u32> {
-    let stat = read_proc(&format!("/proc/{pid}/stat"), buf)?;
-    let rest = &stat[stat.iter().rposition(|b| *b == b')')? + 1..];
-    let field = rest
-        .split(|b| *b == b' ')
-        .filter(|f| !f.is_empty())
-        .nth(n)?;
-    std::str::from_utf8(field).ok()?.parse().ok()
-}
-
 fn session_members(sid: u32) -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut buf = [0u8; PROC_READ];
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| stat_field(*p, STAT_SESSION, &mut buf) == Some(sid))
+        .filter(|p| proc_stat(*p).map(|s| s.session) == Some(sid))
         .collect()
 }
 
@@ -210,11 +175,10 @@ mod tests {
     #[test]
     fn stat_fields_name_the_parent_and_the_session() {
         let me = std::process::id();
-        let mut buf = [0u8; PROC_READ];
         let parent = unsafe { libc::getppid() } as u32;
-        assert_eq!(stat_field(me, STAT_PPID, &mut buf), Some(parent));
         let sid = unsafe { libc::getsid(0) } as u32;
-        assert_eq!(stat_field(me, STAT_SESSION, &mut buf), Some(sid));
+        let stat = proc_stat(me).unwrap();
+        assert_eq!((stat.ppid, stat.session), (parent, sid));
         let chain = ancestors(me);
         assert_eq!(chain.first(), Some(&me));
         assert!(parent <= 1 || chain.contains(&parent), "{chain:?}");
@@ -260,17 +224,14 @@ mod tests {
             .stdout(file)
             .spawn()
             .unwrap();
-        let mut buf = [0u8; PROC_READ];
+        let session = || proc_stat(child.id()).map(|s| s.session);
         for _ in 0..500 {
-            if stat_field(child.id(), STAT_SESSION, &mut buf) == Some(child.id()) {
+            if session() == Some(child.id()) {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert_eq!(
-            stat_field(child.id(), STAT_SESSION, &mut buf),
-            Some(child.id())
-        );
+        assert_eq!(session(), Some(child.id()));
         assert!(still_open(me, opened, ino, dir.path(), None));
         child.kill().unwrap();
         child.wait().unwrap();

@@ -6,7 +6,7 @@ impl Caller {
     /// Describe the process `pid` (best effort: a process that already exited still gets a
     /// caller with its pid as its session, so its result stays its own).
     pub fn from_pid(pid: u32, uid: u32) -> Caller {
-        let stat = stat_fields(pid);
+        let stat = proc_stat(pid);
         let session = stat.map_or(pid, |s| s.session);
         // The command line is read once per process: an agent's shell opens `call`
         // again and again, and its pid with its start time names it without ambiguity.
@@ -23,23 +23,51 @@ impl Caller {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Stat {
-    session: u32,
+/// What `/proc/PID/stat` says of a process.
+#[derive(Clone, Copy, Debug)]
+pub struct ProcStat {
+    pub ppid: u32,
+    pub session: u32,
     /// When the process started, in clock ticks since boot (field 22).
-    start: u64,
+    pub start: u64,
 }
 
-/// Fields of `/proc/PID/stat` after the command name, which may hold spaces and
-/// parentheses (so parse after the last `)`).
-fn stat_fields(pid: u32) -> Option<Stat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
+/// Enough for /proc/PID/stat and a FUSE file's fdinfo, read in one `read(2)`.
+pub const PROC_READ: usize = 1024;
+
+/// A small /proc file, in one read and without a `statx` (the last-close check reads
+/// dozens of them per flush, and `fs::read_to_string` makes four or five calls for each).
+pub fn read_proc<'b>(path: &str, buf: &'b mut [u8; PROC_READ]) -> Option<&'b [u8]> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(&buf[..len])
+}
+
+/// Fields 4, 6 and 22 of `/proc/PID/stat`. The command name (field 2) may hold spaces and
+/// parentheses, so parse after the last `)`.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let mut buf = [0u8; PROC_READ];
+    let stat = read_proc(&format!("/proc/{pid}/stat"), &mut buf)?;
+    let rest = std::str::from_utf8(&stat[stat.iter().rposition(|b| *b == b')')? + 1..]).ok()?;
+    // `rest` starts at field 3 (state): ppid is field 4, the session 6, the start 22.
     let mut fields = rest.split_whitespace();
-    // `rest` starts at field 3 (state): the session is field 6, the start time field 22.
-    let session = fields.nth(3)?.parse().ok()?;
+    let ppid = fields.nth(1)?.parse().ok()?;
+    let session = fields.nth(1)?.parse().ok()?;
     let start = fields.nth(15)?.parse().ok()?;
-    Some(Stat { session, start })
+    Some(ProcStat {
+        ppid,
+        session,
+        start,
+    })
 }
 
 /// Command lines of processes seen lately, by pid and start time.
@@ -77,13 +105,9 @@ impl Commands {
     }
 }
 
-/// Field 6 of `/proc/PID/stat` (the session id). The command name (field 2) may hold
-/// spaces and parentheses, so parse after the last `)`.
+/// The session id of process `pid`.
 pub fn session_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After the command: state(3) ppid(4) pgrp(5) session(6).
-    rest.split_whitespace().nth(3)?.parse().ok()
+    proc_stat(pid).map(|s| s.session)
 }
 
 /// Whether the process `pid` (a thread id, as FUSE gives it) is on its way out: a signal

@@ -278,7 +278,8 @@ impl SqliteJournal {
 
     /// Run ids of one op of one entry, newest first.
     pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
-        // Taken before the connection, as `begin` takes it after: never both at once.
+        // Let go before the connection is taken (`begin` takes it while holding the
+        // connection), so the two locks are never taken in the other order.
         let never_ran = self
             .ran
             .lock()
