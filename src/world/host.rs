@@ -430,9 +430,10 @@ pub trait Host: Send + Sync {
     /// The entry at `path` (empty path: the host's own root), or `None` if there is none.
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>>;
 
-    /// Whether the entry at `path` exists: what the runtime asks of each entry a call
-    /// changed, to tell a removal from a change. A host whose `entry` computes counts or
-    /// descriptions can answer this more cheaply.
+    /// Whether the entry at `path` exists: what the runtime asks where it needs no more
+    /// (each entry a call changed, to tell a removal from a change; a path a call found
+    /// elsewhere; a resolved ref). A host whose `entry` computes counts or descriptions
+    /// can answer this more cheaply.
     fn exists(&self, path: &[String]) -> HostResult<bool> {
         Ok(self.entry(path)?.is_some())
     }

@@ -365,8 +365,12 @@ impl World {
     /// looking up every ancestor (a hit deep in a large directory tree stays cheap).
     pub(crate) fn entry_at(&self, world_path: &str) -> Option<EntryRef> {
         let e = self.entry_ref_at(world_path)?;
-        self.hosts.get(e.host)?.host.entry(&e.path).ok().flatten()?;
-        Some(e)
+        self.hosts
+            .get(e.host)?
+            .host
+            .exists(&e.path)
+            .ok()?
+            .then_some(e)
     }
 
     /// The host entry a world path names, without asking whether it exists.

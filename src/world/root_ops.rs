@@ -22,7 +22,7 @@ impl World {
                 let mut out = Outcome::default();
                 for (i, m) in self.hosts.iter().enumerate() {
                     for p in m.host.resolve(reference) {
-                        if m.host.entry(&p)?.is_some() {
+                        if m.host.exists(&p)? {
                             out.discovered.push((i, p));
                         }
                     }
