@@ -277,16 +277,15 @@ fn watch_loop(watch: Weak<Watch>) {
                 f.watch(now);
             }
         }
-        let waiting = live.iter().any(|f| f.waiting());
-        if waiting {
-            last_flight = now;
-        }
         let next = live
             .iter()
             .filter(|f| f.waiting())
             .map(|f| f.deadline.saturating_duration_since(Instant::now()))
             .min()
             .map(|d| d.min(WATCH_TICK));
+        if next.is_some() {
+            last_flight = now;
+        }
         drop(live);
         let mut st = w.state.lock().unwrap_or_else(|p| p.into_inner());
         let wait = match next {
