@@ -618,31 +618,16 @@ fn parallel_comments_across_connections(e: Engine) {
     // Several hosts (as several daemons would) on one database: on SQLite WAL +
     // busy_timeout + IMMEDIATE, on PostgreSQL a pool each and the tracker's lock.
     let dir = Fx::new(e);
-    drop(open_as(
-        &dir,
-        "alex",
-        Role::Maintainer,
-        TrackerSettings::default(),
-    ));
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let dir = dir.clone();
-            std::thread::spawn(move || {
-                let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
-                for i in 0..25 {
-                    ok(
-                        &h,
-                        "issues/8",
-                        "comment",
-                        json!({"body": format!("{t}/{i}")}),
-                    );
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("thread");
-    }
+    on_four_hosts(&dir, |h, t| {
+        for i in 0..25 {
+            ok(
+                &h,
+                "issues/8",
+                "comment",
+                json!({"body": format!("{t}/{i}")}),
+            );
+        }
+    });
     let h = open_as(&dir, "alex", Role::Maintainer, TrackerSettings::default());
     assert_eq!(h.read(|c| db::comment_count(c, 8)).unwrap(), 100);
     let seqs: Vec<String> = h
@@ -1048,32 +1033,49 @@ fn two_merges_of_one_pull_request_from_two_hosts_one_wins(e: Engine) {
     }
 }
 
-fn parallel_issues_across_connections_get_numbers_of_their_own(e: Engine) {
-    let fx = Fx::new(e);
+/// The database seeded once, then `work` run by four hosts at once, each on a thread and
+/// a connection of its own (as four daemons would); what each returned.
+fn on_four_hosts<T: Send + 'static>(
+    fx: &Fx,
+    work: impl Fn(TrackerHost, usize) -> T + Send + Sync + 'static,
+) -> Vec<T> {
     drop(open_as(
-        &fx,
+        fx,
         "alex",
         Role::Maintainer,
         TrackerSettings::default(),
     ));
+    let work = Arc::new(work);
     let threads: Vec<_> = (0..4)
         .map(|t| {
-            let fx = fx.clone();
+            let (fx, work) = (fx.clone(), Arc::clone(&work));
             std::thread::spawn(move || {
-                let h = open_as(&fx, "alex", Role::Maintainer, TrackerSettings::default());
-                (0..10)
-                    .map(|i| {
-                        let o = ok(&h, "", "create_issue", json!({"title": format!("{t}/{i}")}));
-                        o.discovered[0].clone()
-                    })
-                    .collect::<Vec<_>>()
+                work(
+                    open_as(&fx, "alex", Role::Maintainer, TrackerSettings::default()),
+                    t,
+                )
             })
         })
         .collect();
-    let mut paths: Vec<Vec<String>> = threads
+    threads
         .into_iter()
-        .flat_map(|t| t.join().expect("thread"))
-        .collect();
+        .map(|t| t.join().expect("thread"))
+        .collect()
+}
+
+fn parallel_issues_across_connections_get_numbers_of_their_own(e: Engine) {
+    let fx = Fx::new(e);
+    let mut paths: Vec<Vec<String>> = on_four_hosts(&fx, |h, t| {
+        (0..10)
+            .map(|i| {
+                let o = ok(&h, "", "create_issue", json!({"title": format!("{t}/{i}")}));
+                o.discovered[0].clone()
+            })
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     paths.sort();
     paths.dedup();
     assert_eq!(paths.len(), 40, "{paths:?}");
