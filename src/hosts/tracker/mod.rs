@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::Value;
@@ -262,6 +263,10 @@ fn open_sqlite(file: &Path, shown: &str) -> Result<Connection, TrackerError> {
     conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
     // Every query is a cached statement; the default cache (16) would re-prepare.
     conn.set_prepared_statement_cache_capacity(256);
+    // Plans stay as prepared: SQLite otherwise re-prepares a cached statement whenever a
+    // parameter changes to or from 0 or 1 (issue #1, a boolean), a parse per query.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(wrap)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(wrap)?;
     conn.pragma_update(None, "synchronous", "NORMAL")

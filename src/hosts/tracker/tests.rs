@@ -1308,3 +1308,34 @@ fn printed_paths_start_at_the_mount() {
         "{g:?}"
     );
 }
+
+/// SQLite re-prepares a cached statement when a parameter the planner looked at changes to
+/// or from 0 or 1; issue 1's metadata used to cost a parse per query.
+#[test]
+fn cached_statements_are_not_re_prepared_for_issue_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = TrackerHost::open(
+        "tracker",
+        TrackerSettings::default(),
+        &ctx(dir.path(), "alex", Role::Maintainer),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        for n in [1, 2, 1, 3, 1] {
+            ok(&h, &format!("issues/{n}"), "get_metadata", json!({}));
+        }
+        ok(&h, "issues/1", "get_metadata", json!({}));
+    }
+    let reprepared = h
+        .read(|s| {
+            let Store::Lite(conn) = s else {
+                unreachable!("the default tracker is on SQLite")
+            };
+            let st = conn
+                .prepare_cached("SELECT label FROM item_labels WHERE number = ?1 ORDER BY label")
+                .unwrap();
+            Ok(st.get_status(rusqlite::StatementStatus::RePrepare))
+        })
+        .unwrap();
+    assert_eq!(reprepared, 0);
+}
