@@ -161,13 +161,22 @@ echo "# call latency (get_metadata on an issue, $CALLS calls)"
 # A plain-text document (`echo hello > ops/comment/call`) can still grow, so it runs at the
 # descriptor's last close, which the daemon judges from /proc.
 "$bin/wip-bench" mount-call "$m/tracker/issues/2/ops/comment/call" "hello" $((CALLS / 4)) | tee "$work/mountc.txt"
-# One daemon per state directory: the in-process world takes it once the mount is gone.
+# The same four round trips (OPEN, GETXATTR, WRITE, FLUSH) with nothing behind them: the
+# floor's `call` files take writes. What a call costs beyond it is wip's own.
 umount_wip
+mount_floor
+"$bin/wip-bench" mount-call "$f/tracker/issues/1/ops/get_metadata/call" $'\n' "$CALLS" | sed 's/^through the mount/through the FUSE floor/' | tee "$work/floorcall.txt"
+umount_floor
+# One daemon per state directory: the in-process world takes it once the mount is gone.
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/1 get_metadata '{}' "$CALLS" | tee "$work/inproc.txt"
 "$bin/wip-bench" host-call --state "$work/state" --manifest "$work/bench.toml" /tracker/issues/2 comment '{"body":"hello"}' $((CALLS / 4)) | tee "$work/inprocc.txt"
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
+floor_call=$(p50 "through the FUSE floor" "$work/floorcall.txt")
+world_p50=$(p50 "in-process world.call" "$work/inproc.txt")
+echo "the same four round trips through the FUSE floor: ${floor_call} us p50, itself $(ratio "$floor_call" "$host_p50")x the host in-process"
+echo "wip's own share (mount - floor): $(echo "$mount_p50 - $floor_call" | bc) us, of which the runtime in-process (world.call) ${world_p50} us; mount/floor $(ratio "$mount_p50" "$floor_call")"
 c_mount=$(p50 "through the mount" "$work/mountc.txt")
 c_host=$(p50 "in-process host.call" "$work/inprocc.txt")
 echo "plain-text comment p50: ${c_mount} us through the mount, ${c_host} us host in-process; ratio $(ratio "$c_mount" "$c_host")"

@@ -2,6 +2,10 @@
 //! same caching choices as wip (long TTLs, readdirplus, kept page and directory caches).
 //! `scripts/bench.sh` walks it beside a wip mount so wip's own overhead is visible.
 //!
+//! Files named `call` take writes as wip's call files do (direct I/O, `O_TRUNC` opens,
+//! no xattrs), so `wip-bench mount-call` on one measures the kernel's round trips of a call
+//! with nothing behind them.
+//!
 //! Usage: `fuse-floor MOUNT SHAPE`, SHAPE lines being `TYPE<TAB>SIZE<TAB>PATH` as printed by
 //! `find DIR -mindepth 1 -printf '%y\t%s\t%P\n'` (types d, f, l). Runs until unmounted.
 
@@ -12,13 +16,16 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEntry, ReplyOpen, Request, Session,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, Session,
+    WriteFlags,
 };
 
 const TTL: Duration = Duration::from_secs(3600);
 
 struct Node {
     kind: FileType,
+    /// A `call` file: writable, direct I/O.
+    call: bool,
     size: u64,
     children: Vec<(String, u64)>,
     index: HashMap<String, u64>,
@@ -33,6 +40,7 @@ impl Floor {
     fn load(shape: &str) -> Floor {
         let root = Node {
             kind: FileType::Directory,
+            call: false,
             size: 0,
             children: Vec::new(),
             index: HashMap::new(),
@@ -64,6 +72,7 @@ impl Floor {
             };
             floor.nodes.push(Node {
                 kind,
+                call: kind == FileType::RegularFile && name == "call",
                 size: size.parse().unwrap_or(0),
                 children: Vec::new(),
                 index: HashMap::new(),
@@ -92,10 +101,10 @@ impl Floor {
             ctime: self.start,
             crtime: self.start,
             kind: n.kind,
-            perm: if n.kind == FileType::Directory {
-                0o555
-            } else {
-                0o444
+            perm: match n.kind {
+                FileType::Directory => 0o555,
+                _ if n.call => 0o666,
+                _ => 0o444,
             },
             nlink: if n.kind == FileType::Directory { 2 } else { 1 },
             uid: 0,
@@ -110,7 +119,9 @@ impl Floor {
 impl Filesystem for Floor {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let wanted = config.capabilities()
-            & (InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_PARALLEL_DIROPS);
+            & (InitFlags::FUSE_DO_READDIRPLUS
+                | InitFlags::FUSE_ATOMIC_O_TRUNC
+                | InitFlags::FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(wanted);
         Ok(())
     }
@@ -137,8 +148,54 @@ impl Filesystem for Floor {
         reply.data(b"../x");
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.node(ino.0).is_some_and(|n| n.call) {
+            reply.opened(FileHandle(1), FopenFlags::FOPEN_DIRECT_IO);
+        } else {
+            reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.node(ino.0) {
+            Some(n) if n.call => reply.written(data.len() as u32),
+            _ => reply.error(Errno::EACCES),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    /// As wip answers `security.capability`, which the kernel asks on every `O_TRUNC` open.
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(Errno::NO_XATTR);
     }
 
     #[allow(clippy::too_many_arguments)]
