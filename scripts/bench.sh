@@ -38,7 +38,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2"; do
+  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -86,6 +86,24 @@ mount_floor() {
   echo "fuse-floor did not mount"; exit 1
 }
 umount_floor() { umount "$f"; wait "$floor_pid" 2>/dev/null || true; floor_pid=""; }
+# floor_call N: the p50 of N calls (`open(O_TRUNC)`, one write, close) through a floor that
+# serves one `call` file: the least a call through any FUSE mount costs on this machine.
+# Empty when this build's fuse-floor takes no writes.
+floor_call() {
+  local fm=$work/floorcall out
+  mkdir -p "$fm"; printf 'd\t0\tx\nf\t0\tx/call\n' > "$work/floorcall.shape"
+  "$bin/fuse-floor" "$fm" "$work/floorcall.shape" & floor_pid=$!
+  for _ in $(seq 1 500); do mountpoint -q "$fm" && break; sleep 0.02; done
+  out=$("$bin/wip-bench" mount-call "$fm/x/call" $'\n' "$1" 2>/dev/null | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p') || true
+  umount "$fm"; wait "$floor_pid" 2>/dev/null || true; floor_pid=""
+  echo "$out"
+}
+# floor_bound WHAT BASELINE_P50 FLOOR_P50: the least ratio a call through FUSE can reach
+# against BASELINE, when its host took no more time than the baseline and wip none.
+floor_bound() {
+  [ -n "$3" ] || return 0
+  echo "$1: the FUSE floor's call ${3} us + the baseline ${2} us = $(echo "$2 + $3" | bc) us, the least through any FUSE mount here: ratio $(ratio "$(echo "$2 + $3" | bc)" "$2") at best"
+}
 
 walk_find() { find "$1" > /dev/null; }
 walk_stat() { find "$1" -printf '%s\n' > /dev/null; }
@@ -178,11 +196,11 @@ umount_floor
 mount_p50=$(p50 "through the mount" "$work/mount.txt")
 host_p50=$(p50 "in-process host.call" "$work/inproc.txt")
 echo "call overhead p50 (mount - host in-process): $(echo "$mount_p50 - $host_p50" | bc) us; ratio $(ratio "$mount_p50" "$host_p50")"
-floor_call=$(p50 "through the FUSE floor" "$work/floorcall.txt")
+floor_p50=$(p50 "through the FUSE floor" "$work/floorcall.txt")
 world_p50=$(p50 "in-process world.call" "$work/inproc.txt")
-if [ -n "$floor_call" ]; then
-  echo "the same four round trips through the FUSE floor: ${floor_call} us p50, itself $(ratio "$floor_call" "$host_p50")x the host in-process"
-  echo "wip's own share (mount - floor): $(echo "$mount_p50 - $floor_call" | bc) us, of which the runtime in-process (world.call) ${world_p50} us; mount/floor $(ratio "$mount_p50" "$floor_call")"
+if [ -n "$floor_p50" ]; then
+  echo "the same four round trips through the FUSE floor: ${floor_p50} us p50, itself $(ratio "$floor_p50" "$host_p50")x the host in-process"
+  echo "wip's own share (mount - floor): $(echo "$mount_p50 - $floor_p50" | bc) us, of which the runtime in-process (world.call) ${world_p50} us; mount/floor $(ratio "$mount_p50" "$floor_p50")"
 fi
 c_mount=$(p50 "through the mount" "$work/mountc.txt")
 c_host=$(p50 "in-process host.call" "$work/inprocc.txt")
@@ -258,6 +276,7 @@ sql="SELECT TrackId, Name FROM Track WHERE AlbumId = 1 ORDER BY TrackId"
 q_mount=$(p50 "through the mount" "$work/dbmount.txt")
 q_sql=$(p50 "in-process rusqlite" "$work/dbsql.txt")
 echo "query p50: ${q_mount} us through the mount, ${q_sql} us rusqlite in-process; ratio $(ratio "$q_mount" "$q_sql")"
+floor_bound "query" "$q_sql" "$(floor_call 500)"
 t_ls_zip=$(secs ls "$dbm/db/zip/tables/ZipCodes/rows")
 echo "ls of ZipCodes/rows (43,191 rows, first page): ${t_ls_zip} s, $(ls "$dbm/db/zip/tables/ZipCodes/rows" | wc -l) names"
 rss_db_before=$(rss_kb "$db_pid")
@@ -382,6 +401,7 @@ for t in stdio unix; do
   e_mount=$(p50 "through the mount" "$work/exec-$t-mount.txt")
   e_in=$(p50 "in-process host.call" "$work/exec-$t-in.txt")
   echo "exec over $t p50: ${e_mount} us through the mount, ${e_in} us calling the host over $t without FUSE; ratio $(ratio "$e_mount" "$e_in")"
+  floor_bound "exec over $t" "$e_in" "${e_floor:=$(floor_call "$CALLS")}"
 done
 kill $exec_pid; exec_pid=""
 
@@ -448,6 +468,7 @@ m_host=$(p50 "in-process host.call" "$work/mcpdirect.txt")
 p99() { sed -n "s/^$1.*p99_us=\([0-9.]*\).*/\1/p" "$2"; }
 echo "echo p50: ${m_mount} us through the mount, ${m_host} us host in-process, ${m_rmcp} us rmcp alone; mount/rmcp $(ratio "$m_mount" "$m_rmcp"), mount/host $(ratio "$m_mount" "$m_host")"
 echo "echo p99: $(p99 "through the mount" "$work/mcpmount.txt") us through the mount, $(p99 "rmcp client over stdio" "$work/mcpdirect.txt") us rmcp alone"
+floor_bound "echo" "$m_rmcp" "$(floor_call "$CALLS")"
 "$bin/wip-bench" mcp-open 20 | tee "$work/mcpopen.txt"
 o_never=$(p50 "open, a server that never answers" "$work/mcpopen.txt")
 o_exits=$(p50 "open, a server that exits at once" "$work/mcpopen.txt")
