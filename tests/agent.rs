@@ -4,7 +4,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Mount;
 
@@ -51,12 +51,9 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ok() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// `common::wait_until` with the 30 s every wait here allows.
+fn wait_until(what: &str, ok: impl FnMut() -> bool) {
+    common::wait_until(what, Duration::from_secs(30), ok)
 }
 
 fn abs(m: &Mount, rel: &str) -> String {

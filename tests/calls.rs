@@ -6,9 +6,9 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Mount, WIP};
+use common::{wait_until, Mount, WIP};
 
 /// The JSON args of every run of `op` journaled after run `after`, oldest first.
 fn runs_since(m: &Mount, after: i64, op: &str) -> Vec<(String, String)> {
@@ -159,18 +159,11 @@ fn a_child_in_another_session_that_outlives_the_openers_close_holds_the_call_ope
     // the last close.
     // (bash's own close waits until the child surely left bash's session.)
     m.ok("{ echo first; setsid sh -c 'sleep 1; echo late' & sleep 0.4; } > tracker/issues/45/ops/comment/call");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let runs = loop {
-        let runs = runs_since(&m, before, "comment");
-        if runs.iter().any(|(_, status)| status != "running") {
-            break runs;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no call ran: {runs:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let mut runs = Vec::new();
+    wait_until("a call ran", Duration::from_secs(20), || {
+        runs = runs_since(&m, before, "comment");
+        runs.iter().any(|(_, status)| status != "running")
+    });
     assert_eq!(runs.len(), 1, "{runs:?}");
     let args: serde_json::Value = serde_json::from_str(&runs[0].0).unwrap();
     assert_eq!(args["body"].as_str().unwrap().trim_end(), "first\nlate");
@@ -265,14 +258,6 @@ fn started(dir: &Path) -> usize {
                 .count()
         })
         .unwrap_or(0)
-}
-
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

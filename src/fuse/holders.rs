@@ -76,15 +76,18 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
     found.is_some()
 }
 
+/// Every process's pid: the numeric names of /proc.
+fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
 /// The processes whose pid is above `last`: those created since it was handed out (the
 /// names of /proc alone, nothing read).
 fn processes_after(last: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| *p > last)
-        .collect()
+    pids().filter(|p| *p > last).collect()
 }
 
 /// `pid` and its ancestors up to (not including) init.
@@ -102,10 +105,7 @@ fn ancestors(pid: u32) -> Vec<u32> {
 }
 
 fn session_members(sid: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    pids()
         .filter(|p| proc_stat(*p).map(|s| s.session) == Some(sid))
         .collect()
 }
