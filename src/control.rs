@@ -9,6 +9,7 @@
 //! `{"ok":…,"errno":…,"text":"…","call_ok":…}`.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -163,11 +164,14 @@ fn accept_loop(listener: UnixListener, world: Weak<World>) {
                 let Some(world) = world.upgrade() else {
                     return;
                 };
+                // Who connected is judged now, before anything is read: a peer that exits
+                // before it is seen must not leave an empty lineage behind (see `judge`).
+                let peer = judge(&stream);
                 // A decision may run a call: one thread per connection, so none waits.
                 let spawned = std::thread::Builder::new()
                     .name("control-conn".into())
                     .spawn(move || {
-                        if let Err(e) = handle(stream, &world) {
+                        if let Err(e) = handle(stream, peer, &world) {
                             tracing::warn!("control socket: {e:#}");
                         }
                     });
@@ -183,9 +187,13 @@ fn accept_loop(listener: UnixListener, world: Weak<World>) {
     }
 }
 
-/// The kernel's word on who is at the other end: (pid, uid).
-fn peer_credentials(stream: &UnixStream) -> std::io::Result<(u32, u32)> {
-    use std::os::fd::AsRawFd;
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process that connected. Not in the libc
+/// crate for glibc targets; the value is the generic one (x86_64, aarch64, riscv64).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// The kernel's word on who is at the other end: (pid, uid), and a pidfd of that very
+/// process where the kernel gives one.
+fn peer_credentials(stream: &UnixStream) -> std::io::Result<(u32, u32, Option<OwnedFd>)> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -205,58 +213,104 @@ fn peer_credentials(stream: &UnixStream) -> std::io::Result<(u32, u32)> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok((cred.pid as u32, cred.uid))
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: fd and len are valid out-parameters of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: on success the kernel handed us a new descriptor that nothing else owns.
+    let pidfd = (rc == 0 && fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok((cred.pid as u32, cred.uid, pidfd))
 }
 
-/// The parent of a process (field 4 of `/proc/PID/stat`).
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+/// Whether the process a pidfd names has not been reaped (a zombie still counts: its
+/// `/proc` entry, read just before, was its own).
+fn still_there(pidfd: &OwnedFd) -> bool {
+    // SAFETY: signal 0 checks only; the pidfd is valid for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// The sessions of a process and of all its ancestors.
-fn lineage_sessions(pid: u32) -> Vec<u32> {
-    let mut sessions = Vec::new();
-    let mut p = pid;
-    // Bounded: a process tree is never this deep, and /proc may change under us.
-    for _ in 0..256 {
-        if let Some(s) = caller::session_of(p) {
-            if !sessions.contains(&s) {
-                sessions.push(s);
+/// Who connected, judged at `accept()`: the peer's uid and pid from the kernel, its
+/// session, command and the sessions of its ancestors from `/proc`, read while the peer
+/// is known to be the same process (its pidfd still names a process after the read, so
+/// the pid was not reused). A peer whose process cannot be read is refused: a decision
+/// is never judged with an empty lineage.
+fn judge(stream: &UnixStream) -> std::result::Result<Person, String> {
+    let (pid, uid, pidfd) =
+        peer_credentials(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    let gone = || {
+        format!(
+            "the process that connected (pid {pid}) exited before the daemon could see which session it belongs to; a decision is judged by who sends it: run `wip approve` or `wip deny` and let it wait for the answer"
+        )
+    };
+    let stat = caller::proc_stat(pid).ok_or_else(gone)?;
+    let sessions = caller::lineage_sessions(pid);
+    let caller = Caller::from_pid(pid, uid);
+    match &pidfd {
+        Some(fd) if !still_there(fd) => return Err(gone()),
+        Some(_) => {}
+        None => {
+            // No pidfd (a kernel before 6.5): the start time read again must match.
+            if caller::proc_stat(pid).map(|s| s.start) != Some(stat.start) {
+                return Err(gone());
             }
         }
-        match parent_of(p) {
-            Some(parent) if parent != 0 && parent != p => p = parent,
-            _ => break,
-        }
     }
-    sessions
-}
-
-fn handle(stream: UnixStream, world: &Arc<World>) -> Result<()> {
-    let (pid, uid) = peer_credentials(&stream)?;
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
-    let caller = Caller::from_pid(pid, uid);
-    let person = Person {
+    if sessions.first() != Some(&stat.session) {
+        return Err(gone());
+    }
+    Ok(Person {
         decider: Decider {
             uid,
             pid,
             session: caller.session,
             command: caller.command,
         },
-        sessions: lineage_sessions(pid),
-    };
-    let answer = match serde_json::from_str::<Request>(&line) {
-        Err(e) => Answer {
+        sessions,
+    })
+}
+
+fn handle(
+    stream: UnixStream,
+    peer: std::result::Result<Person, String>,
+    world: &Arc<World>,
+) -> Result<()> {
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
+    let answer = match (serde_json::from_str::<Request>(&line), peer) {
+        (_, Err(why)) => {
+            tracing::warn!("control socket: decision refused: {why}");
+            Answer {
+                ok: false,
+                errno: libc::EACCES,
+                text: why,
+                call_ok: false,
+            }
+        }
+        (Err(e), _) => Answer {
             ok: false,
             errno: libc::EINVAL,
             text: format!("not a decision: {e}"),
             call_ok: false,
         },
-        Ok(req) => {
+        (Ok(req), Ok(person)) => {
             let verb = match req.decision.as_str() {
                 "approve" => Some(Verb::Approve),
                 "deny" => Some(Verb::Deny { reason: req.reason }),
@@ -270,6 +324,7 @@ fn handle(stream: UnixStream, world: &Arc<World>) -> Result<()> {
                     call_ok: false,
                 },
                 Some(verb) => {
+                    let (uid, pid) = (person.decider.uid, person.decider.pid);
                     tracing::info!(run = req.run, uid, pid, ?verb, "decision");
                     match world.decide(&req.run, &verb, &person) {
                         Ok(d) => Answer {
@@ -408,11 +463,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_lineage_holds_this_session() {
-        let me = std::process::id();
-        let sessions = lineage_sessions(me);
-        assert_eq!(sessions.first().copied(), caller::session_of(me));
-        assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
+    fn a_peer_is_judged_while_it_is_there_and_refused_once_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let listener = UnixListener::bind(&path).unwrap();
+        // A live peer: this process.
+        let _mine = UnixStream::connect(&path).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        let me = judge(&conn).expect("a live peer is judged");
+        assert_eq!(me.decider.pid, std::process::id());
+        assert_eq!(
+            me.sessions.first().copied(),
+            caller::session_of(std::process::id())
+        );
+        // A peer that connected and was reaped before the daemon looked: refused.
+        let status = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?})",
+                path.display().to_string()
+            ))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (conn, _) = listener.accept().unwrap();
+        let why = judge(&conn).err().expect("a reaped peer is refused");
+        assert!(why.contains("exited before the daemon could see"), "{why}");
     }
 
     #[test]

@@ -301,6 +301,65 @@ fn self_approval_is_refused_unless_the_rule_allows_it() {
     assert!(m.read("tracker/issues/42/description").contains("sam"));
 }
 
+/// A decision sent over a connection whose connecting process is gone by the time the
+/// request arrives: the child that called `connect()` exits and is reaped, then its parent,
+/// in the caller's own session, sends the request on the same socket.
+const REAPED_PEER: &str = r#"
+import json, os, socket, sys
+sock_path, run = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX)
+child = os.fork()
+if child == 0:
+    s.connect(sock_path)
+    os._exit(0)
+os.waitpid(child, 0)
+s.sendall((json.dumps({"decision": "approve", "run": run}) + "\n").encode())
+answer = b""
+while not answer.endswith(b"\n"):
+    piece = s.recv(65536)
+    if not piece:
+        break
+    answer += piece
+print(answer.decode().strip())
+"#;
+
+#[test]
+fn a_decision_whose_connecting_process_is_gone_is_refused() {
+    let m = mount();
+    let script = m.state.join("reaped_peer.py");
+    std::fs::write(&script, REAPED_PEER).unwrap();
+    // The agent's own call, then its decisions, from its own session, five times over
+    // (the race the kernel decides).
+    let (out, err) = agent(
+        &m,
+        &format!(
+            "echo '{{\"body\":\"reaped\"}}' > tracker/issues/42/ops/comment/call
+             run=$(grep -o '/[^ ]*/runs/[0-9]*' tracker/issues/42/ops/comment/result | head -1)
+             sock=$(head -1 .wip/control)
+             for i in 1 2 3 4 5; do python3 {} \"$sock\" \"$run\"; done",
+            script.display()
+        ),
+    );
+    let run = run_path(&m.result("tracker/issues/42/ops/comment"));
+    assert_eq!(out.lines().count(), 5, "{out}{err}");
+    for line in out.lines() {
+        let answer: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(answer["ok"], false, "{line}");
+        let text = answer["text"].as_str().unwrap();
+        assert!(
+            text.contains("exited before the daemon could see")
+                || text.contains("caller's own session"),
+            "{text}"
+        );
+    }
+    assert_eq!(in_mount(&m, &run, "status"), "pending\n");
+    assert!(!comments_of_42(&m).contains("reaped"));
+    // A person outside the session still decides it.
+    let (code, out, err) = person(&m, &format!("$WIP approve {run}"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(comments_of_42(&m).contains("reaped"));
+}
+
 #[test]
 fn a_pending_run_survives_a_remount_and_stays_approvable() {
     let mut m = mount();

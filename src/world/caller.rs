@@ -110,6 +110,25 @@ pub fn session_of(pid: u32) -> Option<u32> {
     proc_stat(pid).map(|s| s.session)
 }
 
+/// The sessions of a process and of all its ancestors, the process's own first (empty
+/// when it cannot be read).
+pub fn lineage_sessions(pid: u32) -> Vec<u32> {
+    let mut sessions = Vec::new();
+    let mut p = pid;
+    // Bounded: a process tree is never this deep, and /proc may change under us.
+    for _ in 0..256 {
+        let Some(stat) = proc_stat(p) else { break };
+        if !sessions.contains(&stat.session) {
+            sessions.push(stat.session);
+        }
+        match stat.ppid {
+            parent if parent != 0 && parent != p => p = parent,
+            _ => break,
+        }
+    }
+    sessions
+}
+
 /// Whether the process `pid` (a thread id, as FUSE gives it) is on its way out: a signal
 /// is pending that it neither blocks, ignores nor catches and whose default action ends
 /// the process (SIGKILL always). Such a caller cannot take an answer any more, and keeping
