@@ -487,7 +487,9 @@ mod tests {
             .unwrap();
         assert!(status.success());
         let (conn, _) = listener.accept().unwrap();
-        let why = judge(&conn).map(|p| p.decider.pid).expect_err("a reaped peer is refused");
+        let why = judge(&conn)
+            .map(|p| p.decider.pid)
+            .expect_err("a reaped peer is refused");
         assert!(why.contains("exited before the daemon could see"), "{why}");
     }
 

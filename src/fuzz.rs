@@ -283,6 +283,36 @@ pub fn generate(seeds: &[&str], rng: &mut Rng) -> Vec<u8> {
     out
 }
 
+/// Inputs that once broke a target, kept in `fuzz/regressions/TARGET.txt` (one JSON
+/// string per line, written by `wip-fuzz` when it finds a crash): the suite replays every
+/// one, so a failure found once is never found again by chance.
+pub fn regressions(target: &str) -> Vec<Vec<u8>> {
+    let text = match target {
+        "args" => include_str!("../fuzz/regressions/args.txt"),
+        "names" => include_str!("../fuzz/regressions/names.txt"),
+        "db_keys" => include_str!("../fuzz/regressions/db_keys.txt"),
+        "host_protocol" => include_str!("../fuzz/regressions/host_protocol.txt"),
+        "agent_protocol" => include_str!("../fuzz/regressions/agent_protocol.txt"),
+        "manifest" => include_str!("../fuzz/regressions/manifest.txt"),
+        _ => "",
+    };
+    parse_regressions(text)
+}
+
+/// The inputs of a regression file: lines that are JSON strings (others are comments).
+pub fn parse_regressions(text: &str) -> Vec<Vec<u8>> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<String>(l.trim()).ok())
+        .map(String::into_bytes)
+        .collect()
+}
+
+/// The line a regression file keeps for `input` (lossy for bytes that are not UTF-8, as
+/// the targets read their input).
+pub fn regression_line(input: &[u8]) -> String {
+    serde_json::Value::String(String::from_utf8_lossy(input).into_owned()).to_string()
+}
+
 /// What a run of one target found.
 pub struct Report {
     pub inputs: u64,
@@ -322,8 +352,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Fixed seeds: the suite checks the same inputs on every run (a failure in CI is
+    /// never a roll of the dice); a failure found is kept in `proptest-regressions/` and
+    /// tried first from then on. `wip-fuzz` is the one that explores.
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 2000,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x77_69_70),
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::SourceParallel(
+                    "proptest-regressions",
+                ),
+            )),
+            ..ProptestConfig::default()
+        }
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(config())]
 
         #[test]
         fn every_target_survives_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
@@ -376,6 +422,34 @@ mod tests {
             let shown = crate::secrets::redact_manifest(&text);
             prop_assert!(!shown.contains(&format!("\"{value}\"")), "{}", shown);
         }
+    }
+
+    #[test]
+    fn every_kept_regression_input_passes() {
+        let mut replayed = 0;
+        for t in targets() {
+            for input in regressions(t.name) {
+                let outcome = catch_unwind(AssertUnwindSafe(|| (t.run)(&input)));
+                assert!(
+                    outcome.is_ok(),
+                    "{}: the kept input {} breaks it again",
+                    t.name,
+                    regression_line(&input)
+                );
+                replayed += 1;
+            }
+        }
+        assert!(replayed > 0, "no regression inputs were found");
+    }
+
+    #[test]
+    fn regression_lines_round_trip() {
+        let input = "url = \"postgresql://u:pw\t@h/db\"\n\u{1b}".as_bytes();
+        assert_eq!(
+            parse_regressions(&regression_line(input)),
+            vec![input.to_vec()]
+        );
+        assert!(parse_regressions("# a comment\n\n").is_empty());
     }
 
     #[test]

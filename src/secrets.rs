@@ -94,6 +94,24 @@ pub fn redact_tokens(text: &str) -> String {
     out
 }
 
+/// Where a URL's authority (`user:pw@host:port`) ends in `tail` (what follows `://`):
+/// at the path, query or fragment, a quote or a line end; at white space only when no
+/// `@` follows before the next one of those, so a password holding a tab or a space is
+/// still taken for one (a secret is better hidden once too often than shown once).
+fn authority_of(tail: &str) -> (&str, &str) {
+    let hard = tail
+        .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '\n' | '\r'))
+        .unwrap_or(tail.len());
+    let soft = tail[..hard].find(char::is_whitespace).unwrap_or(hard);
+    let end = if tail[..hard].contains('@') && tail[soft..hard].contains('@') {
+        // The last `@` before the hard end closes the user info.
+        hard
+    } else {
+        soft
+    };
+    tail.split_at(end)
+}
+
 /// The password of every URL in `text` (`postgresql://user:pw@host/db`) replaced.
 pub fn redact_url_passwords(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -101,11 +119,7 @@ pub fn redact_url_passwords(text: &str) -> String {
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
-        // The authority ends at the path, or at white space or a quote around the URL.
-        let end = tail
-            .find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'')
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
+        let (authority, after) = authority_of(tail);
         match authority.rsplit_once('@') {
             Some((userinfo, host)) if userinfo.contains(':') => {
                 let user = userinfo.split(':').next().unwrap_or_default();
@@ -113,7 +127,7 @@ pub fn redact_url_passwords(text: &str) -> String {
             }
             _ => out.push_str(authority),
         }
-        rest = &tail[end..];
+        rest = after;
     }
     out.push_str(rest);
     redact_password_params(&out)
@@ -261,6 +275,167 @@ pub fn redact_manifest(text: &str) -> String {
     }
 }
 
+// ---- the secrets this daemon knows: nothing the world prints shows them --------------
+
+/// A value shorter than this is not scrubbed by value (it would hit ordinary words).
+pub const MIN_SCRUBBED: usize = 6;
+
+fn known() -> &'static std::sync::RwLock<Vec<String>> {
+    static KNOWN: OnceLock<std::sync::RwLock<Vec<String>>> = OnceLock::new();
+    KNOWN.get_or_init(Default::default)
+}
+
+/// Never print `value` again (see `scrub`): a secret the manifest, the environment or a
+/// URL holds. Values shorter than `MIN_SCRUBBED` are only redacted where they stand.
+pub fn register(value: &str) {
+    let value = value.trim();
+    if value.chars().count() < MIN_SCRUBBED || value == REDACTED {
+        return;
+    }
+    let Ok(mut known) = known().write() else {
+        return;
+    };
+    if !known.iter().any(|k| k == value) {
+        known.push(value.to_string());
+        // Longest first: a secret that contains another is replaced whole.
+        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    }
+}
+
+/// `text` with every registered secret replaced by `REDACTED` (borrowed when it holds
+/// none). What the world prints (descriptions, guards, results, the README, xattrs, the
+/// known world, logs) goes through here.
+pub fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
+    let Ok(known) = known().read() else {
+        return std::borrow::Cow::Borrowed(text);
+    };
+    if !known.iter().any(|k| text.contains(k.as_str())) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = text.to_string();
+    for k in known.iter() {
+        if out.contains(k.as_str()) {
+            out = out.replace(k.as_str(), REDACTED);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// For logs: registered secrets and every token-shaped word or URL password.
+pub fn scrub_log(text: &str) -> String {
+    redact_tokens(&scrub(text))
+}
+
+/// The passwords of URLs in `text` (`scheme://user:PASSWORD@host`, `?password=…`).
+fn url_passwords(text: &str, out: &mut Vec<String>) {
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let tail = &rest[at + 3..];
+        let (authority, _) = authority_of(tail);
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            if let Some((_, pw)) = userinfo.split_once(':') {
+                out.push(pw.to_string());
+            }
+        }
+        rest = tail;
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let tail = &rest[at + "password=".len()..];
+        let end = tail
+            .find(|c: char| c == '&' || c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(tail.len());
+        out.push(tail[..end].to_string());
+        rest = tail;
+    }
+}
+
+/// Token-shaped words of `text`.
+fn token_words(text: &str, out: &mut Vec<String>) {
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+        if is_token_word(word) {
+            out.push(word.to_string());
+        }
+    }
+}
+
+/// Every secret a string value holds wherever it stands: token shapes, URL passwords.
+fn shaped(s: &str, out: &mut Vec<String>) {
+    token_words(s, out);
+    url_passwords(s, out);
+}
+
+fn collect_value(key: &str, v: &toml::Value, out: &mut Vec<String>) {
+    match v {
+        toml::Value::String(s) => {
+            shaped(s, out);
+            // A key that names a variable (`token_env`) holds a name, not the secret.
+            if is_secret_name(key) && !key.ends_with("_env") {
+                out.push(s.clone());
+            }
+        }
+        toml::Value::Array(items) => {
+            let mut after_flag = false;
+            for item in items {
+                if let toml::Value::String(s) = item {
+                    if after_flag {
+                        out.push(s.clone());
+                    }
+                    after_flag = false;
+                    if s.starts_with('-') {
+                        match s.split_once('=') {
+                            Some((flag, value)) if is_secret_name(flag) => {
+                                out.push(value.to_string())
+                            }
+                            Some(_) => {}
+                            None => after_flag = is_secret_name(s),
+                        }
+                    }
+                }
+                collect_value(key, item, out);
+            }
+        }
+        toml::Value::Table(t) => collect_table(t, key == "env", out),
+        _ => {}
+    }
+}
+
+fn collect_table(t: &toml::Table, env: bool, out: &mut Vec<String>) {
+    for (k, v) in t {
+        shaped(k, out);
+        match v {
+            // An `env` table's variables: secret by their names (or their shapes).
+            toml::Value::String(s) if env && is_secret_name(k) => out.push(s.clone()),
+            _ => collect_value(k, v, out),
+        }
+    }
+}
+
+/// Remember every secret of a manifest's text (see `register`): values of secret-named
+/// keys and `env` variables, values after secret flags on command lines, token-shaped
+/// words and URL passwords anywhere (a description, a policy's reason).
+pub fn register_manifest(text: &str) {
+    let mut found = Vec::new();
+    match toml::from_str::<toml::Table>(text) {
+        Ok(t) => collect_table(&t, false, &mut found),
+        Err(_) => shaped(text, &mut found),
+    }
+    found.iter().for_each(|v| register(v));
+}
+
+/// Remember the secrets of an environment: values of secret-named variables, token-shaped
+/// words and URL passwords in any value.
+pub fn register_env(vars: impl IntoIterator<Item = (String, String)>) {
+    let mut found = Vec::new();
+    for (k, v) in vars {
+        if is_secret_name(&k) {
+            found.push(v.clone());
+        }
+        shaped(&v, &mut found);
+    }
+    found.iter().for_each(|v| register(v));
+}
+
 fn withheld() -> &'static Mutex<BTreeSet<String>> {
     static NAMES: OnceLock<Mutex<BTreeSet<String>>> = OnceLock::new();
     NAMES.get_or_init(|| Mutex::new(BTreeSet::new()))
@@ -320,6 +495,80 @@ mod tests {
         );
         // Not a query parameter: left alone.
         assert_eq!(redact_url_passwords("no password=here"), "no password=here");
+    }
+
+    #[test]
+    fn a_password_holding_white_space_is_still_hidden() {
+        for url in [
+            "postgresql://u:pw\t@h/db",
+            "postgresql://u:p w@h/db",
+            "postgresql://u:pw\t\tx@h:5432/db?sslmode=require",
+        ] {
+            let shown = redact_url_passwords(&format!("url = \"{url}\""));
+            assert!(
+                shown.contains(&format!("u:{REDACTED}@h")),
+                "{url:?} → {shown:?}"
+            );
+            assert!(!shown.contains("pw") && !shown.contains("p w"), "{shown:?}");
+        }
+        // White space with no `@` after it still ends a URL in prose.
+        assert_eq!(
+            redact_url_passwords("see http://example.org and a@b"),
+            "see http://example.org and a@b"
+        );
+    }
+
+    #[test]
+    fn registered_secrets_are_scrubbed_wherever_they_are_printed() {
+        register_manifest(
+            r#"
+[world]
+description = "a world with ghp_canaryWORLDabcdefghij0123"
+[[host]]
+kind = "agent"
+path = "a"
+command = ["helper", "--api-key", "canary-arg-73519"]
+env = { OPENAI_API_KEY = "canary-env-12345", PLAIN_PATH = "/srv/not-a-secret" }
+token_env = "MY_GITHUB_TOKEN_VAR"
+[[policy]]
+match = "x/ops/y"
+action = "deny"
+reason = "ask xoxb-canary-reason-99887"
+"#,
+        );
+        register_env([
+            (
+                "SOME_SERVICE_TOKEN".to_string(),
+                "canary-env-token-424242".to_string(),
+            ),
+            (
+                "DATABASE_URL".to_string(),
+                "postgresql://u:canary-url-pw@db/x".to_string(),
+            ),
+            ("HOME".to_string(), "/root".to_string()),
+        ]);
+        let printed = "ghp_canaryWORLDabcdefghij0123 canary-arg-73519 canary-env-12345 \
+                       xoxb-canary-reason-99887 canary-env-token-424242 canary-url-pw";
+        let shown = scrub(printed);
+        assert!(!shown.contains("canary"), "{shown}");
+        assert_eq!(shown.matches(REDACTED).count(), 6, "{shown}");
+        // Names and ordinary values stay: only secrets are registered.
+        for kept in [
+            "/srv/not-a-secret",
+            "MY_GITHUB_TOKEN_VAR",
+            "/root",
+            "helper",
+        ] {
+            assert_eq!(scrub(kept), kept);
+        }
+        assert!(matches!(
+            scrub("nothing here"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            scrub_log("token sk-abcdefghijklmnop"),
+            format!("token {REDACTED}")
+        );
     }
 
     #[test]

@@ -36,6 +36,54 @@ pub fn unescape(name: &str) -> Option<String> {
     }
 }
 
+/// One control character as the world prints it: `\n`, `\t`, `\r`, `\e`, else `\xHH`
+/// (C0 and DEL) or `\u{HH}` (C1), so no name or text can drive a terminal.
+fn escape_control(c: char, out: &mut String) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '\u{1b}' => out.push_str("\\e"),
+        c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+        c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+    }
+}
+
+/// Text the world prints on one line (a name or path in a row, a description): every
+/// control character escaped, newlines and tabs included, so one row stays one row.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            escape_control(c, &mut out);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Text the world prints over several lines (a result, a guard, the README): control
+/// characters escaped but for the newlines and tabs that shape it.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let raw = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(raw) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if raw(c) {
+            escape_control(c, &mut out);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether a name can appear in the tree at all.
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
@@ -148,6 +196,19 @@ mod tests {
         assert_eq!(escape("plain"), "plain");
         assert_eq!(escape("body"), "body~");
         assert_eq!(unescape("body"), None);
+    }
+
+    #[test]
+    fn printed_text_carries_no_raw_control_character() {
+        assert_eq!(
+            shown("a\nb\tc\u{1b}[31md\u{7f}\u{9b}"),
+            "a\\nb\\tc\\e[31md\\x7f\\u{9b}"
+        );
+        assert!(matches!(shown("plain · ü"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            printable("row 1\tx\nrow\r2\u{1b}]0;t\u{7}\n"),
+            "row 1\tx\nrow\\r2\\e]0;t\\x07\n"
+        );
     }
 
     #[test]
