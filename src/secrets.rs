@@ -100,7 +100,7 @@ pub fn redact_tokens(text: &str) -> String {
 /// still taken for one (a secret is better hidden once too often than shown once).
 fn authority_of(tail: &str) -> (&str, &str) {
     let hard = tail
-        .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '\n' | '\r'))
+        .find(['/', '?', '#', '"', '\'', '\n', '\r'])
         .unwrap_or(tail.len());
     let soft = tail[..hard].find(char::is_whitespace).unwrap_or(hard);
     let end = if tail[..hard].contains('@') && tail[soft..hard].contains('@') {
