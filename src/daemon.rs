@@ -151,6 +151,8 @@ fn load_manifest(path: Option<&Path>) -> Result<(Manifest, String)> {
         }
         None => (Manifest::default_world(), DEFAULT_MANIFEST.to_string()),
     };
+    // Whatever the world prints from here on is scrubbed of the manifest's secrets.
+    crate::secrets::register_manifest(&text);
     Ok((manifest, crate::secrets::redact_manifest(&text)))
 }
 
@@ -247,6 +249,11 @@ static HELD_LOCKS: std::sync::Mutex<Vec<StateLock>> = std::sync::Mutex::new(Vec:
 /// Build the world a manifest describes (hosts open their backends here). The state
 /// directory stays locked to this process from here on.
 pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
+    // The daemon's environment and state URL may hold secrets too (tokens, passwords).
+    crate::secrets::register_env(std::env::vars());
+    if let Some(url) = &opts.state_url {
+        crate::secrets::register_env([("state url".to_string(), url.clone())]);
+    }
     let (mut manifest, config_text) = load_manifest(opts.manifest.as_deref())?;
     manifest.world.titled |= opts.titled;
     std::fs::create_dir_all(&opts.state_dir)

@@ -109,8 +109,24 @@ fn init_logging(foreground: bool) {
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedStderr)
         .try_init();
+}
+
+/// The log's writer: each event is written whole, with the daemon's secrets and every
+/// token-shaped word removed (the log of a background daemon is `wip.log`).
+struct ScrubbedStderr;
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(wip::secrets::scrub_log(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// The subcommands' names: a first argument that is none of them (nor a flag) is the

@@ -220,3 +220,143 @@ fn no_secret_reaches_the_world_or_a_child() {
     }
     assert!(hits.is_empty(), "{} hits: {hits:#?}", hits.len());
 }
+
+/// Token-shaped words in the manifest's own words (the world's description, a host's
+/// description, a policy's reason) and secrets in the daemon's environment: the whole
+/// mount (every file, op machinery included), every xattr, the state directory and the
+/// log are searched for them after they were shown and used.
+#[test]
+fn secrets_in_the_manifests_words_are_printed_nowhere() {
+    const WORLD: &str = "ghp_canaryWorldDescription0123456789";
+    const HOST: &str = "sk-canaryHostDescription0123456789";
+    const REASON: &str = "xoxb-canary-policy-reason-0123456789";
+    const ENV_PLAIN: &str = "canary-env-plain-5e8a1";
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("echo_agent.py");
+    std::fs::write(&agent, "import sys\nsys.stdin.read()\nprint('ok')\n").unwrap();
+    let manifest = format!(
+        "[world]\nname = \"canaries\"\ndescription = \"A world whose token is {WORLD}.\"\n\
+         [[host]]\nkind = \"tracker\"\npath = \"tracker\"\nseed = \"demo\"\n\
+         [[host]]\nkind = \"agent\"\npath = \"agents/helper\"\ncommand = [\"python3\", {agent:?}]\n\
+         description = \"A helper that uses {HOST}\"\n\
+         [[policy]]\nmatch = \"tracker/issues/*/ops/close\"\naction = \"deny\"\n\
+         reason = \"ask the release bot ({REASON})\"\n",
+        agent = agent.display().to_string(),
+    );
+    let log = dir.path().join("daemon.log");
+    let env = [
+        ("SERVICE_API_KEY", ENV_PLAIN),
+        ("WIP_LOG", "debug,fuser=warn,tantivy=warn"),
+    ];
+    let m = Mount::start_logged(&manifest, &env, log.clone());
+    // Show every word: the root, the README, the host's root, a guard and a refusal
+    // quoting the reason (journaled), xattrs.
+    let guard = m.read("tracker/issues/42/ops/close/guard");
+    assert!(
+        guard.contains("ask the release bot (<redacted>)"),
+        "{guard}"
+    );
+    let out = m.sh("echo done > tracker/issues/42/ops/close/call");
+    assert!(!out.status.success());
+    let result = m.result("tracker/issues/42/ops/close");
+    assert!(result.contains("<redacted>"), "{result}");
+    assert!(m
+        .read("description")
+        .contains("A world whose token is <redacted>."));
+    assert!(m.read("agents/helper/description").contains("<redacted>"));
+    m.ok("echo hi > agents/helper/ops/ask/call");
+    let mut shown = vec![
+        (
+            "grep -r .".to_string(),
+            m.sh("grep -r -a . . | head -c 50000000").stdout,
+        ),
+        (
+            "getfattr -R -d".to_string(),
+            m.sh("getfattr -R -d -m - . | head -c 50000000").stdout,
+        ),
+    ];
+    for p in [".wip/log", ".wip/known", ".wip/events", "README.md"] {
+        shown.push((p.to_string(), m.read(p).into_bytes()));
+    }
+    let mut state = Vec::new();
+    files_below(&m.state, &mut state);
+    state.retain(|(p, _)| p.file_name().is_none_or(|n| n != "manifest.toml"));
+    drop(m);
+    let log_bytes = std::fs::read(&log).unwrap_or_default();
+    assert!(!log_bytes.is_empty(), "the daemon logged nothing");
+    let mut hits = Vec::new();
+    let all = shown
+        .into_iter()
+        .chain(state.into_iter().map(|(p, b)| (p.display().to_string(), b)))
+        .chain(std::iter::once(("the log".to_string(), log_bytes)));
+    for (what, bytes) in all {
+        for canary in [WORLD, HOST, REASON, ENV_PLAIN] {
+            if contains(&bytes, canary) {
+                hits.push(format!("{canary} in {what}"));
+            }
+        }
+    }
+    assert!(hits.is_empty(), "{hits:#?}");
+}
+
+/// Names and titles holding a newline, a tab or an escape sequence: listed rows stay one
+/// row each and nothing the world prints carries a raw control character.
+#[test]
+fn control_characters_in_names_and_titles_are_printed_escaped() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("two\nlines.txt"), "x").unwrap();
+    std::fs::write(root.path().join("red\u{1b}[31m.txt"), "y").unwrap();
+    std::fs::write(root.path().join("tab\there.txt"), "z").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let m = Mount::start_in(None, root, state);
+    m.ok("echo > files/ops/list/call");
+    let list = m.result("files/ops/list");
+    let rows: Vec<&str> = list.lines().skip(1).collect();
+    assert!(rows.contains(&"two\\nlines.txt\tfile\t1 B"), "{list}");
+    assert!(rows.contains(&"red\\e[31m.txt\tfile\t1 B"), "{list}");
+    assert!(rows.contains(&"tab\\there.txt\tfile\t1 B"), "{list}");
+    // A tracker title with an escape sequence, a newline and a bell.
+    m.ok("printf '%s' '{\"title\":\"evil \\u001b[2J\\u001b]0;pwned\\u0007 title\\nsecond\"}' > tracker/ops/create_issue/call");
+    let created = m.result("tracker/ops/create_issue");
+    let issue = created
+        .lines()
+        .find_map(|l| {
+            l.split('\t')
+                .next()
+                .filter(|p| p.contains("/tracker/issues/"))
+        })
+        .unwrap_or_else(|| panic!("{created}"))
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let description = m.read(&format!("tracker/issues/{issue}/description"));
+    assert_eq!(description.lines().count(), 1, "{description:?}");
+    assert!(
+        description.contains("evil \\e[2J\\e]0;pwned\\x07 title"),
+        "{description:?}"
+    );
+    let xattr = m.ok(&format!(
+        "getfattr --only-values -n user.xdg.comment tracker/issues/{issue}"
+    ));
+    assert!(xattr.contains("evil \\e[2J"), "{xattr:?}");
+    // Nothing printed anywhere holds a raw control character but newlines and tabs.
+    m.ok("echo 'evil' > search/ops/search/call");
+    for text in [
+        list,
+        created,
+        description,
+        xattr,
+        m.result("search/ops/search"),
+        m.read(".wip/known"),
+        m.read(".wip/log"),
+        m.read(&format!("tracker/issues/{issue}/ops/close/guard")),
+    ] {
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{text:?}"
+        );
+    }
+}

@@ -566,18 +566,18 @@ impl World {
             let Some(run) = self.journal.get(a.run)? else {
                 continue;
             };
-            let mut args = run.args.replace('\n', " ");
+            let mut args = super::names::shown(&run.args).into_owned();
             if args.chars().count() > 200 {
                 args = args.chars().take(200).collect::<String>() + "…";
             }
             out.push_str(&format!(
                 "{}\t{} on {} · args {} · called by pid {} ({}) session {} at {} · rule {} · expires {}\n",
-                self.run_dir(&run.path, &run.op, a.run),
+                super::names::shown(&self.run_dir(&run.path, &run.op, a.run)),
                 run.op,
-                run.path,
+                super::names::shown(&run.path),
                 args,
                 run.pid,
-                run.command.split(' ').next().unwrap_or(""),
+                super::names::shown(run.command.split(' ').next().unwrap_or("")),
                 run.session,
                 a.requested,
                 a.rule,

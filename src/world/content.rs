@@ -11,9 +11,10 @@ use super::host::Readiness;
 use super::journal::{self, Run};
 use super::node::*;
 use super::root_ops::event_line;
-use super::{line, readme, World};
+use super::{line, names, readme, World};
 use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
 use crate::calendar::parse_iso;
+use crate::secrets::scrub;
 
 /// How many characters of a call's arguments and result `.wip/log` shows.
 const LOG_CUT: usize = 300;
@@ -379,7 +380,9 @@ impl World {
                     held.join(", ")
                 ))
             }
-            NodeId::Info(Target::Root, InfoFile::Description) => line(&self.description()),
+            NodeId::Info(Target::Root, InfoFile::Description) => {
+                line(&names::shown(&self.description()))
+            }
             NodeId::Info(Target::Root, InfoFile::Ref) => {
                 line(&format!("wip://{}", self.settings.name))
             }
@@ -388,8 +391,8 @@ impl World {
                     .entry_info(e)?
                     .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
-                    InfoFile::Description => line(&info.description),
-                    InfoFile::Ref => line(&info.reference),
+                    InfoFile::Description => line(&names::shown(&info.description)),
+                    InfoFile::Ref => line(&names::shown(&info.reference)),
                 }
             }
             NodeId::OpFile(t, op, f) => {
@@ -418,7 +421,7 @@ impl World {
                         run.pid,
                         run.uid,
                         run.session,
-                        run.command,
+                        super::names::shown(&run.command),
                         run.started,
                         run.finished.as_deref().unwrap_or("-")
                     ),
@@ -445,13 +448,22 @@ impl World {
             ),
             _ => return Err(WorldError::new(ErrorKind::NotSupported, "not a file")),
         };
-        Ok(text.into_bytes())
+        // Every text the world prints: no raw control character, no secret of the daemon's.
+        Ok(scrub(&names::printable(&text)).into_owned().into_bytes())
     }
 
     /// Extended attributes of a node: `user.xdg.comment` (what it is: the description)
     /// and `user.wip.ref` (the identity) of the entry it belongs to; an op's own
     /// description on its folder and files.
     pub fn xattrs(&self, node: &NodeId) -> WorldResult<Vec<(&'static str, String)>> {
+        Ok(self
+            .raw_xattrs(node)?
+            .into_iter()
+            .map(|(n, v)| (n, scrub(&names::shown(&v)).into_owned()))
+            .collect())
+    }
+
+    fn raw_xattrs(&self, node: &NodeId) -> WorldResult<Vec<(&'static str, String)>> {
         const COMMENT: &str = "user.xdg.comment";
         const REF: &str = "user.wip.ref";
         let of_target = |t: &Target| -> WorldResult<Vec<(&'static str, String)>> {
@@ -616,7 +628,11 @@ impl World {
         let mut out = String::new();
         for e in &entries {
             let mark = if e.indexable { "" } else { " (not indexable)" };
-            out.push_str(&format!("{}\t{}{mark}\n", e.path, e.description));
+            out.push_str(&format!(
+                "{}\t{}{mark}\n",
+                names::shown(&e.path),
+                names::shown(&e.description)
+            ));
         }
         if total as usize > entries.len() {
             out.push_str(&format!(

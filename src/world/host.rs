@@ -185,7 +185,12 @@ impl Guard {
         });
         for c in &self.conditions {
             let mark = if c.ok { '✓' } else { '✗' };
-            out.push_str(&format!("{mark} {}: {}\n", c.name, c.detail));
+            // One condition, one line, whatever its words hold.
+            out.push_str(&format!(
+                "{mark} {}: {}\n",
+                super::names::shown(&c.name),
+                super::names::shown(&c.detail)
+            ));
         }
         out
     }

@@ -276,7 +276,7 @@ impl World {
         self.known.record(KnownEntry {
             path: self.entry_path(e.host, &e.path),
             reference: info.reference.clone(),
-            description: info.description.clone(),
+            description: crate::secrets::scrub(&info.description).into_owned(),
             indexable,
         });
     }

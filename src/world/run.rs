@@ -18,7 +18,7 @@ use super::error::{ErrorKind, WorldError, WorldResult};
 use super::host::{self, CallOutcome, Caller};
 use super::journal::Event;
 use super::node::*;
-use super::{caller, World};
+use super::{caller, names, World};
 
 /// How often the watch looks at callers still waiting (are they being killed?).
 const WATCH_TICK: Duration = Duration::from_millis(100);
@@ -617,7 +617,8 @@ impl World {
                 ..Default::default()
             },
         );
-        let mut text = text;
+        // What `result` and `wip call` print: no raw control character, no secret.
+        let mut text = crate::secrets::scrub(&names::printable(&text)).into_owned();
         if let Err(e) = self
             .journal
             .finish(id, status, errno, &text, &discovered, &events)
@@ -690,8 +691,8 @@ impl World {
             };
             text.push_str(&format!(
                 "{}\t{}\n",
-                self.absolute(&world_path),
-                description
+                names::shown(&self.absolute(&world_path)),
+                names::shown(&description)
             ));
             discovered.push(world_path);
         }

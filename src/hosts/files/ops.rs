@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::sync::LazyLock;
 
+use crate::world::names::shown;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -840,7 +841,7 @@ impl FilesHost {
         let names = self
             .read_dir_sorted(real)
             .map_err(|e| self.io_error(&here, e))?;
-        let mut out = format!("{here}: {}\n", Counts::of(&names).words());
+        let mut out = format!("{}: {}\n", shown(&here), Counts::of(&names).words());
         for (name, ft) in names.iter().take(self.page_size) {
             let path = real.join(name);
             let (kind, size) = if ft.is_symlink() {
@@ -860,6 +861,8 @@ impl FilesHost {
                     .unwrap_or_else(|_| "?".to_string());
                 (kind_name(ft).to_string(), size)
             };
+            // One row per name, whatever the name holds (a newline, a tab, an escape).
+            let (name, kind) = (shown(name), shown(&kind));
             out.push_str(&format!("{name}\t{kind}\t{size}\n"));
         }
         if names.len() > self.page_size {

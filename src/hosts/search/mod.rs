@@ -729,8 +729,8 @@ impl SearchHost {
                 "{}. {:.2} {} — {}\n",
                 i + 1,
                 h.score,
-                Self::hit_target(h),
-                one_line(&h.title, 120)
+                crate::world::names::shown(&Self::hit_target(h)),
+                crate::world::names::shown(&one_line(&h.title, 120))
             ));
         }
         out

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::pg::PgJournal;
 use super::{Approval, Decider, Event, Expired, NewApproval, Run, RunChange, SqliteJournal};
+use crate::secrets::scrub;
 use crate::world::error::WorldResult;
 use crate::world::host::Caller;
 use crate::world::shared::SharedDb;
@@ -69,7 +70,9 @@ impl Journal {
         args: &str,
         guard: &str,
     ) -> WorldResult<i64> {
-        on_store!(self, j => j.begin(caller, path, op, args, guard))
+        // What the journal keeps is printed again later: no secret of the daemon's in it.
+        let guard = scrub(guard);
+        on_store!(self, j => j.begin(caller, path, op, args, &guard))
     }
 
     /// Record the outcome of a call and the changes it made, in one transaction.
@@ -82,7 +85,8 @@ impl Journal {
         discovered: &[String],
         events: &[Event],
     ) -> WorldResult<()> {
-        on_store!(self, j => j.finish(id, status, errno, result, discovered, events))
+        let result = scrub(result);
+        on_store!(self, j => j.finish(id, status, errno, &result, discovered, events))
     }
 
     /// Record changes that no call made (a host's own notifications), in one transaction.
@@ -145,7 +149,12 @@ impl Journal {
 
     /// Hold run `run` for a person's approval, with its `pending` event.
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
-        on_store!(self, j => j.hold(run, new, event))
+        let rule_text = scrub(new.rule_text);
+        let new = NewApproval {
+            rule_text: &rule_text,
+            ..*new
+        };
+        on_store!(self, j => j.hold(run, &new, event))
     }
 
     /// The approval record of a run, if it asked for one.
@@ -169,11 +178,20 @@ impl Journal {
         change: &RunChange<'_>,
         events: &[Event],
     ) -> WorldResult<bool> {
-        on_store!(self, j => j.decide(run, state, who, reason, change, events))
+        let reason = reason.map(scrub);
+        let result = change.result.map(scrub);
+        let guard = change.guard.map(scrub);
+        let change = RunChange {
+            result: result.as_deref(),
+            guard: guard.as_deref(),
+            ..*change
+        };
+        on_store!(self, j => j.decide(run, state, who, reason.as_deref(), &change, events))
     }
 
     /// Expire the pending runs whose time is up; returns what expired.
     pub fn expire_due(&self, result_of: impl Fn(&Approval) -> String) -> WorldResult<Vec<Expired>> {
+        let result_of = |a: &Approval| scrub(&result_of(a)).into_owned();
         on_store!(self, j => j.expire_due(&result_of))
     }
 
