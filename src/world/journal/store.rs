@@ -192,7 +192,7 @@ impl Journal {
     /// Expire the pending runs whose time is up; returns what expired.
     pub fn expire_due(&self, result_of: impl Fn(&Approval) -> String) -> WorldResult<Vec<Expired>> {
         let result_of = |a: &Approval| scrub(&result_of(a)).into_owned();
-        on_store!(self, j => j.expire_due(&result_of))
+        on_store!(self, j => j.expire_due(result_of))
     }
 
     /// How long until the next pending run expires (zero if one is due), if any will.
