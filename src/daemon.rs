@@ -394,6 +394,11 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // nodes can then be returned to the system (malloc_trim) instead of staying scattered.
     // SAFETY: mallopt only tunes the allocator, before the worker threads exist.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    // Large buffers (documents being written, bodies, results) in mappings of their own,
+    // unmapped when freed: a fixed threshold stops glibc from raising it after the first
+    // large free, which kept every later document's memory in the heap after its close.
+    // SAFETY: as above.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
     let world = build_world(&opts)?;
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.

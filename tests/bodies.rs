@@ -271,3 +271,28 @@ os.kill(pid, 9)
     );
     assert_eq!(m.journal_count(), 1, "one save, one call");
 }
+
+/// A body write cut short (too large for `max_call_bytes`) replaces nothing: the writer
+/// hears EFBIG, the close runs no call with the part that fit, and the file is intact.
+#[test]
+fn a_body_write_refused_midway_replaces_nothing() {
+    let m = Mount::start(None);
+    let before = m.journal_count();
+    let out = m.sh("head -c 9437184 /dev/zero | tr '\\0' x > files/hello.txt/body");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("File too large"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+    let result = m.result("files/hello.txt/ops/write");
+    assert!(
+        result.contains("max_call_bytes") && result.contains("nothing was run"),
+        "{result}"
+    );
+    assert_eq!(m.journal_count(), before + 1, "one refusal, no write");
+}

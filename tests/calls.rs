@@ -387,3 +387,83 @@ fn the_log_shows_one_short_line_per_call() {
         lines[0]
     );
 }
+
+/// The daemon's resident memory in kB (`VmRSS`).
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// 24 descriptors of `call` held open with 8 MiB each: all of them together may buffer at
+/// most `max_buffered_bytes` (64 MiB); the writes past it are ENOSPC with words, and the
+/// memory returns once they are closed.
+#[test]
+fn documents_held_open_share_one_bounded_total_and_memory_returns() {
+    let m = Mount::start(None);
+    let pid = m.daemon_pid().unwrap();
+    let before = rss_kb(pid);
+    let script = r#"
+import errno, os, sys, time
+fds, refused = [], 0
+chunk = b"x" * (1 << 20)
+for i in range(24):
+    fd = os.open("tracker/issues/42/ops/get_metadata/call", os.O_WRONLY | os.O_TRUNC)
+    fds.append(fd)
+    try:
+        for _ in range(8):
+            os.write(fd, chunk)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+        refused += 1
+print(refused, flush=True)
+sys.stdin.readline()
+for fd in fds:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+print("closed", flush=True)
+"#;
+    std::fs::write(m.state.join("hold.py"), script).unwrap();
+    let mut child = std::process::Command::new("python3")
+        .arg(m.state.join("hold.py"))
+        .current_dir(&m.mount)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let refused: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    let held = rss_kb(pid).saturating_sub(before);
+    // 64 MiB fit: 8 descriptors whole; the other 16 were refused.
+    assert_eq!(refused, 16, "refused {refused}");
+    assert!(held < 96 * 1024, "holding grew RSS by {held} kB");
+    let result = m.result("tracker/issues/42/ops/get_metadata");
+    assert!(
+        result.contains("max_buffered_bytes = 67108864 bytes"),
+        "{result}"
+    );
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "closed");
+    assert!(child.wait().unwrap().success());
+    // The 8 whole documents ran at their close (refused: get_metadata takes no text).
+    wait_until(
+        "memory back after the closes",
+        Duration::from_secs(10),
+        || rss_kb(pid).saturating_sub(before) < 24 * 1024,
+    );
+    let runs = runs_since(&m, 0, "get_metadata");
+    assert_eq!(
+        runs.iter().filter(|r| r.1 == "no_space").count(),
+        16,
+        "{runs:?}"
+    );
+}

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::budget::Held;
 use super::call::{CallReport, Done};
 use super::error::{ErrorKind, WorldError, WorldResult};
 use super::host::{BodyWrite, Caller};
@@ -31,6 +32,11 @@ struct Doc {
 
 struct State {
     content: Vec<u8>,
+    /// `content`'s share of the daemon's total for documents being written.
+    held: Held,
+    /// A write was refused (too large, no room): the close answers this and runs
+    /// nothing, so a cut document never replaces the body.
+    refused: Option<WorldError>,
     /// Changed since it was opened or last ran: the last close runs it.
     dirty: bool,
     /// Opened with `O_APPEND`: every write lands at the end, whatever its offset says (the
@@ -72,12 +78,16 @@ impl World {
         // The same refusals as opening `call` (journaled there); the document is ours.
         self.open_call(&target, &write.op, caller)?;
         let max = self.settings.max_call_bytes;
+        let mut held = Held::new(&self.buffered);
         let content = if truncate {
             Vec::new()
         } else if body.size > max {
             return Err(too_large(max));
         } else {
-            self.body_bytes(e)?
+            let mut content = self.body_bytes(e)?;
+            content.shrink_to_fit();
+            held.adopt(&content)?;
+            content
         };
         Ok(BodyDoc {
             doc: Arc::new(Doc {
@@ -87,6 +97,8 @@ impl World {
                 caller: caller.clone(),
                 state: Mutex::new(State {
                     content,
+                    held,
+                    refused: None,
                     // An O_TRUNC open already replaced the content with nothing.
                     dirty: truncate,
                     append,
@@ -124,6 +136,9 @@ impl BodyDoc {
         if matches!(st.phase, Phase::Running(_)) {
             return Err(Self::busy());
         }
+        if let Some(e) = &st.refused {
+            return Err(e.clone());
+        }
         let max = self.doc.world.settings.max_call_bytes;
         let offset = if st.append {
             st.content.len() as u64
@@ -132,10 +147,14 @@ impl BodyDoc {
         };
         let end = offset.saturating_add(data.len() as u64);
         if end > max {
-            return Err(too_large(max));
+            return Err(Self::refuse(&mut st, too_large(max)));
         }
         let (start, end) = (offset as usize, end as usize);
         if st.content.len() < end {
+            let st = &mut *st;
+            if let Err(e) = st.held.grow(&mut st.content, end, max as usize) {
+                return Err(Self::refuse(st, e));
+            }
             st.content.resize(end, 0);
         }
         st.content[start..end].copy_from_slice(data);
@@ -150,14 +169,31 @@ impl BodyDoc {
         if matches!(st.phase, Phase::Running(_)) {
             return Err(Self::busy());
         }
+        if let Some(e) = &st.refused {
+            return Err(e.clone());
+        }
         let max = self.doc.world.settings.max_call_bytes;
         if size > max {
-            return Err(too_large(max));
+            return Err(Self::refuse(&mut st, too_large(max)));
+        }
+        let st = &mut *st;
+        if let Err(e) = st.held.grow(&mut st.content, size as usize, max as usize) {
+            return Err(Self::refuse(st, e));
         }
         st.content.resize(size as usize, 0);
         st.dirty = true;
         st.phase = Phase::Open;
         Ok(())
+    }
+
+    /// A write was refused: the document is dropped (its memory returns now) and the
+    /// close will answer `e` without running anything.
+    fn refuse(st: &mut State, e: WorldError) -> WorldError {
+        st.content = Vec::new();
+        st.held.release();
+        st.refused = Some(e.clone());
+        st.dirty = true;
+        e
     }
 
     /// The size of the document as written so far.
@@ -208,6 +244,20 @@ impl BodyDoc {
             return done(Ok(()));
         }
         st.dirty = false;
+        if let Some(e) = st.refused.clone() {
+            // Journaled as a refusal of its own, so `result` and `runs/` say why.
+            st.phase = Phase::Ran;
+            drop(st);
+            let d = &self.doc;
+            let report = d.world.record_refusal(
+                &d.target,
+                &d.write.op,
+                &d.caller,
+                "(a write to body was refused; the body was not replaced)",
+                e,
+            );
+            return done(report.outcome);
+        }
         let content = st.content.clone();
         st.phase = Phase::Running(vec![done]);
         drop(st);

@@ -11,6 +11,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::budget::Held;
 use super::error::{ErrorKind, WorldError, WorldResult};
 use super::host::Caller;
 use super::node::Target;
@@ -45,6 +46,8 @@ struct Doc {
 
 struct State {
     buf: Vec<u8>,
+    /// `buf`'s share of the daemon's total for documents being written.
+    held: Held,
     phase: Phase,
     /// The call's errno reached someone (a write, flush or read of this descriptor):
     /// later reads get the words.
@@ -104,6 +107,7 @@ fn shape(buf: &[u8]) -> Shape {
 
 impl CallDoc {
     pub(super) fn new(world: Arc<World>, target: Target, op: String, caller: Caller) -> CallDoc {
+        let held = Held::new(&world.buffered);
         CallDoc {
             doc: Arc::new(Doc {
                 world,
@@ -112,6 +116,7 @@ impl CallDoc {
                 caller,
                 state: Mutex::new(State {
                     buf: Vec::new(),
+                    held,
                     phase: Phase::Open,
                     told: false,
                     written: 0,
@@ -148,13 +153,17 @@ impl CallDoc {
                     return done(Ok(len));
                 }
                 let run = report.run;
-                let refused_for_size =
-                    matches!(&report.outcome, Err(e) if e.kind == ErrorKind::TooLarge);
+                let refused_for_size = match &report.outcome {
+                    Err(e) if matches!(e.kind, ErrorKind::TooLarge | ErrorKind::NoSpace) => {
+                        Some(e.clone())
+                    }
+                    _ => None,
+                };
                 let first = !st.late_bytes_reported;
                 st.late_bytes_reported = true;
                 drop(st);
-                if refused_for_size {
-                    return done(Err(too_large(&self.doc.world)));
+                if let Some(e) = refused_for_size {
+                    return done(Err(e));
                 }
                 let e = WorldError::invalid(format!(
                     "this descriptor already ran its call (run {run}); what is written after a complete document is not a call: open `call` again for another call"
@@ -179,10 +188,17 @@ impl CallDoc {
             return done(Ok(0));
         }
         let max = self.doc.world.settings().max_call_bytes;
-        if (st.buf.len() + data.len()) as u64 > max {
-            let preview = preview(&st.buf, st.buf.len() + data.len());
+        let len_after = st.buf.len() + data.len();
+        let grown = if len_after as u64 > max {
+            Err(too_large(&self.doc.world))
+        } else {
+            let st = &mut *st;
+            st.held.grow(&mut st.buf, len_after, max as usize)
+        };
+        if let Err(e) = grown {
+            let preview = preview(&st.buf, len_after);
             st.buf = Vec::new();
-            let e = too_large(&self.doc.world);
+            st.held.release();
             let report = self.doc.world.record_refusal(
                 &self.doc.target,
                 &self.doc.op,
@@ -283,6 +299,7 @@ impl CallDoc {
     /// Run the buffered document; `first` waits for its end.
     fn start(&self, mut st: MutexGuard<'_, State>, first: Waiter) {
         let bytes = std::mem::take(&mut st.buf);
+        st.held.release();
         st.phase = Phase::Running(vec![first]);
         drop(st);
         let me = self.clone();

@@ -32,6 +32,8 @@ pub enum ErrorKind {
     /// The caller is being killed: its wait ends, the call goes on (EINTR). Never a run's
     /// status: the run records the call's own outcome.
     CallerGone,
+    /// The daemon's total for documents being written is used up (ENOSPC).
+    NoSpace,
     /// A policy makes the call wait for a person's approval: it is a pending run now
     /// (EINPROGRESS).
     Pending,
@@ -51,6 +53,7 @@ impl ErrorKind {
             ErrorKind::TooLarge => libc::EFBIG,
             ErrorKind::CallerGone => libc::EINTR,
             ErrorKind::Pending => libc::EINPROGRESS,
+            ErrorKind::NoSpace => libc::ENOSPC,
         }
     }
 
@@ -67,6 +70,7 @@ impl ErrorKind {
             ErrorKind::TooLarge => "too_large",
             ErrorKind::CallerGone => "caller_gone",
             ErrorKind::Pending => super::journal::PENDING,
+            ErrorKind::NoSpace => "no_space",
         }
     }
 }

@@ -11,6 +11,7 @@
 mod approvals;
 pub mod args;
 mod body;
+pub mod budget;
 pub mod cache;
 pub mod call;
 pub mod caller;
@@ -133,6 +134,8 @@ pub struct World {
     shared: Option<remote::Shared>,
     /// Results of calls whose outcome the journal could not record (shown instead).
     unrecorded: Mutex<HashMap<i64, String>>,
+    /// What open `call` and `body` descriptors buffer, in total (`max_buffered_bytes`).
+    buffered: Arc<budget::Budget>,
 }
 
 impl World {
@@ -174,6 +177,7 @@ impl World {
         };
         let events_start = journal.last_event()?;
         let max_call_threads = settings.max_call_threads;
+        let buffered = budget::Budget::new(settings.max_buffered_bytes);
         Ok(World {
             settings,
             identity,
@@ -200,6 +204,7 @@ impl World {
             approvals: approvals::Approvals::default(),
             shared,
             unrecorded: Mutex::new(HashMap::new()),
+            buffered,
         })
     }
 

@@ -22,6 +22,10 @@ pub struct WorldSettings {
     /// it fails with EFBIG and nothing more is buffered.
     #[serde(default = "default_max_call_bytes")]
     pub max_call_bytes: u64,
+    /// The most all open `call` and `body` descriptors together may buffer, in bytes: a
+    /// write past it fails with ENOSPC (memory stays bounded however many are held open).
+    #[serde(default = "default_max_buffered_bytes")]
+    pub max_buffered_bytes: u64,
     /// How many calls may run on worker threads at once; more wait in a queue (their
     /// `call_timeout_ms` counts from the write).
     #[serde(default = "default_max_call_threads")]
@@ -49,6 +53,7 @@ impl Default for WorldSettings {
             description: None,
             call_timeout_ms: default_call_timeout_ms(),
             max_call_bytes: default_max_call_bytes(),
+            max_buffered_bytes: default_max_buffered_bytes(),
             max_call_threads: default_max_call_threads(),
             titled: false,
             startup_wait_ms: default_startup_wait_ms(),
@@ -66,6 +71,10 @@ fn default_call_timeout_ms() -> u64 {
 
 fn default_max_call_bytes() -> u64 {
     8 << 20
+}
+
+fn default_max_buffered_bytes() -> u64 {
+    64 << 20
 }
 
 fn default_max_call_threads() -> usize {
