@@ -8,7 +8,7 @@ use wip::world::host::{Condition, Guard, HostError};
 
 /// Every kind. A kind added to `ErrorKind` fails to compile in `expected` below, whose
 /// match has no catch-all: then add it here too.
-const ALL: [ErrorKind; 10] = [
+const ALL: [ErrorKind; 12] = [
     ErrorKind::InvalidArgs,
     ErrorKind::Blocked,
     ErrorKind::Forbidden,
@@ -19,6 +19,8 @@ const ALL: [ErrorKind; 10] = [
     ErrorKind::TooLarge,
     ErrorKind::CallerGone,
     ErrorKind::Pending,
+    ErrorKind::NoSpace,
+    ErrorKind::NameTooLong,
 ];
 
 /// The contract (README, docs/SEMANTICS.md): errno and the run's status word.
@@ -34,6 +36,8 @@ fn expected(kind: ErrorKind) -> (i32, &'static str) {
         ErrorKind::TooLarge => (libc::EFBIG, "too_large"),
         ErrorKind::CallerGone => (libc::EINTR, "caller_gone"),
         ErrorKind::Pending => (libc::EINPROGRESS, "pending"),
+        ErrorKind::NoSpace => (libc::ENOSPC, "no_space"),
+        ErrorKind::NameTooLong => (libc::ENAMETOOLONG, "name_too_long"),
     }
 }
 

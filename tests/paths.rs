@@ -158,3 +158,34 @@ fn tracker_guards_and_results_print_escaped_paths() {
     let found = m.read("tracker/labels/body~/ops/issues/result");
     all_exist(&m, "issues", &found, &["tracker/pulls/50"]);
 }
+
+/// Names at the kernel's limit: a path with a 256-byte name is ENAMETOOLONG (not EIO),
+/// and escaping never lists a name over 255 bytes.
+#[test]
+fn long_names_are_enametoolong_and_no_listed_name_is_over_255_bytes() {
+    let m = Mount::start(None);
+    let long = "a".repeat(256);
+    let out = m.sh(&format!(
+        "echo '{{\"path\":\"{long}\",\"content\":\"x\"}}' > files/ops/write/call"
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("File name too long"), "{err}");
+    assert!(
+        m.result("files/ops/write").contains("at most 255 bytes"),
+        "{}",
+        m.result("files/ops/write")
+    );
+    // `ops` + 251 `~` escapes to 255 bytes; `ops` + 252 `~` (255 bytes) would escape to
+    // 256 and is left out of the listing, which stays readable.
+    let fits = format!("ops{}", "~".repeat(251));
+    let over = format!("ops{}", "~".repeat(252));
+    std::fs::write(m.root.join(&fits), "fits\n").unwrap();
+    std::fs::write(m.root.join(&over), "over\n").unwrap();
+    let listing = m.ok("ls -a files");
+    for name in listing.lines() {
+        assert!(name.len() <= 255, "{} bytes listed", name.len());
+    }
+    let escaped = format!("ops{}", "~".repeat(252));
+    assert!(listing.lines().any(|l| l == escaped), "{listing}");
+    assert_eq!(m.read(&format!("files/{escaped}/body")), "fits\n");
+}

@@ -34,6 +34,8 @@ pub enum ErrorKind {
     CallerGone,
     /// The daemon's total for documents being written is used up (ENOSPC).
     NoSpace,
+    /// A name is longer than a file name may be (255 bytes) (ENAMETOOLONG).
+    NameTooLong,
     /// A policy makes the call wait for a person's approval: it is a pending run now
     /// (EINPROGRESS).
     Pending,
@@ -54,6 +56,7 @@ impl ErrorKind {
             ErrorKind::CallerGone => libc::EINTR,
             ErrorKind::Pending => libc::EINPROGRESS,
             ErrorKind::NoSpace => libc::ENOSPC,
+            ErrorKind::NameTooLong => libc::ENAMETOOLONG,
         }
     }
 
@@ -71,6 +74,7 @@ impl ErrorKind {
             ErrorKind::CallerGone => "caller_gone",
             ErrorKind::Pending => super::journal::PENDING,
             ErrorKind::NoSpace => "no_space",
+            ErrorKind::NameTooLong => "name_too_long",
         }
     }
 }
@@ -115,6 +119,7 @@ impl From<HostError> for WorldError {
             HostError::NotFound(_) => ErrorKind::NotFound,
             HostError::Backend(_) | HostError::Failed { .. } => ErrorKind::Backend,
             HostError::TimedOut(_) => ErrorKind::TimedOut,
+            HostError::NameTooLong(_) => ErrorKind::NameTooLong,
         };
         WorldError::new(kind, e.to_string())
     }

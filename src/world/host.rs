@@ -365,6 +365,9 @@ pub enum HostError {
     /// The backend did not answer in time (ETIMEDOUT).
     #[error("{0}")]
     TimedOut(String),
+    /// A name is longer than a file name may be (ENAMETOOLONG).
+    #[error("{0}")]
+    NameTooLong(String),
     /// The backend failed with this error (EIO): what was being done, and the backend's
     /// own error, kept as the source (rusqlite, io, octocrab) for logs and callers.
     #[error("{context}: {source}")]

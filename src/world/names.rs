@@ -7,6 +7,9 @@
 /// but escaping them everywhere keeps the rule one rule.
 pub const RESERVED: &[&str] = &["description", "ref", "ops", "body", "README.md", ".wip"];
 
+/// The longest file name, in bytes (Linux's NAME_MAX): no listed name is longer.
+pub const NAME_MAX: usize = 255;
+
 pub fn is_reserved(name: &str) -> bool {
     RESERVED.contains(&name)
 }

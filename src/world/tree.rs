@@ -200,6 +200,12 @@ impl World {
                     .collect();
                 let shown = self.listed_names(&children);
                 for (child, shown) in children.into_iter().zip(shown) {
+                    // No file name is longer (the kernel refuses it): a host name whose
+                    // escape would be is left out (its escaped neighbour keeps the name).
+                    if shown.len() > names::NAME_MAX {
+                        tracing::debug!(name = child.name, "too long to list once escaped");
+                        continue;
+                    }
                     let entry = e.child(child.name);
                     self.note_info(&entry, &child.info);
                     out.push((shown, NodeId::Entry(entry)));

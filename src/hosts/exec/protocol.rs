@@ -33,6 +33,8 @@ pub mod code {
     pub const BACKEND: i64 = -32004;
     /// The host's backend did not answer in time (ETIMEDOUT).
     pub const TIMED_OUT: i64 = -32005;
+    /// A name is longer than a file name may be (ENAMETOOLONG).
+    pub const NAME_TOO_LONG: i64 = -32006;
 }
 
 /// A request from the runtime to the host.
@@ -501,6 +503,7 @@ pub fn host_error(host: &str, method: &str, e: RpcError) -> HostError {
         code::FORBIDDEN => HostError::Forbidden(words),
         code::NOT_FOUND => HostError::NotFound(words),
         code::TIMED_OUT => HostError::TimedOut(words),
+        code::NAME_TOO_LONG => HostError::NameTooLong(words),
         code::BACKEND => HostError::Backend(words),
         code::METHOD_NOT_FOUND => {
             HostError::Backend(format!("host {host} does not implement {method}: {words}"))
@@ -527,6 +530,7 @@ pub fn rpc_error(e: &HostError) -> RpcError {
         HostError::NotFound(_) => (code::NOT_FOUND, None),
         HostError::Backend(_) | HostError::Failed { .. } => (code::BACKEND, None),
         HostError::TimedOut(_) => (code::TIMED_OUT, None),
+        HostError::NameTooLong(_) => (code::NAME_TOO_LONG, None),
     };
     RpcError {
         code,

@@ -348,6 +348,9 @@ impl FilesHost {
         match e.kind() {
             io::ErrorKind::NotFound => HostError::NotFound(format!("{what}: {e}")),
             io::ErrorKind::PermissionDenied => HostError::Forbidden(format!("{what}: {e}")),
+            _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                HostError::NameTooLong(format!("{what}: {e} (a name holds at most 255 bytes)"))
+            }
             _ => HostError::failed(what, e),
         }
     }
