@@ -467,3 +467,25 @@ print("closed", flush=True)
         "{runs:?}"
     );
 }
+
+/// A JSON object naming a key twice is refused, as `key=value` lines naming one twice are:
+/// nothing runs with a value the writer may not have meant.
+#[test]
+fn a_key_given_twice_is_einval_in_every_form() {
+    let m = Mount::start(None);
+    let before = m.read("tracker/issues/42/description");
+    let out = m.sh("echo '{\"body\":\"x\",\"body\":\"y\"}' > tracker/issues/42/ops/comment/call");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("write error: Invalid argument"),
+        "{out:?}"
+    );
+    assert!(m
+        .result("tracker/issues/42/ops/comment")
+        .contains("\"body\" is given twice"));
+    let out = m.sh("/usr/bin/printf 'body=x\\nbody=y\\n' > tracker/issues/42/ops/comment/call");
+    assert!(!out.status.success());
+    assert!(m
+        .result("tracker/issues/42/ops/comment")
+        .contains("body is given twice"));
+    assert_eq!(m.read("tracker/issues/42/description"), before);
+}

@@ -27,6 +27,81 @@ pub fn is_complete_json(bytes: &[u8]) -> bool {
         && serde_json::from_slice::<Value>(trimmed).is_ok()
 }
 
+/// JSON text as a value, refusing an object that names a key twice (at any depth): which
+/// of the two was meant is the writer's to say, never last-wins.
+pub fn strict_json(text: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str::<Strict>(text).map(|s| s.0)
+}
+
+/// A JSON value read with duplicate keys refused (see `strict_json`).
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(v) = map.next_value()?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {key:?} is given twice"
+                )));
+            }
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// Whether the payload is JSON (starts with `{`); text forms are decided otherwise.
 pub fn looks_like_json(bytes: &[u8]) -> bool {
     bytes.trim_ascii_start().first() == Some(&b'{')
@@ -39,7 +114,7 @@ pub fn parse(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
         return Ok(Value::Object(Map::new()));
     }
     if text.trim_start().starts_with('{') {
-        return match serde_json::from_str::<Value>(text.trim()) {
+        return match strict_json(text.trim()) {
             Ok(v @ Value::Object(_)) => Ok(v),
             Ok(_) => Err(WorldError::invalid("arguments must be a JSON object")),
             Err(e) => Err(WorldError::invalid(format!(
@@ -287,6 +362,23 @@ mod tests {
 
     fn label_schema() -> Value {
         json!({"type":"object","properties":{"add":{"type":"array","items":{"type":"string"}},"limit":{"type":"integer"}},"additionalProperties":false})
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_in_json_as_in_key_value_lines() {
+        for doc in [
+            &b"{\"reason\":\"x\",\"reason\":\"y\"}"[..],
+            b"{\"reason\":\"x\",\"extra\":{\"a\":1,\"a\":2}}",
+            b"reason=x\nreason=y\n",
+        ] {
+            let e = parse(doc, &close_schema()).unwrap_err();
+            assert_eq!(e.errno(), libc::EINVAL);
+            assert!(e.message.contains("twice"), "{e}");
+        }
+        assert_eq!(
+            strict_json("{\"a\":[1,2.5,null,true,{\"b\":\"c\"}]}").unwrap(),
+            json!({"a":[1,2.5,null,true,{"b":"c"}]})
+        );
     }
 
     #[test]
