@@ -614,13 +614,15 @@ appendFileSync(dir + "/lives", Date.now() + "\n");
 if (!existsSync(dir + "/gate")) {{ console.error("gate closed"); process.exit(4); }}
 const extra = readFileSync(dir + "/gate", "utf8").split("\n").filter((l) => l.trim());
 const none = {{ type: "object", properties: {{}} }};
+// Stated hints: a tool that leaves them out counts as destructive and open-world.
+const annotations = {{ readOnlyHint: false, destructiveHint: false, openWorldHint: false }};
 const tools = [
   {{ name: "ping", description: "answers pong", inputSchema: none }},
   {{ name: "exit", description: "ends the server process", inputSchema: none }},
   {{ name: "add_tool", description: "offers one more tool", inputSchema: {{ type: "object", properties: {{ name: {{ type: "string" }} }}, required: ["name"] }} }},
   {{ name: "add", description: "adds two integers", inputSchema: {{ type: "object", properties: {{ a: {{ type: "integer" }}, b: {{ type: "integer" }} }}, required: ["a", "b"] }} }},
   ...extra.map((name) => ({{ name, description: "offered by this life", inputSchema: none }})),
-];
+].map((t) => ({{ ...t, annotations }}));
 const server = new Server({{ name: "scripted", version: "1.0.0" }},
   {{ capabilities: {{ tools: {{ listChanged: true }}, prompts: {{}}, resources: {{}} }} }});
 server.setRequestHandler(ListToolsRequestSchema, async () => {{ log("tools/list"); return {{ tools }}; }});
@@ -631,7 +633,7 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {{
   if (name === "exit") {{ console.error("exiting as asked"); process.exit(3); }}
   if (name === "add") return {{ content: [{{ type: "text", text: String(args.a + args.b) }}] }};
   if (name === "add_tool") {{
-    tools.push({{ name: args.name, description: "added at run time", inputSchema: none }});
+    tools.push({{ name: args.name, description: "added at run time", inputSchema: none, annotations }});
     await server.sendToolListChanged();
     return {{ content: [{{ type: "text", text: "added " + args.name }}] }};
   }}
@@ -1129,7 +1131,9 @@ fn sqlite_server_without_resource_templates_is_ready() {
     // Each start is counted: a server the host calls broken is restarted over and over.
     let m = Mount::start(Some(&format!(
         "[[host]]\nkind = \"mcp\"\npath = \"mcp/sqlite\"\n\
-         command = [\"sh\", \"-c\", \"echo start >> {}; exec {} --db-path {}\"]\n",
+         command = [\"sh\", \"-c\", \"echo start >> {}; exec {} --db-path {}\"]\n\
+         allow_tools = [\"create_table\", \"write_query\", \"read_query\", \"list_tables\", \"append_insight\"]\n\
+         allow_prompts = [\"mcp-demo\"]\n",
         lives.display(),
         python_server("sqlite"),
         db.display()
@@ -1341,4 +1345,36 @@ fn wip_mount_returns_with_the_servers_tools_there_and_resources_titled() {
     };
     assert_eq!(read(titled, "ref"), read(bare, "ref"));
     assert_eq!(read(titled, "description"), read(bare, "description"));
+}
+
+/// A real server whose tools carry no annotations (mcp-server-sqlite): by the MCP
+/// specification's defaults they may be destructive and open-world, so each is blocked
+/// (EACCES at open, words in the guard) until the manifest allows it, here by a
+/// `[[policy]]` rule for one tool.
+#[test]
+fn unannotated_tools_are_blocked_by_the_specifications_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shop.db");
+    let m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"mcp/sqlite\"\ncommand = [{:?}, \"--db-path\", {:?}]\n\n\
+         [[policy]]\nmatch = \"mcp/sqlite/ops/list_tables\"\naction = \"allow\"\n",
+        python_server("sqlite"),
+        db.display().to_string()
+    )));
+    wait_ready(&m, "mcp/sqlite");
+    let guard = m.read("mcp/sqlite/ops/write_query/guard");
+    assert!(
+        guard.starts_with("blocked\n")
+            && guard.contains("does not say whether \"write_query\" is read-only")
+            && guard.contains("MCP specification's defaults")
+            && guard.contains("allow_tools"),
+        "{guard}"
+    );
+    let out = m.sh("echo 'CREATE TABLE gone (x)' > mcp/sqlite/ops/write_query/call");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{out:?}"
+    );
+    m.ok("echo > mcp/sqlite/ops/list_tables/call");
+    assert!(!m.result("mcp/sqlite/ops/list_tables").contains("gone"));
 }

@@ -123,17 +123,26 @@ impl Steered {
     }
 }
 
-/// A tool is destructive when the server says so and does not also call it read-only.
+/// A tool may be destructive unless the server says it is read-only or not destructive:
+/// the MCP specification's defaults for a hint left out are `readOnlyHint: false`,
+/// `destructiveHint: true` (meaningful only when not read-only).
 fn is_destructive(h: &Hints) -> bool {
-    h.destructive == Some(true) && h.read_only != Some(true)
+    h.read_only != Some(true) && h.destructive != Some(false)
+}
+
+/// A tool may reach beyond the server unless the server says it does not (the default of
+/// `openWorldHint` is `true`).
+fn is_open_world(h: &Hints) -> bool {
+    h.open_world != Some(false)
 }
 
 impl Policy {
-    /// The `policy` condition of a tool: a stated `destructiveHint: true` or
-    /// `openWorldHint: true` fails it (EACCES) unless the manifest allows that.
+    /// The `policy` condition of a tool: one that is destructive or open-world, as the
+    /// server says or as the specification's defaults say of a hint it left out, fails it
+    /// (EACCES) unless the manifest allows that.
     pub fn condition(&self, tool: &str, hints: &Hints) -> Condition {
         let destructive = is_destructive(hints);
-        let open_world = hints.open_world == Some(true);
+        let open_world = is_open_world(hints);
         if !destructive && !open_world {
             return Condition::policy(
                 "policy",
@@ -145,6 +154,14 @@ impl Policy {
             (true, true) => "destructive and open-world",
             (true, false) => "destructive",
             _ => "open-world",
+        };
+        // Said by the server, or only by the specification's defaults?
+        let unstated = (destructive && hints.destructive.is_none())
+            || (open_world && hints.open_world.is_none());
+        let marks = if unstated {
+            format!("does not say whether {tool:?} is read-only, destructive or open-world, and by the MCP specification's defaults (destructiveHint and openWorldHint are true when left out) it counts as {what}")
+        } else {
+            format!("marks {tool:?} {what}")
         };
         if self.tools.iter().any(|t| t == tool) {
             return Condition::policy(
@@ -171,7 +188,8 @@ impl Policy {
             "policy",
             false,
             format!(
-                "the server marks {tool:?} {what}; to allow it, add {} to allow = [...] or {tool:?} to allow_tools = [...] in the manifest's [[host]] table for {:?}",
+                "the server {}; to allow it, add {} to allow = [...] or {tool:?} to allow_tools = [...] in the manifest's [[host]] table for {:?}",
+                marks,
                 missing.join(" and "),
                 self.mount
             ),
@@ -200,7 +218,7 @@ impl Policy {
                 .collect()
         };
         let destructive = marked(is_destructive);
-        let open_world = marked(|h| h.open_world == Some(true));
+        let open_world = marked(is_open_world);
         if destructive.is_empty() && open_world.is_empty() {
             return Condition::policy(
                 "policy",

@@ -55,23 +55,46 @@ fn annotations_in_words() {
 }
 
 #[test]
-fn policy_blocks_stated_destructive_and_open_world_hints() {
+fn policy_blocks_destructive_and_open_world_tools_stated_or_by_default() {
     let none = Policy {
         mount: "mcp/x".into(),
         ..Policy::default()
     };
-    let destructive = hints(json!({"destructiveHint": true}));
-    let open = hints(json!({"openWorldHint": true}));
+    let destructive = hints(json!({"destructiveHint": true, "openWorldHint": false}));
+    let open = hints(json!({"openWorldHint": true, "destructiveHint": false}));
     let both = hints(json!({"destructiveHint": true, "openWorldHint": true}));
-    let safe = hints(json!({"readOnlyHint": true}));
-    // Stated hints only: a tool without annotations is not blocked.
-    assert!(none.condition("t", &Hints::default()).ok);
+    let safe = hints(json!({"readOnlyHint": true, "openWorldHint": false}));
+    // The specification's defaults: a tool without annotations may be destructive and
+    // open-world, so it is blocked, and the words say why.
+    let c = none.condition("query", &Hints::default());
+    assert!(!c.ok && c.policy);
+    assert!(
+        c.detail
+            .contains("does not say whether \"query\" is read-only")
+            && c.detail.contains("MCP specification's defaults")
+            && c.detail.contains("\"destructive\" and \"open_world\""),
+        "{}",
+        c.detail
+    );
+    // Read-only alone leaves the open world to the default.
+    assert!(
+        !none
+            .condition("t", &hints(json!({"readOnlyHint": true})))
+            .ok
+    );
+    assert!(
+        none.condition(
+            "t",
+            &hints(json!({"destructiveHint": false, "openWorldHint": false}))
+        )
+        .ok
+    );
     assert!(none.condition("t", &safe).ok);
     // A read-only tool is never destructive, whatever else it says.
     assert!(
         none.condition(
             "t",
-            &hints(json!({"readOnlyHint": true, "destructiveHint": true}))
+            &hints(json!({"readOnlyHint": true, "destructiveHint": true, "openWorldHint": false}))
         )
         .ok
     );
@@ -113,7 +136,10 @@ fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
             "fetch".to_string(),
             hints(json!({"readOnlyHint": true, "openWorldHint": true})),
         ),
-        ("get".to_string(), hints(json!({"readOnlyHint": true}))),
+        (
+            "get".to_string(),
+            hints(json!({"readOnlyHint": true, "openWorldHint": false})),
+        ),
     ];
     let none = Policy {
         mount: "mcp/fetch".into(),
@@ -188,7 +214,10 @@ fn prompts_and_template_reads_carry_the_policy_of_the_servers_tools() {
         c.detail
     );
     // A server with only harmless tools: nothing to carry.
-    let harmless = vec![("get".to_string(), hints(json!({"readOnlyHint": true})))];
+    let harmless = vec![(
+        "get".to_string(),
+        hints(json!({"readOnlyHint": true, "openWorldHint": false})),
+    )];
     assert!(
         none.steered_condition(Steered::Prompt, Some("p"), &harmless)
             .ok
