@@ -492,3 +492,30 @@ fn a_policy_rule_overrides_the_mcp_hosts_annotation_defaults() {
     m.ok("echo > mcp/memory/ops/read_graph/call");
     assert!(!m.result("mcp/memory/ops/read_graph").contains("Temp"));
 }
+
+/// A merge closes the issues its pull request fixes: a rule that denies `close` holds for
+/// the merge too, which is refused (EACCES) with the side effect named; nothing closes.
+#[test]
+fn a_merge_whose_side_effect_a_rule_denies_is_refused() {
+    let m = mount();
+    let guard = m.read("tracker/pulls/50/ops/merge/guard");
+    assert!(
+        guard.starts_with("blocked\n")
+            && guard.contains(
+                "✗ side_effects: this call would also run tracker/issues/42/ops/close, which rule 1"
+            )
+            && guard.contains("denies: issues are closed by the release process"),
+        "{guard}"
+    );
+    let (_, err) = agent(
+        &m,
+        "echo '{\"method\":\"squash\"}' > tracker/pulls/50/ops/merge/call",
+    );
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(m.read("tracker/issues/42/description").contains("· open ·"));
+    assert!(m.read("tracker/pulls/50/description").contains("· open ·"));
+    // A pull request that fixes nothing has no such line.
+    assert!(!m
+        .read("tracker/pulls/53/ops/merge/guard")
+        .contains("side_effects"));
+}

@@ -13,12 +13,12 @@ use serde_json::Value;
 
 use super::call::CallReport;
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::{self, Caller, Guard};
+use super::host::{self, Caller, Condition, Guard};
 use super::journal::{
     Approval, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
 };
 use super::node::*;
-use super::policy::{self, Policy, Rule, Verdict};
+use super::policy::{self, Action, Policy, Rule, Verdict};
 use super::{line, readme, World};
 
 /// How many pending runs `.wip/pending` lists.
@@ -188,9 +188,60 @@ impl World {
                 .and_then(|m| m.host.policy_default(&e.path, op)),
             _ => None,
         };
+        guard.conditions.extend(self.implied_conditions(target, op));
         guard
             .conditions
             .extend(Policy::conditions(&verdict, default, approved));
+    }
+
+    /// The rules for what a call also does (`Host::implied_ops`): a side effect a rule
+    /// denies, or holds for a person's sign-off, refuses the call (EACCES), naming it. A
+    /// person's yes is for the op it was asked for, never carried over to another.
+    fn implied_conditions(&self, target: &Target, op: &str) -> Vec<Condition> {
+        let (Target::Entry(e), false) = (target, self.approvals.policy.is_empty()) else {
+            return Vec::new();
+        };
+        let Some(m) = self.hosts.get(e.host) else {
+            return Vec::new();
+        };
+        let implied = match m.host.implied_ops(&e.path, op) {
+            Ok(i) => i,
+            Err(err) => {
+                return vec![Condition::policy(
+                    "side_effects",
+                    false,
+                    format!("cannot tell what else this call would change ({err}); the policy's rules for it cannot be checked"),
+                )]
+            }
+        };
+        let mut out = Vec::new();
+        for (path, side_op) in implied {
+            let side = Target::Entry(EntryRef::new(e.host, path));
+            let Some(rule) = self.verdict(&side, &side_op, None).rule else {
+                continue;
+            };
+            let at = self.op_world_path(&side, &side_op);
+            let why = rule
+                .reason
+                .as_deref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
+            let words = match rule.action {
+                Action::Allow => continue,
+                Action::Deny => format!(
+                    "this call would also run {at}, which rule {} ({}) denies{why}",
+                    rule.number,
+                    rule.describe()
+                ),
+                Action::Approve => format!(
+                    "this call would also run {at}, which rule {} ({}) holds for a person's sign-off{why}; run that op first, then this one",
+                    rule.number,
+                    rule.describe()
+                ),
+            };
+            out.push(Condition::policy("side_effects", false, words));
+        }
+        out
     }
 
     /// The rule that makes this call wait for a person, when that is all that stands in its

@@ -523,6 +523,14 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// The ops on other entries that a call of `op` on `path` also performs (a merge
+    /// closes the issues the pull request fixes), as (host-relative path, op name): the
+    /// manifest's rules for those apply to this call too. Asked only when the world has
+    /// rules; the default: none.
+    fn implied_ops(&self, _path: &[String], _op: &str) -> HostResult<Vec<(Vec<String>, String)>> {
+        Ok(Vec::new())
+    }
+
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
     fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {

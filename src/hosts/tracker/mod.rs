@@ -437,6 +437,22 @@ impl Host for TrackerHost {
         })
     }
 
+    /// A merge closes the open issues the pull request fixes.
+    fn implied_ops(&self, path: &[String], op: &str) -> HostResult<Vec<(Vec<String>, String)>> {
+        let (Some(Node::Item(Kind::Pull, n)), "merge") = (Node::parse(path), op) else {
+            return Ok(Vec::new());
+        };
+        self.read(|conn| {
+            let mut out = Vec::new();
+            for issue in db::fixes_of(conn, n)? {
+                if db::item(conn, issue)?.is_some_and(|it| it.kind == Kind::Issue && it.is_open()) {
+                    out.push((Node::Item(Kind::Issue, issue).path(), "close".to_string()));
+                }
+            }
+            Ok(out)
+        })
+    }
+
     fn guards(&self, path: &[String], ops: &[&str]) -> Option<HostResult<Vec<Guard>>> {
         Some(self.read(|conn| {
             // The item is read once for all of the entry's guards.
