@@ -136,7 +136,7 @@ fn last_run(m: &Mount, op: &str) -> Option<i64> {
 }
 
 #[test]
-fn a_daemon_killed_during_a_tracker_write_loses_nothing_and_shows_the_call_interrupted() {
+fn a_daemon_killed_during_a_tracker_write_loses_nothing_and_settles_the_call_not_run() {
     let mut m = Mount::start(None);
     let comments = |m: &Mount| {
         m.ok("ls tracker/issues/17/comments | grep -v -x -e description -e ref -e ops | wc -l")
@@ -180,9 +180,15 @@ fn a_daemon_killed_during_a_tracker_write_loses_nothing_and_shows_the_call_inter
     let out = wip_command().arg("umount").arg(&m.mount).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     m.remount();
-    // The run says what happened; the tracker is whole and holds no half comment.
+    // The run says what happened (the tracker never committed it: nothing changed); the
+    // tracker is whole and holds no half comment.
     let run = format!("tracker/issues/17/ops/comment/runs/{id}");
-    assert_eq!(m.read(&format!("{run}/status")), "interrupted\n");
+    assert_eq!(m.read(&format!("{run}/status")), "not_run\n");
+    assert!(
+        m.read(&format!("{run}/result")).contains("nothing changed"),
+        "{}",
+        m.read(&format!("{run}/result"))
+    );
     assert!(m
         .read(&format!("{run}/args"))
         .contains("lost in the crash?"));
@@ -279,4 +285,143 @@ fn runs_lists_the_newest_thousand_after_thousands_of_calls() {
     assert!(!m.path("tracker/issues/42/ops/close/runs/1").exists());
     // And none of it floods a walk of the tree.
     assert!(!m.ok("find tracker/issues/42").contains("/runs"));
+}
+
+fn comment_bodies(m: &Mount) -> Vec<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        tracker_db(m),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut st = db
+        .prepare("SELECT body FROM comments ORDER BY body")
+        .unwrap();
+    st.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The daemon is killed after the tracker committed a comment but before the journal
+/// recorded the outcome (another process holds the journal's write lock then): after the
+/// restart the run is `ok`, with the tracker's result, not `interrupted`.
+#[test]
+fn a_call_the_tracker_committed_before_a_crash_is_settled_ok() {
+    let mut m = Mount::start(None);
+    let tracker = rusqlite::Connection::open(tracker_db(&m)).unwrap();
+    tracker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut writer = Command::new("bash")
+        .arg("-c")
+        .arg("/bin/echo 'committed before the crash' > tracker/issues/17/ops/comment/call")
+        .current_dir(&m.mount)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut id = None;
+    wait_until(
+        "the comment call is running",
+        Duration::from_secs(30),
+        || {
+            id = last_run(&m, "comment");
+            id.is_some_and(|id| run_status(&m, id).as_deref() == Some("running"))
+        },
+    );
+    let id = id.unwrap();
+    // Hold the journal, then let the tracker commit: the outcome cannot be recorded.
+    let journal = rusqlite::Connection::open(m.state.join("journal.db")).unwrap();
+    journal.execute_batch("BEGIN IMMEDIATE").unwrap();
+    tracker.execute_batch("ROLLBACK").unwrap();
+    wait_until(
+        "the tracker committed the comment",
+        Duration::from_secs(30),
+        || {
+            comment_bodies(&m)
+                .iter()
+                .any(|b| b == "committed before the crash")
+        },
+    );
+    m.kill_daemon();
+    journal.execute_batch("ROLLBACK").unwrap();
+    drop(journal);
+    let _ = writer.wait();
+    let out = wip_command().arg("umount").arg(&m.mount).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    m.remount();
+    let run = format!("tracker/issues/17/ops/comment/runs/{id}");
+    assert_eq!(m.read(&format!("{run}/status")), "ok\n");
+    let result = m.read(&format!("{run}/result"));
+    assert!(
+        result.contains("settled after a restart") && result.contains("added comment"),
+        "{result}"
+    );
+}
+
+/// Eight writers add comments as fast as they can and the daemon is killed among them:
+/// after the restart every run of theirs is settled to exactly what the tracker holds (an
+/// `ok` run has its comment, a `not_run` one none) and none stays `interrupted`.
+#[test]
+fn a_kill_mid_batch_settles_every_run_to_what_the_tracker_holds() {
+    let mut m = Mount::start(None);
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        writers.push(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!(
+                    "for i in $(seq 1 400); do echo \"{{\\\"body\\\":\\\"batch {w}-$i\\\"}}\" > tracker/issues/17/ops/comment/call || exit 0; done"
+                ))
+                .current_dir(&m.mount)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_until("a few dozen comments", Duration::from_secs(60), || {
+        comment_bodies(&m)
+            .iter()
+            .filter(|b| b.starts_with("batch "))
+            .count()
+            >= 40
+    });
+    m.kill_daemon();
+    for mut w in writers {
+        let _ = w.wait();
+    }
+    let out = wip_command().arg("umount").arg(&m.mount).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    m.remount();
+    let db = rusqlite::Connection::open_with_flags(
+        m.state.join("journal.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut st = db
+        .prepare("SELECT args, status FROM calls WHERE op = 'comment' ORDER BY id")
+        .unwrap();
+    let runs: Vec<(String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let bodies = comment_bodies(&m);
+    let mut ok = 0;
+    for (args, status) in &runs {
+        let body = serde_json::from_str::<serde_json::Value>(args).unwrap()["body"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let held = bodies.iter().filter(|b| **b == body).count();
+        match status.as_str() {
+            "ok" => {
+                ok += 1;
+                assert_eq!(held, 1, "{body}: ok but {held} comments");
+            }
+            "not_run" => assert_eq!(held, 0, "{body}: not_run but {held} comments"),
+            other => panic!("{body}: {other}"),
+        }
+    }
+    let batch = bodies.iter().filter(|b| b.starts_with("batch ")).count();
+    assert_eq!(batch, ok, "every comment has its ok run");
 }

@@ -410,6 +410,7 @@ impl World {
             uid: run.uid,
             session: run.session,
             command: run.command.clone(),
+            run: String::new(),
         };
         let (id, op) = (run.id, run.op.as_str());
         let report = match prepared {

@@ -19,6 +19,7 @@ impl Caller {
             uid,
             session,
             command: command.unwrap_or_default(),
+            run: String::new(),
         }
     }
 }

@@ -205,6 +205,19 @@ pub struct Caller {
     pub session: u32,
     /// Command line of the calling process, space-separated, best effort.
     pub command: String,
+    /// The run this call is, `JOURNAL:ID` (empty outside a journaled call). A host whose
+    /// backend is transactional records it in the same transaction as the call's change,
+    /// so a run a crash cut off can be settled (`Host::settle`).
+    pub run: String,
+}
+
+/// How a run cut off by a crash ended, as its host knows it (`Host::settle`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Its change was committed; the host's result text for it.
+    Done(String),
+    /// Nothing of it was committed.
+    NotRun,
 }
 
 /// What a successful call returns.
@@ -521,6 +534,13 @@ pub trait Host: Send + Sync {
     /// the refusal at open are unchanged.
     fn checks_guard_in_call(&self) -> bool {
         false
+    }
+
+    /// How the run `run` (a `Caller::run`) of `op` on `path` ended, for a host that records run ids with its
+    /// changes: `Done` when its change committed, `NotRun` when nothing did. `None` (the
+    /// default): the host cannot tell, and the run stays `interrupted`.
+    fn settle(&self, _path: &[String], _op: &str, _run: &str) -> HostResult<Option<Settled>> {
+        Ok(None)
     }
 
     /// The ops on other entries that a call of `op` on `path` also performs (a merge

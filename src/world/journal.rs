@@ -18,6 +18,27 @@ pub use store::Journal;
 
 /// Status of a call cut off by a crash; set on the next mount.
 pub const INTERRUPTED: &str = "interrupted";
+/// A run cut off by a crash whose host says its change never committed: nothing changed.
+pub const NOT_RUN: &str = "not_run";
+/// The result of a run marked interrupted at start-up.
+pub const INTERRUPTED_WORDS: &str = "error: interrupted: the daemon stopped before this call finished; check the object before calling again\n";
+
+/// A new journal's identity: 16 random bytes in hex (a host that keeps run ids beside its
+/// own changes tells journals apart by it, see `Caller::run`).
+pub fn fresh_journal_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        // No randomness to be had: the time and the pid still tell journals apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes[..16].copy_from_slice(&(t ^ (u128::from(std::process::id()) << 96)).to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 pub const RUNNING: &str = "running";
 
 /// One row of the journal.
@@ -82,6 +103,8 @@ pub(crate) struct SqliteJournal {
     /// every `result` it lists, and most ops never ran. This daemon alone writes the
     /// file (the state directory is locked to it), so the set is complete.
     ran: Mutex<RanSet>,
+    /// This journal's identity (see `fresh_journal_id`).
+    id: String,
 }
 
 /// Hashes of the (path, op) pairs with runs. A collision only costs a query.
@@ -101,7 +124,7 @@ const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, 
 
 impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
-    pub fn open(path: &Path) -> WorldResult<(SqliteJournal, usize)> {
+    pub fn open(path: &Path) -> WorldResult<(SqliteJournal, Vec<i64>)> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // WAL survives a killed daemon; synchronous=NORMAL trades only OS-crash durability
@@ -124,14 +147,25 @@ impl SqliteJournal {
              CREATE TABLE IF NOT EXISTS events(
                cursor INTEGER PRIMARY KEY,
                at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
-               op TEXT, run INTEGER, status TEXT);",
+               op TEXT, run INTEGER, status TEXT);
+             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
         )?;
-        let interrupted = conn.execute(
-            "UPDATE calls SET status = ?1, errno = ?2, finished = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-               result = 'error: interrupted: the daemon stopped before this call finished; check the object before calling again'
-             WHERE status = ?3",
-            params![INTERRUPTED, libc::EIO, RUNNING],
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('id', ?1)",
+            params![fresh_journal_id()],
         )?;
+        let id: String =
+            conn.query_row("SELECT value FROM meta WHERE key = 'id'", [], |r| r.get(0))?;
+        let interrupted = conn
+            .prepare(
+                "UPDATE calls SET status = ?1, errno = ?2, finished = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+                   result = ?4
+                 WHERE status = ?3 RETURNING id",
+            )?
+            .query_map(params![INTERRUPTED, libc::EIO, RUNNING, INTERRUPTED_WORDS], |r| {
+                r.get::<_, i64>(0)
+            })?
+            .collect::<Result<Vec<i64>, _>>()?;
         pending::create(&conn)?;
         let mut ran = RanSet::default();
         {
@@ -147,6 +181,7 @@ impl SqliteJournal {
             SqliteJournal {
                 conn: Mutex::new(conn),
                 ran: Mutex::new(ran),
+                id,
             },
             interrupted,
         ))
@@ -213,6 +248,22 @@ impl SqliteJournal {
         insert_events(&tx, events)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// This journal's identity.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Settle a run marked interrupted at start-up, as its host knows it ended (`ok` with
+    /// its result, or `not_run`); a run no longer interrupted is left alone.
+    pub fn settle(&self, id: i64, status: &str, errno: i32, result: &str) -> WorldResult<bool> {
+        let conn = self.conn()?;
+        let n = conn.execute(
+            "UPDATE calls SET status = ?2, errno = ?3, result = ?4 WHERE id = ?1 AND status = ?5",
+            params![id, status, errno, result, INTERRUPTED],
+        )?;
+        Ok(n == 1)
     }
 
     /// Record changes that no call made (a host's own notifications), in one transaction.
@@ -407,12 +458,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.db");
         let (j, n) = Journal::open(&path).unwrap();
-        assert_eq!(n, 0);
+        assert!(n.is_empty());
         let caller = Caller {
             pid: 1,
             uid: 0,
             session: 1,
             command: "bash".into(),
+            ..Default::default()
         };
         let done = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
         let ev = Event {
@@ -428,7 +480,7 @@ mod tests {
         let cut = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
         drop(j);
         let (j, n) = Journal::open(&path).unwrap();
-        assert_eq!(n, 1);
+        assert_eq!(n, vec![cut]);
         assert_eq!(j.get(cut).unwrap().unwrap().status, INTERRUPTED);
         let ok = j.get(done).unwrap().unwrap();
         assert_eq!(ok.status, "ok");
@@ -450,6 +502,7 @@ mod tests {
             uid: 0,
             session: 1,
             command: "bash".into(),
+            ..Default::default()
         };
         assert_eq!(j.latest("/t/1", "close").unwrap(), None);
         let id = j.begin(&caller, "/t/1", "close", "{}", "allowed").unwrap();

@@ -178,7 +178,7 @@ impl World {
         let events_start = journal.last_event()?;
         let max_call_threads = settings.max_call_threads;
         let buffered = budget::Budget::new(settings.max_buffered_bytes);
-        Ok(World {
+        let mut world = World {
             settings,
             identity,
             hosts,
@@ -200,12 +200,71 @@ impl World {
             events_start,
             materialised: AtomicUsize::new(0),
             started: Instant::now(),
-            interrupted_at_start: interrupted,
+            interrupted_at_start: interrupted.len(),
             approvals: approvals::Approvals::default(),
             shared,
             unrecorded: Mutex::new(HashMap::new()),
             buffered,
-        })
+        };
+        let settled = world.settle_interrupted(&interrupted);
+        world.interrupted_at_start = interrupted.len() - settled;
+        if settled > 0 {
+            tracing::info!(
+                runs = settled,
+                "runs cut off by the last stop were settled by their hosts"
+            );
+        }
+        Ok(world)
+    }
+
+    /// Runs a crash cut off, settled where their host can tell: a transactional host kept
+    /// each run's id with its change (`Caller::run`), so a run it knows is `ok` with the
+    /// result the host recorded, and one it does not know changed nothing (`not_run`).
+    /// Runs of hosts that cannot tell stay `interrupted`. Returns how many were settled.
+    fn settle_interrupted(&self, ids: &[i64]) -> usize {
+        let mut settled = 0;
+        for &id in ids {
+            let Ok(Some(run)) = self.journal.get(id) else {
+                continue;
+            };
+            let Some(e) = self.entry_ref_at(&run.path) else {
+                continue;
+            };
+            let Some(m) = self.hosts.get(e.host) else {
+                continue;
+            };
+            let key = format!("{}:{id}", self.journal.id());
+            let (status, errno, text) = match m.host.settle(&e.path, &run.op, &key) {
+                Ok(Some(host::Settled::Done(result))) => (
+                    "ok",
+                    0,
+                    format!(
+                        "(settled after a restart: the daemon stopped before it recorded this call's outcome, and {} says the call's change was made)\n{}",
+                        m.path.join("/"),
+                        line(&result)
+                    ),
+                ),
+                Ok(Some(host::Settled::NotRun)) => (
+                    journal::NOT_RUN,
+                    libc::ECANCELED,
+                    format!(
+                        "error: not run: the daemon stopped before this call's change was made ({} has no record of it); nothing changed, and calling again is safe\n",
+                        m.path.join("/")
+                    ),
+                ),
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::warn!(run = id, "cannot settle an interrupted run: {err}");
+                    continue;
+                }
+            };
+            match self.journal.settle(id, status, errno, &text) {
+                Ok(true) => settled += 1,
+                Ok(false) => {}
+                Err(err) => tracing::warn!(run = id, "cannot settle an interrupted run: {err}"),
+            }
+        }
+        settled
     }
 
     pub fn set_change_sink(&self, sink: ChangeSink) {

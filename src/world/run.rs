@@ -467,6 +467,11 @@ impl World {
             let outcome = self.root_call(op, &args);
             return reply(self.complete(target, op, caller, id, outcome));
         };
+        // The host may keep the run's name with its change (see `Caller::run`).
+        let caller = &Caller {
+            run: format!("{}:{id}", self.journal.id()),
+            ..caller.clone()
+        };
         let host = match self.host(e) {
             Ok(m) => Arc::clone(&m.host),
             Err(err) => return reply(self.complete(target, op, caller, id, Err(err))),

@@ -208,6 +208,7 @@ pub(super) fn caller(session: u32) -> Caller {
         uid: 0,
         session,
         command: "test".into(),
+        ..Default::default()
     }
 }
 

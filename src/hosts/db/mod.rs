@@ -582,7 +582,7 @@ impl Host for DbHost {
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
-        ops::OPS.guard(self, &(), &self.at(path)?, op, args)
+        ops::OPS.guard(self, &Caller::default(), &self.at(path)?, op, args)
     }
 
     fn call(
@@ -590,9 +590,46 @@ impl Host for DbHost {
         path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        ops::OPS.call(self, &(), &self.at(path)?, op, args)
+        ops::OPS.call(self, caller, &self.at(path)?, op, args)
+    }
+
+    /// A write keeps its run's name in `wip_runs` in its own transaction: a run found
+    /// there committed, one not found changed nothing. Reads keep nothing and cannot tell.
+    fn settle(
+        &self,
+        _path: &[String],
+        op: &str,
+        run: &str,
+    ) -> HostResult<Option<crate::world::host::Settled>> {
+        use crate::world::host::Settled;
+        if !self.writable || !matches!(op, "insert" | "update" | "delete") {
+            return Ok(None);
+        }
+        let conn = self.main();
+        let exists: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [ops::RUNS_TABLE],
+                |r| r.get(0),
+            )
+            .map_err(|e| HostError::failed("database", e))?;
+        if !exists {
+            return Ok(Some(Settled::NotRun));
+        }
+        let found: Option<String> = conn
+            .query_row(
+                &format!("SELECT result FROM {} WHERE run = ?1", ops::RUNS_TABLE),
+                [run],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(HostError::failed("database", e)),
+            })?;
+        Ok(Some(found.map_or(Settled::NotRun, Settled::Done)))
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

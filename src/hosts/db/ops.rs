@@ -16,7 +16,7 @@ use super::query::{bind, sql_value};
 use super::schema::{self, filter, quote, Key, Table};
 use super::view::{full, plural, whole_row};
 use super::{db_err, user_err, DbHost, Node};
-use crate::world::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
+use crate::world::host::{CallOutcome, Caller, Condition, HostError, HostResult, OrFailed};
 use crate::world::op::{Decl, NoArgs, Ops};
 
 /// Rows `export` gives by default, and at most.
@@ -212,10 +212,11 @@ fn elsewhere() -> HostError {
     HostError::NotFound("this entry does not offer that operation".to_string())
 }
 
-type DbDecl<A> = Decl<DbHost, At, (), A>;
+/// An op's context: who calls (its run's name is kept with a write, see `record_run`).
+type DbDecl<A> = Decl<DbHost, At, Caller, A>;
 
 /// Every op of the db host, in the order `ops/` lists them.
-pub(super) static OPS: LazyLock<Ops<DbHost, At>> = LazyLock::new(|| {
+pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
     Ops::new(vec![
         DbDecl::<NoArgs> {
             name: "schema",
@@ -267,7 +268,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At>> = LazyLock::new(|| {
             offers: |at| matches!(at.node, Node::Table(_)),
             describe: |at| format!("insert(values): add a row to {}; values is an object column: value (missing columns get their defaults).", what(&at.node)),
             guard: |h, _, _, _| Ok(vec![writable(h)]),
-            run: |h, _, at, a| h.insert(object(&at.node)?, &a.values),
+            run: |h, c, at, a| h.insert(object(&at.node)?, &a.values, &c.run),
         }
         .into(),
         DbDecl::<NoArgs> {
@@ -308,9 +309,9 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At>> = LazyLock::new(|| {
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |_| "update(set): change columns of this row; set is an object column: new value.".to_string(),
             guard: |h, _, _, _| Ok(vec![writable(h)]),
-            run: |h, _, at, a| {
+            run: |h, c, at, a| {
                 let (t, k) = row(&at.node)?;
-                h.update(t, k, &a.set)
+                h.update(t, k, &a.set, &c.run)
             },
         }
         .into(),
@@ -319,9 +320,9 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At>> = LazyLock::new(|| {
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |_| "Delete this row.".to_string(),
             guard: |h, _, _, _| Ok(vec![writable(h)]),
-            run: |h, _, at, _| {
+            run: |h, c, at, _| {
                 let (t, k) = row(&at.node)?;
-                h.delete(t, k)
+                h.delete(t, k, &c.run)
             },
         }
         .into(),
@@ -801,7 +802,12 @@ impl DbHost {
         Ok((cols, bound))
     }
 
-    fn insert(&self, table: &str, values: &Map<String, Value>) -> HostResult<CallOutcome> {
+    fn insert(
+        &self,
+        table: &str,
+        values: &Map<String, Value>,
+        run: &str,
+    ) -> HostResult<CallOutcome> {
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -832,21 +838,29 @@ impl DbHost {
                 (0..n).map(|i| r.get::<_, SqlValue>(i)).collect()
             })
             .map_err(user_err)?;
+        let text = format!(
+            "inserted row {} into {}",
+            super::keys::encode_key(&key),
+            t.name
+        );
+        record_run(&tx, run, &text)?;
         tx.commit().map_err(user_err)?;
         let path = self.row_path(&t.name, &key);
         Ok(self.write_outcome(
             &t.name,
-            format!(
-                "inserted row {} into {}",
-                super::keys::encode_key(&key),
-                t.name
-            ),
+            text,
             std::slice::from_ref(&path),
             Some(path.clone()),
         ))
     }
 
-    fn update(&self, table: &str, seg: &str, set: &Map<String, Value>) -> HostResult<CallOutcome> {
+    fn update(
+        &self,
+        table: &str,
+        seg: &str,
+        set: &Map<String, Value>,
+        run: &str,
+    ) -> HostResult<CallOutcome> {
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -882,22 +896,19 @@ impl DbHost {
                 None => return Err(HostError::NotFound(format!("no row {seg} in {table}"))),
             }
         };
+        let text = format!(
+            "updated row {} of {}",
+            super::keys::encode_key(&new_key),
+            t.name
+        );
+        record_run(&tx, run, &text)?;
         tx.commit().map_err(user_err)?;
         let old = self.row_path(&t.name, &key);
         let new = self.row_path(&t.name, &new_key);
-        Ok(self.write_outcome(
-            &t.name,
-            format!(
-                "updated row {} of {}",
-                super::keys::encode_key(&new_key),
-                t.name
-            ),
-            &[old, new.clone()],
-            Some(new),
-        ))
+        Ok(self.write_outcome(&t.name, text, &[old, new.clone()], Some(new)))
     }
 
-    fn delete(&self, table: &str, seg: &str) -> HostResult<CallOutcome> {
+    fn delete(&self, table: &str, seg: &str, run: &str) -> HostResult<CallOutcome> {
         let mut conn = self.main();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -913,19 +924,39 @@ impl DbHost {
         if n == 0 {
             return Err(HostError::NotFound(format!("no row {seg} in {table}")));
         }
+        let text = format!(
+            "deleted row {} of {}",
+            super::keys::encode_key(&key),
+            t.name
+        );
+        record_run(&tx, run, &text)?;
         tx.commit().map_err(user_err)?;
         let path = self.row_path(&t.name, &key);
-        Ok(self.write_outcome(
-            &t.name,
-            format!(
-                "deleted row {} of {}",
-                super::keys::encode_key(&key),
-                t.name
-            ),
-            &[path],
-            None,
-        ))
+        Ok(self.write_outcome(&t.name, text, &[path], None))
     }
+}
+
+/// The table where a writable database keeps the runs whose writes it committed, so a run
+/// a crash cut off is settled (`DbHost::settle`): made at the first write, one row a write.
+pub(super) const RUNS_TABLE: &str = "wip_runs";
+
+/// Keep `run` (a `Caller::run`) and its result in the write's own transaction.
+fn record_run(tx: &rusqlite::Transaction<'_>, run: &str, text: &str) -> HostResult<()> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    tx.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {RUNS_TABLE} (run TEXT PRIMARY KEY, result TEXT NOT NULL, at TEXT NOT NULL) WITHOUT ROWID"
+    ))
+    .map_err(db_err)?;
+    tx.execute(
+        &format!(
+            "INSERT OR REPLACE INTO {RUNS_TABLE} (run, result, at) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ','now'))"
+        ),
+        rusqlite::params![run, text],
+    )
+    .map_err(db_err)?;
+    Ok(())
 }
 
 /// A value as an SQL literal, only for text shown to the reader (never executed by us).

@@ -35,6 +35,7 @@ fn caller() -> Caller {
         uid: unsafe { libc::getuid() },
         session: 1,
         command: "test".into(),
+        ..Default::default()
     }
 }
 

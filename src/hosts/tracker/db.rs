@@ -95,6 +95,13 @@ CREATE TABLE IF NOT EXISTS review_requests (
     \"user\" TEXT NOT NULL,
     PRIMARY KEY (number, \"user\")
 ) WITHOUT ROWID;
+-- The runs of the mounts' journals whose calls committed here (`JOURNAL:ID`), written in
+-- each call's own transaction: a run a crash cut off is settled by it after a restart.
+CREATE TABLE IF NOT EXISTS wip_runs (
+    run TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    at TEXT NOT NULL
+) WITHOUT ROWID;
 -- Which issues a pull request closes when merged ('Fixes #42').
 CREATE TABLE IF NOT EXISTS fixes (
     pull INTEGER NOT NULL,
@@ -156,6 +163,36 @@ pub(super) fn now() -> String {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     iso(secs)
+}
+
+/// How long a committed run's record is kept: a mount that restarts later than this
+/// after a crash finds its cut-off runs `not_run` rather than settled.
+const RUN_RECORDS_KEPT_DAYS: i64 = 30;
+
+/// Keep `run` and its result in the call's transaction; now and then drop old records.
+pub(super) fn record_run(conn: &Store, run: &str, result: &str) -> HostResult<()> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static WRITES: AtomicU32 = AtomicU32::new(0);
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    conn.execute(
+        "INSERT INTO wip_runs (run, result, at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        args![run, result, iso(now_secs)],
+    )?;
+    if WRITES.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+        let cutoff = iso(now_secs - RUN_RECORDS_KEPT_DAYS * 86_400);
+        conn.execute("DELETE FROM wip_runs WHERE at < ?1", args![cutoff])?;
+    }
+    Ok(())
+}
+
+/// The result a committed run left, if it did.
+pub(super) fn run_record(conn: &Store, run: &str) -> HostResult<Option<String>> {
+    conn.query_opt("SELECT result FROM wip_runs WHERE run = ?1", args![run])?
+        .map(|mut r| r.text(0))
+        .transpose()
 }
 
 /// The date part of a timestamp.

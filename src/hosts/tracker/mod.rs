@@ -468,12 +468,29 @@ impl Host for TrackerHost {
         path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
         self.write(|tx| {
             let here = Here::read(tx, self.existing(tx, path)?)?;
-            OPS.call(self, tx, &here, op, args)
+            let out = OPS.call(self, tx, &here, op, args)?;
+            // In the call's transaction: the run committed exactly when its change did.
+            if !caller.run.is_empty() {
+                db::record_run(tx, &caller.run, &out.result)?;
+            }
+            Ok(out)
         })
+    }
+
+    /// Every call keeps its run's name in `wip_runs` in its own transaction.
+    fn settle(
+        &self,
+        _path: &[String],
+        _op: &str,
+        run: &str,
+    ) -> HostResult<Option<crate::world::host::Settled>> {
+        use crate::world::host::Settled;
+        let found = self.read(|conn| db::run_record(conn, run))?;
+        Ok(Some(found.map_or(Settled::NotRun, Settled::Done)))
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {

@@ -13,8 +13,8 @@ use postgres::types::Type;
 use postgres::Transaction;
 
 use super::{
-    Approval, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED, PENDING,
-    RUNNING,
+    Approval, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED,
+    INTERRUPTED_WORDS, PENDING, RUNNING,
 };
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::host::Caller;
@@ -28,6 +28,7 @@ const SCHEMA_LOCK: i64 = 0x7769_705f_7363_6865;
 const EVENTS_LOCK: i64 = 0x7769_705f_6576_7473;
 
 const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS journal_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls(
   id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL,
   started TEXT NOT NULL, finished TEXT,
@@ -84,39 +85,75 @@ pub(crate) struct PgJournal {
     db: Arc<SharedDb>,
     /// Which mount this is (host name and state directory): its calls carry it.
     origin: String,
+    /// The shared journal's identity (one for every mount on it).
+    id: String,
 }
 
 type PgResult<T> = Result<T, postgres::Error>;
 
 impl PgJournal {
     /// Create the tables if needed and mark this mount's calls that a crash cut off.
-    pub fn open(db: Arc<SharedDb>, origin: &str) -> WorldResult<(PgJournal, usize)> {
-        let j = PgJournal {
+    pub fn open(db: Arc<SharedDb>, origin: &str) -> WorldResult<(PgJournal, Vec<i64>)> {
+        let mut j = PgJournal {
             db,
             origin: origin.to_string(),
+            id: String::new(),
         };
-        let interrupted = j.with("cannot open the journal", |c| {
+        let (id, interrupted) = j.with("cannot open the journal", |c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
             tx.batch_execute(SCHEMA)?;
             tx.batch_execute(&finish_function())?;
-            let n = tx.execute(
-                &format!(
-                    "UPDATE calls SET status = $1, errno = $2, finished = {NOW},
-                       result = 'error: interrupted: the daemon stopped before this call finished; check the object before calling again'
-                     WHERE status = $3 AND origin = $4"
-                ),
-                &[&INTERRUPTED, &libc::EIO, &RUNNING, &j.origin],
+            tx.execute(
+                "INSERT INTO journal_meta (key, value) VALUES ('id', $1) ON CONFLICT DO NOTHING",
+                &[&super::fresh_journal_id()],
             )?;
+            let id: String = tx
+                .query_one("SELECT value FROM journal_meta WHERE key = 'id'", &[])?
+                .get(0);
+            let n: Vec<i64> = tx
+                .query(
+                    &format!(
+                        "UPDATE calls SET status = $1, errno = $2, finished = {NOW}, result = $5
+                         WHERE status = $3 AND origin = $4 RETURNING id"
+                    ),
+                    &[
+                        &INTERRUPTED,
+                        &libc::EIO,
+                        &RUNNING,
+                        &j.origin,
+                        &INTERRUPTED_WORDS,
+                    ],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
             tx.execute(
                 "UPDATE approvals SET state = 'interrupted'
                  WHERE state = $1 AND run NOT IN (SELECT id FROM calls WHERE status = $1)",
                 &[&PENDING],
             )?;
             tx.commit()?;
-            Ok(n as usize)
+            Ok((id, n))
         })?;
+        j.id = id;
         Ok((j, interrupted))
+    }
+
+    /// This journal's identity.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Settle a run marked interrupted at start-up (see `SqliteJournal::settle`).
+    pub fn settle(&self, id: i64, status: &str, errno: i32, result: &str) -> WorldResult<bool> {
+        self.with("cannot settle a run", |c| {
+            c.execute(
+                "UPDATE calls SET status = $2, errno = $3, result = $4 WHERE id = $1 AND status = $5",
+                &[&id, &status, &errno, &result, &INTERRUPTED],
+            )
+        })
+        .map(|n| n == 1)
     }
 
     /// Run `f` on a pooled connection; a failure becomes EIO with words.
@@ -586,7 +623,8 @@ mod tests {
 
     fn open(db: &TestDb, origin: &str) -> (Journal, usize) {
         let shared = Arc::new(SharedDb::connect(&db.url).unwrap());
-        Journal::open_shared(shared, origin).unwrap()
+        let (j, cut) = Journal::open_shared(shared, origin).unwrap();
+        (j, cut.len())
     }
 
     fn caller() -> Caller {
@@ -595,6 +633,7 @@ mod tests {
             uid: 0,
             session: 1,
             command: "bash".into(),
+            ..Default::default()
         }
     }
 

@@ -34,7 +34,7 @@ macro_rules! on_store {
 
 impl Journal {
     /// Open (or create) the SQLite journal and mark calls that were running at a crash.
-    pub fn open(path: &Path) -> WorldResult<(Journal, usize)> {
+    pub fn open(path: &Path) -> WorldResult<(Journal, Vec<i64>)> {
         let (j, n) = SqliteJournal::open(path)?;
         Ok((
             Journal {
@@ -46,7 +46,7 @@ impl Journal {
 
     /// Open the journal shared on PostgreSQL; only this mount's (`origin`'s) cut-off calls
     /// are marked interrupted, since other mounts may be running theirs right now.
-    pub fn open_shared(db: Arc<SharedDb>, origin: &str) -> WorldResult<(Journal, usize)> {
+    pub fn open_shared(db: Arc<SharedDb>, origin: &str) -> WorldResult<(Journal, Vec<i64>)> {
         let (j, n) = PgJournal::open(db, origin)?;
         Ok((
             Journal {
@@ -59,6 +59,19 @@ impl Journal {
     /// Whether other mounts may write this journal too.
     pub fn is_shared(&self) -> bool {
         matches!(self.store, Store::Postgres(_))
+    }
+
+    /// This journal's identity: hosts that keep a run's id with its change name the run
+    /// `ID:RUN` (see `Caller::run`).
+    pub fn id(&self) -> &str {
+        on_store!(self, j => j.id())
+    }
+
+    /// Settle a run marked interrupted at start-up, as its host knows it ended; `false`
+    /// when it was no longer interrupted.
+    pub fn settle(&self, id: i64, status: &str, errno: i32, result: &str) -> WorldResult<bool> {
+        let result = scrub(result);
+        on_store!(self, j => j.settle(id, status, errno, &result))
     }
 
     /// Record a call before it runs; returns its run id.
