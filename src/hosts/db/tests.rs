@@ -1068,3 +1068,37 @@ fn op_schemas_come_from_their_argument_types() {
     ));
     assert!(words.contains("from 1 to 100000"), "{words}");
 }
+
+#[test]
+fn a_write_keeps_its_run_in_its_transaction_and_reads_cannot_tell() {
+    use crate::world::host::Settled;
+    let f = Fixture::new();
+    let h = f.host(true);
+    let caller = Caller {
+        run: "j:7".to_string(),
+        ..Caller::default()
+    };
+    let out = h
+        .call(
+            &p("tables/Artist"),
+            "insert",
+            &json!({"values": {"Name": "x"}}),
+            &caller,
+        )
+        .unwrap();
+    assert_eq!(
+        h.settle(&p("tables/Artist"), "insert", "j:7").unwrap(),
+        Some(Settled::Done(out.result))
+    );
+    assert_eq!(
+        h.settle(&p("tables/Artist"), "insert", "j:8").unwrap(),
+        Some(Settled::NotRun)
+    );
+    assert_eq!(h.settle(&p(""), "query", "j:9").unwrap(), None);
+    assert_eq!(
+        f.host(false)
+            .settle(&p("tables/Artist"), "insert", "j:7")
+            .unwrap(),
+        None
+    );
+}

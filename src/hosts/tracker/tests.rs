@@ -95,7 +95,45 @@ both!(
     two_merges_of_one_pull_request_from_two_hosts_one_wins,
     parallel_issues_across_connections_get_numbers_of_their_own,
     exists_agrees_with_entry,
+    a_committed_call_keeps_its_run_and_a_refused_one_none,
 );
+
+fn a_committed_call_keeps_its_run_and_a_refused_one_none(e: Engine) {
+    use crate::world::host::Settled;
+    let (_d, h) = demo(e);
+    let as_run = |run: &str| Caller {
+        run: run.to_string(),
+        ..Caller::default()
+    };
+    let out = h
+        .call(
+            &p("issues/42"),
+            "comment",
+            &json!({"body": "kept"}),
+            &as_run("j:1"),
+        )
+        .unwrap();
+    assert_eq!(
+        h.settle(&p("issues/42"), "comment", "j:1").unwrap(),
+        Some(Settled::Done(out.result))
+    );
+    // A call the host refused committed nothing, its run included.
+    let refused = h.call(
+        &p("issues/999"),
+        "comment",
+        &json!({"body": "x"}),
+        &as_run("j:2"),
+    );
+    assert!(refused.is_err());
+    assert_eq!(
+        h.settle(&p("issues/999"), "comment", "j:2").unwrap(),
+        Some(Settled::NotRun)
+    );
+    assert_eq!(
+        h.settle(&p("issues/42"), "comment", "other:1").unwrap(),
+        Some(Settled::NotRun)
+    );
+}
 
 fn exists_agrees_with_entry(e: Engine) {
     let (_d, h) = demo(e);
