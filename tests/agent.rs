@@ -332,7 +332,8 @@ fn conversations_persist_and_a_cut_turn_shows_interrupted() {
 }
 
 /// Reads have no side effects: walking an agent world and reading every file, the
-/// conversations too, starts no agent and runs no op.
+/// conversations and (following the `ops` links) every op's files too, starts no agent and
+/// runs no op.
 #[test]
 fn reading_every_file_of_an_agent_world_starts_no_agent_and_runs_nothing() {
     let m = mount(10_000);
@@ -342,9 +343,9 @@ fn reading_every_file_of_an_agent_world_starts_no_agent_and_runs_nothing() {
     let calls = m.journal_count();
     let conv = m.read("agents/echo/conversations/1/description");
     let out = m.sh(
-        "find agents agents/echo/conversations -maxdepth 6 -type f -print0 \
+        "find -L agents agents/echo/conversations -maxdepth 7 -type f -print0 \
          | xargs -0 cat > /dev/null 2>&1; \
-         find agents/echo/conversations -maxdepth 6 -type f | wc -l",
+         find -L agents/echo/conversations -maxdepth 7 -type f | wc -l",
     );
     let files: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(files >= 40, "the walk read {files} files");

@@ -444,11 +444,11 @@ fn reads_never_act_on_an_exec_world_and_kinds_spare_every_ops_request() {
     });
     // A file manager's walk: every directory listed, every file stat'ed and read.
     m.ok(&format!(
-        "ls -laR rec processes/{pid} > /dev/null; \
-         find rec processes/{pid} -type f -print0 | xargs -0 cat > /dev/null; \
-         find rec processes/{pid} -print0 | xargs -0 stat > /dev/null; ls processes > /dev/null"
+        "ls -laR rec processes/{pid} > /dev/null; ls -laRL rec processes/{pid} > /dev/null; \
+         find -L rec processes/{pid} -type f -print0 | xargs -0 cat > /dev/null; \
+         find -L rec processes/{pid} -print0 | xargs -0 stat > /dev/null; ls processes > /dev/null"
     ));
-    let files = m.ok("find rec -type f | wc -l");
+    let files = m.ok("find -L rec -type f | wc -l");
     assert!(files.trim().parse::<usize>().unwrap() >= 30, "{files}");
     // Nothing ran: no call reached either host, the journal is empty, the process lives.
     let asked = recorded(&log);

@@ -712,8 +712,20 @@ impl Filesystem for WorldFs {
             index += 1;
         }
         for (name, node) in entries.iter().skip(index - 2) {
-            let attr = match self.world.attr(node, 0) {
-                Ok(a) => a,
+            let (attr, ttl) = match self.world.listing_attr(node) {
+                Ok(Some(a)) => (a, Self::ttl(&a)),
+                // Costly attributes: named with a stand-in that expires at once, so the
+                // kernel asks (getattr, or lookup) when someone looks at the node.
+                Ok(None) => (
+                    NodeAttr {
+                        kind: self.world.kind(node),
+                        size: 0,
+                        writable: false,
+                        caching: Caching::Direct(Duration::ZERO),
+                        modified: None,
+                    },
+                    Duration::ZERO,
+                ),
                 Err(_) => {
                     index += 1;
                     continue;
@@ -724,7 +736,7 @@ impl Filesystem for WorldFs {
                 INodeNo(child),
                 (index + 1) as u64,
                 name,
-                &Self::ttl(&attr),
+                &ttl,
                 &self.file_attr(child, &attr),
                 Generation(0),
             );

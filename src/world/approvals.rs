@@ -90,7 +90,8 @@ fn parse_run_path(rest: &str) -> Option<(String, String, i64)> {
         .filter(|s| !s.is_empty() && *s != ".")
         .collect();
     (0..segs.len()).rev().find_map(|i| {
-        let fits = segs[i] == "ops" && segs.len() >= i + 4 && segs.len() <= i + 5;
+        let is_ops = segs[i] == "ops" || segs[i] == super::tree::OPS_DIR;
+        let fits = is_ops && segs.len() >= i + 4 && segs.len() <= i + 5;
         if !fits || segs[i + 2] != "runs" {
             return None;
         }
@@ -490,6 +491,17 @@ impl World {
                     "{run_ref} is not inside this mount ({mount}); name a run as {mount}/…/ops/OP/runs/ID, or by its id"
                 ))
             })?;
+        // Through the tree first: `ops/`, `.ops/` and titled names are the same run.
+        if let Ok(
+            NodeId::Run(_, _, id)
+            | NodeId::RunFile(id, _)
+            | NodeId::Discovered(id)
+            | NodeId::DiscoveredLink(id, _),
+        ) = self.resolve_path(rest)
+        {
+            self.run(id)?;
+            return Ok(id);
+        }
         let (path, op, id) = parse_run_path(rest).ok_or_else(|| {
             WorldError::invalid(format!(
                 "{run_ref} is not a run's path: runs are …/ops/OP/runs/ID (see {mount}/.wip/pending)"

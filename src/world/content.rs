@@ -143,7 +143,7 @@ impl World {
             | NodeId::Op(..)
             | NodeId::Runs(..)
             | NodeId::Run(..) => NodeKind::Dir,
-            NodeId::DiscoveredLink(..) => NodeKind::Symlink,
+            NodeId::DiscoveredLink(..) | NodeId::OpsLink(_) => NodeKind::Symlink,
             _ => NodeKind::File,
         }
     }
@@ -194,6 +194,13 @@ impl World {
             NodeId::Run(_, _, id) | NodeId::Discovered(id) => {
                 dir(Caching::Stable(STABLE_TTL), self.run_time(*id)?)
             }
+            NodeId::OpsLink(t) => NodeAttr {
+                kind: NodeKind::Symlink,
+                size: super::tree::OPS_DIR.len() as u64,
+                writable: false,
+                caching: Caching::Stable(STABLE_TTL),
+                modified: self.target_modified(t)?,
+            },
             NodeId::DiscoveredLink(id, _) => NodeAttr {
                 kind: NodeKind::Symlink,
                 size: self.readlink(node)?.len() as u64,
@@ -219,6 +226,19 @@ impl World {
                 }
             }
         })
+    }
+
+    /// A node's attributes for a listing that carries them (`readdirplus`), or `None`
+    /// when they cost more than the listing should: a description a host gave only in
+    /// short form (its size needs the whole one). The listing then names such a node
+    /// without attributes, and whoever looks at it gets them then.
+    pub fn listing_attr(&self, node: &NodeId) -> WorldResult<Option<NodeAttr>> {
+        if let NodeId::Info(Target::Entry(e), InfoFile::Description) = node {
+            if self.infos.get(e).is_some_and(|i| i.partial) {
+                return Ok(None);
+            }
+        }
+        self.attr(node, 0).map(Some)
     }
 
     /// Whether the policy lets a call of `op` run now (or a person may approve it): a body
@@ -387,9 +407,11 @@ impl World {
                 line(&format!("wip://{}", self.settings.name))
             }
             NodeId::Info(Target::Entry(e), f) => {
-                let info = self
-                    .entry_info(e)?
-                    .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
+                let info = match f {
+                    InfoFile::Description => self.full_info(e)?,
+                    InfoFile::Ref => self.entry_info(e)?,
+                }
+                .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
                     InfoFile::Description => line(&names::shown(&info.description)),
                     InfoFile::Ref => line(&names::shown(&info.reference)),
@@ -472,7 +494,7 @@ impl World {
                     (COMMENT, self.description()),
                     (REF, format!("wip://{}", self.settings.name)),
                 ],
-                Target::Entry(e) => match self.host(e)?.host.entry(&e.path)? {
+                Target::Entry(e) => match self.full_info(e)? {
                     Some(info) => vec![(COMMENT, info.description), (REF, info.reference)],
                     None => Vec::new(),
                 },
@@ -524,8 +546,11 @@ impl World {
         }
     }
 
-    /// Target of a `discovered/N` link, relative to the link's folder.
+    /// Target of a `discovered/N` link, relative to the link's folder; `.ops` for `ops`.
     pub fn readlink(&self, node: &NodeId) -> WorldResult<String> {
+        if let NodeId::OpsLink(_) = node {
+            return Ok(super::tree::OPS_DIR.to_string());
+        }
         let NodeId::DiscoveredLink(id, i) = node else {
             return Err(WorldError::new(ErrorKind::NotSupported, "not a symlink"));
         };
@@ -534,7 +559,7 @@ impl World {
             .discovered
             .get(i - 1)
             .ok_or_else(|| WorldError::not_found("no such discovered entry"))?;
-        // The link lives in <entry>/ops/<op>/runs/<id>/discovered/.
+        // The link lives in <entry>/.ops/<op>/runs/<id>/discovered/.
         let depth = run.path.split('/').filter(|s| !s.is_empty()).count() + 5;
         Ok(format!(
             "{}{}",

@@ -23,6 +23,10 @@ pub struct EntryInfo {
     /// A short human title (an issue's title, a row's name column), for titled names
     /// (`42 Crash when config is missing`). `None`: listed by its bare name only.
     pub title: Option<String>,
+    /// The description is a listing's short form (what a `statx` tells, not what a look
+    /// into the content would): the `description` file asks `Host::entry` for the whole
+    /// one when it is read. Everything else (ref, title, modified) is final.
+    pub partial: bool,
 }
 
 impl EntryInfo {
@@ -34,6 +38,7 @@ impl EntryInfo {
             indexable: true,
             modified: None,
             title: None,
+            partial: false,
         }
     }
 
@@ -46,6 +51,12 @@ impl EntryInfo {
 
     pub fn modified(mut self, at: Option<std::time::SystemTime>) -> Self {
         self.modified = at;
+        self
+    }
+
+    /// Its description is a listing's short form (see `partial`).
+    pub fn partial(mut self) -> Self {
+        self.partial = true;
         self
     }
 }

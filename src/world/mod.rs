@@ -351,6 +351,21 @@ impl World {
         self.reused(&self.infos, e, |h| h.entry(&e.path))
     }
 
+    /// What the host says of an entry with its whole description: a listing's short form
+    /// (`EntryInfo::partial`) is replaced by what `Host::entry` says now.
+    pub(crate) fn full_info(&self, e: &EntryRef) -> WorldResult<Option<host::EntryInfo>> {
+        match self.entry_info(e)? {
+            Some(info) if info.partial => {
+                let full = self.host(e)?.host.entry(&e.path)?;
+                if let Some(f) = &full {
+                    self.note_info(e, f);
+                }
+                Ok(full)
+            }
+            other => Ok(other),
+        }
+    }
+
     /// What `cache` holds for `e`, else what `ask` gets from its host, kept when the host's
     /// answers may be reused (`keeps_infos`; `None` is never kept).
     pub(crate) fn reused<T: Clone>(

@@ -5,7 +5,15 @@
 
 /// Names an entry reserves for itself. `README.md` and `.wip` are reserved at the root only,
 /// but escaping them everywhere keeps the rule one rule.
-pub const RESERVED: &[&str] = &["description", "ref", "ops", "body", "README.md", ".wip"];
+pub const RESERVED: &[&str] = &[
+    "description",
+    "ref",
+    "ops",
+    ".ops",
+    "body",
+    "README.md",
+    ".wip",
+];
 
 /// The longest file name, in bytes (Linux's NAME_MAX): no listed name is longer.
 pub const NAME_MAX: usize = 255;

@@ -116,6 +116,10 @@ pub enum NodeId {
     Info(Target, InfoFile),
     Wip,
     WipFile(WipFile),
+    /// `ops`: a symbolic link to `.ops`, so walkers that do not follow links (`find`,
+    /// `grep -r`, `du`, `tar`, file managers' searches) see content, not call machinery.
+    OpsLink(Target),
+    /// `.ops`: the op directory itself, which no listing shows (reachable by path).
     Ops(Target),
     Op(Target, OpName),
     OpFile(Target, OpName, OpFile),

@@ -35,7 +35,9 @@ pub(super) fn render(world: &World) -> String {
 ## Explore
 Every object is a directory: `cat description` says what it is, `cat ref` is its identity,
 `ls ops/` lists what you can do with it. Children are objects it contains
-(`ls tracker/issues/`). Large collections list a first page; their `description` says how
+(`ls tracker/issues/`). `ops` is a link to the object's `.ops/`, which listings leave out,
+so `find`, `grep -r`, `du` and `tar` see content only; `ops/NAME/…` works everywhere (to
+walk the ops too, follow links: `find -L`, `grep -R`; reading still runs nothing). Large collections list a first page; their `description` says how
 many exist, and any one is reachable by name (`cd tracker/issues/42`).
 {titled}
 

@@ -586,6 +586,15 @@ fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
                 let bytes = f.world.read(&node, 1).unwrap();
                 assert_eq!(attr.size, bytes.len() as u64, "{node:?}");
             }
+            super::node::NodeKind::Symlink => {
+                let target = f.world.readlink(&node).unwrap();
+                assert_eq!(attr.size, target.len() as u64, "{node:?}");
+                // `ops` leads to `.ops`: walk on through it, as `find -L` does.
+                if let super::node::NodeId::OpsLink(t) = &node {
+                    assert_eq!(target, ".ops");
+                    todo.push(super::node::NodeId::Ops(t.clone()));
+                }
+            }
             _ => {}
         }
     }

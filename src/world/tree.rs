@@ -10,6 +10,9 @@ use super::titles;
 use super::World;
 use super::RUNS_LISTED;
 
+/// The real name of an entry's op directory; `ops` is a link to it (see `NodeId::OpsLink`).
+pub const OPS_DIR: &str = ".ops";
+
 impl World {
     // ---- lookup and listing -------------------------------------------------------
 
@@ -23,7 +26,8 @@ impl World {
             NodeId::Root => match name {
                 "README.md" => Some(NodeId::Readme),
                 ".wip" => Some(NodeId::Wip),
-                "ops" => Some(NodeId::Ops(Target::Root)),
+                "ops" => Some(NodeId::OpsLink(Target::Root)),
+                OPS_DIR => Some(NodeId::Ops(Target::Root)),
                 _ => by_name(&InfoFile::ALL, name)
                     .map(|f| NodeId::Info(Target::Root, f))
                     .or_else(|| self.branch_child(&[], name)),
@@ -34,6 +38,8 @@ impl World {
             NodeId::Branch(prefix) => self.branch_child(prefix, name),
             NodeId::Entry(e) => {
                 if name == "ops" {
+                    Some(NodeId::OpsLink(Target::Entry(e.clone())))
+                } else if name == OPS_DIR {
                     Some(NodeId::Ops(Target::Entry(e.clone())))
                 } else if name == "body" {
                     self.host(e)?
@@ -61,7 +67,9 @@ impl World {
                     }
                 }
             }
-            NodeId::Ops(t) => self
+            // Through the link as through the folder (the kernel follows the link itself;
+            // a world path is resolved here the same way).
+            NodeId::Ops(t) | NodeId::OpsLink(t) => self
                 .ops(t)?
                 .iter()
                 .find(|o| o.name == name)
@@ -168,7 +176,7 @@ impl World {
             NodeId::Root => {
                 let mut out = vec![("README.md".to_string(), NodeId::Readme)];
                 out.extend(info(&Target::Root));
-                out.push(("ops".into(), NodeId::Ops(Target::Root)));
+                out.push(("ops".into(), NodeId::OpsLink(Target::Root)));
                 out.push((".wip".into(), NodeId::Wip));
                 out.extend(self.branch_children(&[]));
                 out
@@ -191,7 +199,7 @@ impl World {
                     Ok(None) => {}
                     Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
                 }
-                out.push(("ops".into(), NodeId::Ops(target)));
+                out.push(("ops".into(), NodeId::OpsLink(target)));
                 let children: Vec<_> = m
                     .host
                     .children(&e.path)?

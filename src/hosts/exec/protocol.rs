@@ -246,6 +246,7 @@ impl WireEntry {
             indexable: self.indexable,
             modified,
             title: self.title.clone().filter(|t| !t.trim().is_empty()),
+            partial: false,
         }
     }
 

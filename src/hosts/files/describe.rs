@@ -204,6 +204,7 @@ impl FilesHost {
                     indexable: !cycle,
                     modified: self.beneath.metadata(real).and_then(|m| m.modified()).ok(),
                     title: None,
+                    partial: false,
                 }
             }
             Node::File { real, link } => {
