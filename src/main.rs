@@ -107,8 +107,11 @@ fn init_logging(foreground: bool) {
             "warn,fuser::session=error"
         })
     });
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // A log file (the background daemon's wip.log) gets no colour codes.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(|| ScrubbedStderr)
         .try_init();
 }

@@ -147,3 +147,96 @@ fn the_policy_holds_whatever_the_spelling_of_the_path() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(m.read(".wip/pending").lines().count(), 1);
 }
+
+/// The daemon's `rchar` (bytes its read calls returned, /proc/PID/io).
+fn rchar(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// The files host's nodes are cached by the kernel, and what changes on disk outside the
+/// mount shows within a second: a new file, a changed one, a removed one.
+#[test]
+fn changes_made_outside_the_mount_show_within_a_second() {
+    let m = Mount::start(None);
+    let listing = |m: &Mount| m.ok("ls files");
+    assert!(!listing(&m).contains("fresh.txt"));
+    std::fs::write(m.root.join("fresh.txt"), "one\n").unwrap();
+    common::wait_until(
+        "a new file listed",
+        std::time::Duration::from_secs(1),
+        || listing(&m).lines().any(|l| l == "fresh.txt"),
+    );
+    assert_eq!(m.read("files/fresh.txt/body"), "one\n");
+    assert!(m
+        .read("files/fresh.txt/description")
+        .contains("4 B · 1 line"));
+    std::fs::write(m.root.join("fresh.txt"), "one\ntwo\nthree\n").unwrap();
+    common::wait_until(
+        "a changed file shown",
+        std::time::Duration::from_secs(1),
+        || {
+            m.read("files/fresh.txt/description")
+                .contains("14 B · 3 lines")
+        },
+    );
+    assert_eq!(m.read("files/fresh.txt/body"), "one\ntwo\nthree\n");
+    assert_eq!(m.ok("stat -c %s files/fresh.txt/body"), "14\n");
+    std::fs::remove_file(m.root.join("fresh.txt")).unwrap();
+    common::wait_until(
+        "a removed file gone",
+        std::time::Duration::from_secs(1),
+        || !m.sh("test -e files/fresh.txt").status.success(),
+    );
+    assert!(!listing(&m).contains("fresh.txt"));
+    // In a subdirectory the mount has shown too.
+    m.ok("ls files/src");
+    std::fs::write(m.root.join("src/lib.rs"), "// lib\n").unwrap();
+    common::wait_until(
+        "a file in a subdirectory",
+        std::time::Duration::from_secs(1),
+        || m.ok("ls files/src").lines().any(|l| l == "lib.rs"),
+    );
+}
+
+/// A file's body is read by the kernel from the file itself (FUSE passthrough): the
+/// daemon reads none of its bytes, and the content is the file's.
+#[test]
+fn file_bodies_are_read_by_the_kernel_itself() {
+    let m = Mount::start(None);
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(m.root.join("big.bin"), &big).unwrap();
+    let pid = m.daemon_pid().unwrap();
+    m.ok("stat files/big.bin/body > /dev/null");
+    let before = rchar(pid);
+    let copy = m.state.join("copy.bin");
+    m.ok(&format!("cat files/big.bin/body > {}", copy.display()));
+    assert_eq!(std::fs::read(&copy).unwrap(), big);
+    let read = rchar(pid) - before;
+    assert!(
+        read < 1_000_000,
+        "the daemon read {read} bytes for a 3 MB body"
+    );
+    // Reads by offset and mmap work as on the file.
+    assert_eq!(
+        m.ok("tail -c 3 files/big.bin/body | od -An -tu1 | tr -s ' '"),
+        format!(
+            " {} {} {}\n",
+            big[big.len() - 3],
+            big[big.len() - 2],
+            big[big.len() - 1]
+        )
+    );
+    m.ok("python3 -c \"import mmap; f = open('files/big.bin/body', 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[1000] == 1000 % 251\"");
+    // Writing a body is still one call of `write`.
+    m.ok("printf 'new\\n' > files/hello.txt/body");
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(m.read("files/hello.txt/body"), "new\n");
+}

@@ -20,22 +20,23 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, Notifier, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request,
-    Session, SessionACL, WriteFlags,
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, MountOption, Notifier, OpenAccMode, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite,
+    Request, Session, SessionACL, WriteFlags,
 };
 
 use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
 use crate::world::host::Caller;
-use crate::world::node::{Caching, NodeAttr, NodeId, NodeKind, OpFile};
+use crate::world::names;
+use crate::world::node::{Caching, EntryRef, NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, Snapshot, World};
 use inodes::{Inodes, ROOT_INO};
 
 /// A stable node cached at least this long also keeps its page and directory caches
-/// across opens (it is only ever changed through us, and we invalidate).
-const KEEP_CACHE_MIN_TTL: Duration = Duration::from_secs(60);
+/// across opens (its host reports every change, and we invalidate).
+const KEEP_CACHE_MIN_TTL: Duration = crate::world::REPORTED_TTL;
 /// `st_blksize` of `call`: bash's builtins buffer by it, so a large payload arrives in
 /// few writes rather than hundreds of 512-byte ones.
 const CALL_BLKSIZE: u32 = 1 << 20;
@@ -51,19 +52,39 @@ pub struct Invalidator {
 }
 
 impl Invalidator {
-    /// Tell the kernel to drop what it cached of these nodes (attributes, pages, listings).
+    /// Tell the kernel to drop what it cached of these nodes (attributes, pages, listings)
+    /// and, for entries, their names in their parents (one removed or replaced is looked
+    /// up again).
     pub fn invalidate(&self, nodes: &[NodeId]) {
         let Some(notifier) = self.notifier.get() else {
             return;
         };
-        let inos: Vec<u64> = match self.inodes.lock() {
-            Ok(t) => nodes.iter().filter_map(|n| t.known(n)).collect(),
+        let (inos, names): (Vec<u64>, Vec<(u64, String)>) = match self.inodes.lock() {
+            Ok(t) => (
+                nodes.iter().filter_map(|n| t.known(n)).collect(),
+                nodes
+                    .iter()
+                    .filter_map(|n| match n {
+                        NodeId::Entry(e) => {
+                            let (last, parent) = e.path.split_last()?;
+                            let parent = NodeId::Entry(EntryRef::new(e.host, parent));
+                            Some((t.known(&parent)?, names::escape(last)))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+            ),
             Err(_) => return,
         };
         for ino in inos {
             // ENOENT means the kernel already forgot it: nothing to drop.
             if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
                 tracing::trace!(ino, "inval_inode: {e}");
+            }
+        }
+        for (parent, name) in names {
+            if let Err(e) = notifier.inval_entry(INodeNo(parent), OsStr::new(&name)) {
+                tracing::trace!(parent, name, "inval_entry: {e}");
             }
         }
     }
@@ -93,6 +114,16 @@ enum Handle {
         snapshot: Option<Snapshot>,
         live: bool,
     },
+    /// A body the kernel reads from its backing file itself (FUSE passthrough): the
+    /// backing id lives as long as some open of the inode does.
+    Passthrough(#[allow(dead_code)] Arc<BackingId>),
+}
+
+/// Backing files of bodies read through passthrough, one per inode while it is open (the
+/// kernel wants the same backing id for every open of an inode).
+#[derive(Default)]
+struct Backings {
+    by_ino: HashMap<u64, std::sync::Weak<BackingId>>,
 }
 
 /// A directory's listing, reused by the `readdir` calls that continue one walk.
@@ -100,6 +131,9 @@ type Listing = Arc<Vec<(String, NodeId)>>;
 
 pub struct WorldFs {
     world: Arc<World>,
+    /// Passthrough was granted at `init`, and no backing open has been refused since.
+    passthrough: std::sync::atomic::AtomicBool,
+    backings: Mutex<Backings>,
     inv: Invalidator,
     handles: Mutex<HashMap<u64, Handle>>,
     listings: TtlCache<u64, Listing>,
@@ -139,6 +173,8 @@ impl WorldFs {
         let mount = world.mount_point().to_path_buf();
         WorldFs {
             world,
+            passthrough: std::sync::atomic::AtomicBool::new(false),
+            backings: Mutex::new(Backings::default()),
             inv: Invalidator::default(),
             handles: Mutex::new(HashMap::new()),
             listings: TtlCache::new(LISTING_REUSE, 256),
@@ -254,6 +290,38 @@ impl WorldFs {
         !holders::still_open(pid, opened, ino, &self.mount, mnt_id)
     }
 
+    /// The backing id for a passthrough open of body `node` at `ino`: the one an open of the
+    /// inode already holds, else a new one registered from the host's file. `None`: read
+    /// through the daemon (passthrough off, the host has no file, or registering failed;
+    /// a refusal for lack of privilege turns passthrough off for good).
+    fn backing(&self, ino: u64, node: &NodeId, reply: &ReplyOpen) -> Option<Arc<BackingId>> {
+        if !self.passthrough.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = backings.by_ino.get(&ino).and_then(std::sync::Weak::upgrade) {
+            return Some(b);
+        }
+        let file = self.world.body_file(node)?;
+        match reply.open_backing(&file) {
+            Ok(id) => {
+                let id = Arc::new(id);
+                backings.by_ino.retain(|_, w| w.strong_count() > 0);
+                backings.by_ino.insert(ino, Arc::downgrade(&id));
+                Some(id)
+            }
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    self.passthrough.store(false, Ordering::Relaxed);
+                    tracing::info!("passthrough refused ({e}): bodies are read through the daemon");
+                } else {
+                    tracing::debug!("passthrough backing refused: {e}");
+                }
+                None
+            }
+        }
+    }
+
     /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
     /// reused while it continues, so a long listing is not recomputed per 4 KiB of replies.
     fn listing(&self, ino: INodeNo, offset: u64) -> Result<Listing, Errno> {
@@ -314,6 +382,15 @@ impl Filesystem for WorldFs {
         let supported = config.capabilities() & wanted;
         if let Err(missing) = config.add_capabilities(supported) {
             tracing::debug!("capabilities not granted: {missing:?}");
+        }
+        // Bodies that are files are read by the kernel itself (6.9+, CAP_SYS_ADMIN to
+        // register a backing file; without it the first open falls back for good). Depth
+        // 2: the backing file may sit on an overlay, nothing stacks on this mount.
+        if config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+            && config.set_max_stack_depth(2).is_ok()
+        {
+            self.passthrough.store(true, Ordering::Relaxed);
         }
         if let Err(nearest) = config.set_max_write(MAX_WRITE) {
             let _ = config.set_max_write(nearest);
@@ -469,7 +546,7 @@ impl Filesystem for WorldFs {
                     ino: ino.0,
                     opened: holders::Opened::now(req.pid()),
                 });
-                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO, None));
             }
             if let (NodeId::Body(entry), true) = (&*node, writing) {
                 if !self.inodes().open_writer(ino.0, req.pid()) {
@@ -490,10 +567,16 @@ impl Filesystem for WorldFs {
                     ino: ino.0,
                     opened: holders::Opened::now(req.pid()),
                 });
-                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO, None));
             }
             if writing {
                 return Err(refused("open", Errno::EACCES));
+            }
+            if let NodeId::Body(_) = &*node {
+                if let Some(backing) = self.backing(ino.0, &node, &reply) {
+                    let fh = self.new_fh(Handle::Passthrough(Arc::clone(&backing)));
+                    return Ok((fh, FopenFlags::FOPEN_NOFLUSH, Some(backing)));
+                }
             }
             // Only `result` differs per session; reading /proc costs on every open.
             let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
@@ -507,17 +590,28 @@ impl Filesystem for WorldFs {
                 snapshot: None,
                 live: matches!(caching, Caching::Direct(_)),
             });
-            // Nothing to flush on a read-only file: spare the kernel that round trip.
+            // Nothing to flush on a read-only file: spare the kernel that round trip. A
+            // body of a host whose bodies are files is never kept in the page cache here
+            // while passthrough is on (an inode is read one way or the other).
             let flags = FopenFlags::FOPEN_NOFLUSH
                 | match caching {
                     Caching::Direct(_) => FopenFlags::FOPEN_DIRECT_IO,
+                    _ if matches!(*node, NodeId::Body(_))
+                        && self.passthrough.load(Ordering::Relaxed)
+                        && self.world.body_is_file(&node) =>
+                    {
+                        FopenFlags::FOPEN_DIRECT_IO
+                    }
                     _ if Self::keeps_cache(caching) => FopenFlags::FOPEN_KEEP_CACHE,
                     _ => FopenFlags::empty(),
                 };
-            Ok((fh, flags))
+            Ok((fh, flags, None))
         })();
         match result {
-            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
+            Ok((fh, flags, Some(backing))) => {
+                reply.opened_passthrough(FileHandle(fh), flags, &backing)
+            }
+            Ok((fh, flags, None)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
         }
     }

@@ -521,6 +521,19 @@ pub trait Host: Send + Sync {
         )))
     }
 
+    /// The body at `path` as a file open for reading, for a host whose bodies are files
+    /// (the files host): the kernel then reads it directly (FUSE passthrough), never
+    /// through the daemon. Opened as safely as `read_body` reads. `None` (the default):
+    /// bodies are read through `read_body` or given whole.
+    fn body_file(&self, _path: &[String]) -> HostResult<Option<std::fs::File>> {
+        Ok(None)
+    }
+
+    /// Whether this host's bodies are files it can give (`body_file`).
+    fn bodies_are_files(&self) -> bool {
+        false
+    }
+
     /// The indexable text this host offers to search, a page at a time in a stable order,
     /// from `cursor` (`None`: the start). Hosts with nothing to offer keep the default.
     fn documents(&self, _cursor: Option<&str>, _limit: usize) -> HostResult<DocumentPage> {

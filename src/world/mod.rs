@@ -57,6 +57,10 @@ use node::*;
 
 /// Kernel cache lifetime for what never changes (schemas, op descriptions, the README).
 pub const STABLE_TTL: Duration = Duration::from_secs(3600);
+/// A host whose nodes the kernel may keep at least this long reports its changes (through
+/// calls, or on its own): what it said of an entry may be reused for a moment, and its
+/// files' pages are kept across opens.
+pub const REPORTED_TTL: Duration = Duration::from_secs(60);
 /// How long a guard evaluation is reused (a `stat` then `cat` of `guard` asks once).
 const GUARD_CACHE: Duration = Duration::from_millis(500);
 /// How long an entry's op list is reused.
@@ -386,22 +390,21 @@ impl World {
         Ok(found)
     }
 
-    /// Keep what a host just said of an entry (see `entry_info`), for hosts whose entries
-    /// change only through calls (their kernel cache lifetime is the stable one): others
-    /// change behind the mount's back (a directory on disk, GitHub's rate limit) and are
-    /// asked each time.
+    /// Keep what a host just said of an entry (see `entry_info`), for hosts that report
+    /// every change (see `keeps_infos`): others change behind the mount's back (GitHub's
+    /// rate limit, an unwatched directory) and are asked each time.
     pub(crate) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
         if self.keeps_infos(e) {
             self.infos.insert(e.clone(), info.clone());
         }
     }
 
-    /// Whether what `e`'s host says of it may be reused for a moment: only for hosts whose
-    /// entries change through calls alone (their kernel cache lifetime is the stable one).
+    /// Whether what `e`'s host says of it may be reused for a moment: only for hosts that
+    /// report every change (their kernel cache lifetime is long, see `REPORTED_TTL`).
     pub(crate) fn keeps_infos(&self, e: &EntryRef) -> bool {
         self.hosts
             .get(e.host)
-            .is_some_and(|m| m.host.cache_ttl() >= STABLE_TTL)
+            .is_some_and(|m| m.host.cache_ttl() >= REPORTED_TTL)
     }
 
     /// A call can discover an entry before anyone looked up its ancestors: ask the host

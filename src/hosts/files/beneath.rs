@@ -75,6 +75,11 @@ impl Beneath {
         })
     }
 
+    /// The root's descriptor.
+    pub(super) fn root_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// Whether a physical path is the root or below it (by text: the walk made it physical).
     pub(super) fn contains(&self, physical: &Path) -> bool {
         physical.starts_with(&self.root)

@@ -76,6 +76,25 @@ impl FilesHost {
         Ok(buf)
     }
 
+    /// The file itself, open for reading (below the root, no symlink followed, only a
+    /// regular file), for the kernel to read directly.
+    pub(super) fn file_body_file(&self, path: &[String]) -> HostResult<Option<std::fs::File>> {
+        let Some(loc) = self.locate(path)? else {
+            return Ok(None);
+        };
+        let Node::File { real, .. } = &loc.node else {
+            return Ok(None);
+        };
+        match self
+            .beneath
+            .open_regular(real)
+            .map_err(|e| self.io_error(&self.display(path), e))?
+        {
+            Ok((file, _)) => Ok(Some(file)),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// A file's or directory's modification time, without describing it.
     pub(super) fn mtime(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
         Ok(match self.locate(path)?.map(|l| l.node) {

@@ -282,13 +282,22 @@ impl FilesHost {
         format!("{}{modified}", parts.join(" · "))
     }
 
-    /// The children of a physical directory, first page by name.
+    /// The children of a physical directory, first page by name. A listing costs what the
+    /// directory's own `statx`es tell (short descriptions, `EntryInfo::partial`): a look
+    /// into each file waits until its `description` is read. Symlinks are resolved.
     pub(super) fn children_of(&self, real: &Path, segs: &[String]) -> HostResult<Vec<Child>> {
+        self.watch.dir(segs, || self.beneath.dir(real));
         let names = self
-            .read_dir_sorted(real)
+            .read_dir_meta(real)
             .map_err(|e| self.io_error(&self.display(segs), e))?;
         let mut out = Vec::new();
-        for (name, _) in names.into_iter().take(self.page_size) {
+        for (name, meta) in names.into_iter().take(self.page_size) {
+            if !meta.file_type().is_symlink() {
+                let at = real.join(&name);
+                let info = short_info(&meta, &at);
+                out.push(Child { name, info });
+                continue;
+            }
             let mut child_segs = segs.to_vec();
             child_segs.push(name.clone());
             let info = match self.node_at(real, &name) {
@@ -304,6 +313,25 @@ impl FilesHost {
         }
         Ok(out)
     }
+}
+
+/// What a listing says of a file or directory from its metadata alone: kind, size and
+/// time, marked partial (the whole description looks into it, see `FilesHost::info`).
+fn short_info(meta: &fs::Metadata, at: &Path) -> EntryInfo {
+    let modified = meta.modified().ok();
+    let when = modified
+        .map(|t| format!(" · modified {}", format_time(t)))
+        .unwrap_or_default();
+    let description = if meta.is_dir() {
+        format!("directory{when}")
+    } else if meta.is_file() {
+        format!("file · {}{when}", human_size(meta.len()))
+    } else {
+        format!("{}{when}", kind_name(&meta.file_type()))
+    };
+    EntryInfo::new(description, file_ref(at))
+        .modified(modified)
+        .partial()
 }
 
 /// `file:///abs/path`: the identity of a file is its physical path.

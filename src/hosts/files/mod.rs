@@ -24,6 +24,7 @@ mod ops;
 mod resolve;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -92,6 +93,10 @@ pub enum FilesError {
 }
 
 /// A local directory mounted as a host.
+/// How long the kernel may keep what a watched files host showed: changes are reported as
+/// they happen, and this bounds what inotify cannot see (a write through `mmap`).
+const WATCHED_TTL: Duration = Duration::from_secs(60);
+
 pub struct FilesHost {
     /// World paths of its entries, for the paths shown in results.
     paths: Paths,
@@ -106,6 +111,8 @@ pub struct FilesHost {
     refuse_hard_links: bool,
     warned_non_utf8: AtomicBool,
     temp_counter: AtomicU64,
+    /// Changes made outside the mount (see `watch`).
+    watch: watch::Watch,
 }
 
 impl FilesHost {
@@ -150,7 +157,8 @@ impl FilesHost {
             path: root.clone(),
             source,
         })?;
-        Ok(FilesHost {
+        let watch = watch::Watch::start(beneath.root_fd(), ctx.changes.clone());
+        let host = FilesHost {
             paths: ctx.paths(),
             root,
             beneath,
@@ -160,7 +168,10 @@ impl FilesHost {
             refuse_hard_links: settings.refuse_hard_links,
             warned_non_utf8: AtomicBool::new(false),
             temp_counter: AtomicU64::new(0),
-        })
+            watch,
+        };
+        host.watch.dir(&[], || host.beneath.dir(&host.root));
+        Ok(host)
     }
 
     /// The canonical root directory.
@@ -284,6 +295,14 @@ impl Host for FilesHost {
         self.file_body_at(path, offset, size)
     }
 
+    fn body_file(&self, path: &[String]) -> HostResult<Option<std::fs::File>> {
+        self.file_body_file(path)
+    }
+
+    fn bodies_are_files(&self) -> bool {
+        true
+    }
+
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {
         let Some(rest) = reference.strip_prefix("file://") else {
             return Vec::new();
@@ -303,7 +322,12 @@ impl Host for FilesHost {
     }
 
     fn cache_ttl(&self) -> Duration {
-        // The directory changes behind our back (editors, builds, git).
-        Duration::from_secs(1)
+        // The directory changes behind our back (editors, builds, git): watched, the
+        // kernel is told of every change; otherwise it asks again soon.
+        if self.watch.watching() {
+            WATCHED_TTL
+        } else {
+            Duration::from_secs(1)
+        }
     }
 }

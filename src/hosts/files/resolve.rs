@@ -248,6 +248,8 @@ impl FilesHost {
             }
             walked.path
         };
+        // The kernel may now hold an entry of this directory: see when it changes.
+        self.watch.dir(middle, || self.beneath.dir(&dir));
         Ok(self.node_at(&dir, last)?.map(|node| Located {
             segs: segs.to_vec(),
             node,
@@ -319,6 +321,15 @@ impl FilesHost {
 
     /// Names in a physical directory, sorted, without the mount point and non-UTF-8 names.
     pub(super) fn read_dir_sorted(&self, dir: &Path) -> io::Result<Vec<(String, fs::FileType)>> {
+        Ok(self
+            .read_dir_meta(dir)?
+            .into_iter()
+            .map(|(n, m)| (n, m.file_type()))
+            .collect())
+    }
+
+    /// `read_dir_sorted` with each name's metadata (of the name itself, links not followed).
+    pub(super) fn read_dir_meta(&self, dir: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
         let mut out = Vec::new();
         for (name, meta) in self.beneath.read_dir(dir)? {
             let Some(text) = name.to_str() else {
@@ -328,16 +339,15 @@ impl FilesHost {
             if self.is_mount(&dir.join(&name)) {
                 continue;
             }
-            let ft = meta.file_type();
             // A link to the mount point is the mount point under another name.
-            if ft.is_symlink()
+            if meta.file_type().is_symlink()
                 && self
                     .walk(dir, Path::new(&name))
                     .is_ok_and(|w| w.problem == Some(Problem::Hidden))
             {
                 continue;
             }
-            out.push((text.to_string(), ft));
+            out.push((text.to_string(), meta));
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)

@@ -145,7 +145,73 @@ fn listing_and_descriptions() {
     assert!(w.host.entry(&p("nope")).unwrap().is_none());
     assert!(w.host.entry(&p("a.txt/x")).unwrap().is_none());
     assert!(w.host.children(&p("a.txt")).unwrap().is_empty());
-    assert_eq!(w.host.cache_ttl(), std::time::Duration::from_secs(1));
+    // Watched (a local file system): the kernel may keep what it was shown.
+    assert_eq!(w.host.cache_ttl(), std::time::Duration::from_secs(60));
+    // A listing tells what a statx does, and says its descriptions are short ones.
+    let listed = w.host.children(&p("")).unwrap();
+    let a = listed.iter().find(|c| c.name == "a.txt").unwrap();
+    assert!(a.info.partial);
+    assert!(
+        a.info.description.starts_with("file · 14 B · modified "),
+        "{}",
+        a.info.description
+    );
+    let src = listed.iter().find(|c| c.name == "src").unwrap();
+    assert!(
+        src.info.description.starts_with("directory · modified "),
+        "{}",
+        src.info.description
+    );
+    assert_eq!(a.info.reference, e.reference);
+    assert!(!w.host.entry(&p("a.txt")).unwrap().unwrap().partial);
+}
+
+/// What changes on disk outside the mount is reported, once the mount has shown the
+/// directory it happened in.
+#[test]
+fn changes_on_disk_are_reported_for_directories_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    fs::create_dir_all(base.join("root/sub")).unwrap();
+    fs::write(base.join("root/a.txt"), "a").unwrap();
+    let (changes, rx) = crate::world::host::Changes::channel();
+    let ctx = HostContext {
+        changes: changes.for_host(3),
+        ..ctx(&base, &base.join("mnt"))
+    };
+    let host = FilesHost::open(
+        "files",
+        FilesSettings {
+            root: Some(PathBuf::from("root")),
+            ..FilesSettings::default()
+        },
+        &ctx,
+    )
+    .unwrap();
+    let wait = |want: &[&str]| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let change = rx.recv_timeout(left).expect("a change within 10 s");
+            assert_eq!(change.host, 3);
+            if change.paths.contains(&want) {
+                return change.paths;
+            }
+        }
+    };
+    // The root is watched from the start.
+    fs::write(base.join("root/a.txt"), "changed").unwrap();
+    let paths = wait(&["a.txt"]);
+    assert!(paths.contains(&Vec::new()), "the root itself: {paths:?}");
+    fs::write(base.join("root/new.txt"), "new").unwrap();
+    wait(&["new.txt"]);
+    // A subdirectory once it was listed.
+    host.children(&p("sub")).unwrap();
+    fs::write(base.join("root/sub/b.txt"), "b").unwrap();
+    wait(&["sub", "b.txt"]);
+    fs::remove_file(base.join("root/sub/b.txt")).unwrap();
+    wait(&["sub", "b.txt"]);
 }
 
 #[test]

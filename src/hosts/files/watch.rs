@@ -1,0 +1,251 @@
+//! Changes made to the root outside the mount (editors, builds, git), seen by inotify on
+//! the directories the mount has shown, and reported as the host's own changes (see
+//! `Changes`): the runtime then drops the kernel's copies of those entries, so the host's
+//! nodes may be cached long and a warm walk is answered by the kernel alone.
+//!
+//! A directory is watched from the moment it is listed or something in it is looked up;
+//! its watch goes with it. Where a watch cannot be had (the user's limit of watches, a
+//! file system whose changes inotify does not see, such as NFS or another FUSE mount), the
+//! host says so (`watching()` false) and its nodes are cached briefly instead.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+
+use crate::world::host::Changes;
+
+/// How long events are gathered after the first one before they are reported together (a
+/// save that writes, renames and sets times is one change).
+const GATHER: Duration = Duration::from_millis(30);
+/// How often the thread looks whether its host is gone.
+const POLL: Duration = Duration::from_millis(500);
+/// Past this many changed paths in one batch, only their directories are reported.
+const BATCH_MAX: usize = 20_000;
+
+/// File systems whose changes made elsewhere inotify does not see (`statfs` magic).
+const REMOTE: [i64; 8] = [
+    0x6969,                // NFS
+    0x517B,                // SMB
+    0xFF53_4D42u32 as i64, // CIFS
+    0xFE53_4D42u32 as i64, // SMB2
+    0x6573_5546,           // FUSE
+    0x0102_1997,           // 9P
+    0x00C3_6400,           // Ceph
+    0x0BD0_0BD0,           // Lustre
+];
+
+#[derive(Default)]
+struct State {
+    /// Each watch, with the host paths of the directory it watches (one directory may be
+    /// reached by several paths, through symlinks).
+    by_wd: HashMap<i32, Vec<Vec<String>>>,
+    /// Host paths of the directories watched.
+    watched: HashSet<Vec<String>>,
+}
+
+struct Shared {
+    fd: OwnedFd,
+    state: Mutex<State>,
+    /// The host is gone: the thread ends.
+    stop: AtomicBool,
+}
+
+/// The watcher of one files host.
+pub(super) struct Watch {
+    shared: Option<Arc<Shared>>,
+    /// False once a directory could not be watched: the host is cached briefly from then on.
+    ok: AtomicBool,
+}
+
+impl Watch {
+    /// Watch the root at `root_fd` (a descriptor of the root directory), reporting to
+    /// `changes`. Without inotify, or on a file system it cannot watch, nothing is watched.
+    pub(super) fn start(root_fd: impl AsFd, changes: Changes) -> Watch {
+        let unwatched = || Watch {
+            shared: None,
+            ok: AtomicBool::new(false),
+        };
+        match rustix::fs::fstatfs(root_fd) {
+            Ok(fs) if REMOTE.contains(&fs.f_type) => {
+                tracing::info!(
+                    "files root on a file system whose remote changes inotify cannot see: cached briefly"
+                );
+                return unwatched();
+            }
+            _ => {}
+        }
+        let fd = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!("inotify unavailable ({e}): the files host is cached briefly");
+                return unwatched();
+            }
+        };
+        let shared = Arc::new(Shared {
+            fd,
+            state: Mutex::new(State::default()),
+            stop: AtomicBool::new(false),
+        });
+        let reader = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("files-watch".into())
+            .spawn(move || read_loop(&reader, &changes));
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the files watcher ({e}): cached briefly");
+            return unwatched();
+        }
+        Watch {
+            shared: Some(shared),
+            ok: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether every directory shown so far is watched (so the kernel may cache long).
+    pub(super) fn watching(&self) -> bool {
+        self.shared.is_some() && self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Watch the directory at host path `segs`, open as `dir` (an `O_PATH` descriptor
+    /// below the root, so the directory watched is the one resolved, never a name).
+    pub(super) fn dir(&self, segs: &[String], dir: impl FnOnce() -> std::io::Result<OwnedFd>) {
+        let Some(shared) = &self.shared else { return };
+        if crate::hosts::lock(&shared.state).watched.contains(segs) {
+            return;
+        }
+        let fd = match dir() {
+            Ok(fd) => fd,
+            Err(_) => return,
+        };
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let flags = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::MODIFY
+            | WatchFlags::ATTRIB
+            | WatchFlags::CLOSE_WRITE
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::ONLYDIR
+            | WatchFlags::EXCL_UNLINK;
+        match inotify::add_watch(&shared.fd, path.as_str(), flags) {
+            Ok(wd) => {
+                let mut st = crate::hosts::lock(&shared.state);
+                st.watched.insert(segs.to_vec());
+                let paths = st.by_wd.entry(wd).or_default();
+                if !paths.iter().any(|p| p == segs) {
+                    paths.push(segs.to_vec());
+                }
+            }
+            Err(e) => {
+                if self.ok.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "cannot watch more directories of the files root ({e}; see /proc/sys/fs/inotify/max_user_watches): from now on the files host is cached briefly"
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(s) = &self.shared {
+            s.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Wait until the inotify descriptor is readable, at most `timeout`; whether it is.
+fn readable(fd: &OwnedFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    n > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+fn read_loop(shared: &Arc<Shared>, changes: &Changes) {
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
+    while !shared.stop.load(Ordering::Relaxed) {
+        if !readable(&shared.fd, POLL) {
+            continue;
+        }
+        let mut paths = BTreeSet::new();
+        // What arrives within the gathering window goes out as one change.
+        loop {
+            drain(shared, &mut buf, &mut paths);
+            if !readable(&shared.fd, GATHER) {
+                break;
+            }
+        }
+        if paths.len() > BATCH_MAX {
+            // Bounded: the directories (their listings and attributes) stand for all.
+            paths = paths
+                .into_iter()
+                .map(|mut p: Vec<String>| {
+                    p.pop();
+                    p
+                })
+                .collect();
+        }
+        changes.changed(paths.into_iter().collect());
+    }
+}
+
+/// Read every pending event into `paths` (host paths of what changed).
+fn drain(shared: &Shared, buf: &mut [MaybeUninit<u8>], paths: &mut BTreeSet<Vec<String>>) {
+    let mut reader = inotify::Reader::new(&shared.fd, buf);
+    loop {
+        let event = match reader.next() {
+            Ok(e) => e,
+            Err(rustix::io::Errno::AGAIN) | Err(_) => return,
+        };
+        let mut st = crate::hosts::lock(&shared.state);
+        let flags = event.events();
+        if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+            // Events were lost: everything watched may have changed.
+            paths.extend(st.watched.iter().cloned());
+            continue;
+        }
+        let wd = event.wd();
+        let Some(dirs) = st.by_wd.get(&wd).cloned() else {
+            continue;
+        };
+        let name = event
+            .file_name()
+            .and_then(|n| n.to_str().ok())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        for dir in &dirs {
+            paths.insert(dir.clone());
+            if let Some(n) = &name {
+                let mut child = dir.clone();
+                child.push(n.clone());
+                paths.insert(child);
+            }
+            if let Some((_, parent)) = dir.split_last() {
+                if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
+                    paths.insert(parent.to_vec());
+                }
+            }
+        }
+        if flags.contains(ReadFlags::IGNORED) {
+            // The directory is gone: so is its watch, and whatever was watched below it
+            // will be watched again when shown again.
+            st.by_wd.remove(&wd);
+            for dir in &dirs {
+                st.watched.retain(|w| !w.starts_with(dir));
+            }
+        }
+    }
+}
