@@ -20,7 +20,12 @@ ISSUES=${ISSUES:-1500}
 # change feed), agent, exec, mcp, github, titled (titled names vs bare ones), shared
 # (state, and the tracker, on PostgreSQL against SQLite; needs PostgreSQL running with a
 # role for root, as .ci/run sets it up).
+# peer (not in the default run: it takes long) reads one tree natively, through bindfs,
+# rclone mount and wip's files host (PEER_TREES: include = a copy of /usr/include, gen = a
+# generated tree of PEER_FILES files), each task cold (a fresh mount) and warm.
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled,shared}
+PEER_TREES=${PEER_TREES:-include,gen}
+PEER_FILES=${PEER_FILES:-100000}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -38,7 +43,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
+  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -630,4 +635,91 @@ m_sq=$(p50 "through the mount" "$work/trsqmount.txt"); m_pg=$(p50 "through the m
 echo "tracker get_metadata through the mount p50: SQLite $m_sq us, PostgreSQL $m_pg us; PostgreSQL/SQLite $(ratio "$m_pg" "$m_sq")"
 "$bin/wip" umount "$work/trsqm"
 "$bin/wip" umount "$work/trpgm"
+fi
+
+if on peer; then
+echo "# peer: one tree read natively, through bindfs, rclone mount and wip (files host)"
+for tool in bindfs rclone rsync tar; do
+  command -v "$tool" > /dev/null || { echo "peer needs $tool (apt-get install $tool)"; exit 1; }
+done
+pw=$work/peer
+mkdir -p "$pw/wip" "$pw/bindfs" "$pw/rclone" "$pw/floor"
+peer_mount() { # SYSTEM TREE: mount TREE for SYSTEM; prints the directory to read
+  case $1 in
+    native) echo "$2" ;;
+    floor)
+      "$bin/fuse-floor" "$pw/floor" "$pw/shape" > /dev/null 2>&1 & floor_pid=$!
+      for _ in $(seq 1 500); do mountpoint -q "$pw/floor" && break; sleep 0.02; done
+      echo "$pw/floor" ;;
+    bindfs) bindfs -r "$2" "$pw/bindfs"; echo "$pw/bindfs" ;;
+    rclone)
+      rclone mount ":local:$2" "$pw/rclone" --read-only --daemon > /dev/null 2>&1
+      for _ in $(seq 1 250); do mountpoint -q "$pw/rclone" && break; sleep 0.02; done
+      echo "$pw/rclone" ;;
+    wip)
+      printf '[world]\nname = "peer"\n[[host]]\nkind = "files"\npath = "files"\nroot = "%s"\nread_only = true\npage_size = 1000000\n' "$2" > "$pw/files.toml"
+      rm -rf "$pw/state"
+      "$bin/wip" mount "$pw/wip" --state "$pw/state" --manifest "$pw/files.toml" > /dev/null
+      echo "$pw/wip/files" ;;
+  esac
+}
+peer_umount() {
+  case $1 in
+    floor) umount "$pw/floor"; wait "$floor_pid" 2>/dev/null || true; floor_pid="" ;;
+    bindfs) umount "$pw/bindfs" ;;
+    rclone) fusermount3 -u "$pw/rclone" 2>/dev/null || umount "$pw/rclone" ;;
+    wip) "$bin/wip" umount "$pw/wip" ;;
+  esac
+}
+# The tasks as typed: through wip a file's content is its entry's `body`.
+t_grep() { grep -rl deprecated "$1"; }
+# The floor serves wip's tree shape (an entry per file, its body beside its description,
+# ref and ops link): it is read as wip is.
+t_find() { case $2 in wip | floor) find "$1" -name body ;; *) find "$1" -type f ;; esac; }
+t_cat() { case $2 in wip | floor) find "$1" -name body -print0 | xargs -0 cat ;; *) find "$1" -type f -print0 | xargs -0 cat ;; esac; }
+t_du() { du -s "$1"; }
+t_rsync() { rm -rf "$pw/copy"; rsync -a "$1/" "$pw/copy/"; }
+t_tar() { tar cf - -C "$1" . | wc -c; }
+for tree in ${PEER_TREES//,/ }; do
+  case $tree in
+    include) src=$pw/include; rm -rf "$src"; cp -a /usr/include "$src" ;;
+    gen)
+      src=$pw/gen; rm -rf "$src"
+      python3 - "$src" "$PEER_FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per = 100
+for i in range(n):
+    d = os.path.join(root, f"d{i // per // per:03}", f"s{i // per % per:03}")
+    if i % per == 0:
+        os.makedirs(d, exist_ok=True)
+    word = "deprecated" if i % 97 == 0 else "current"
+    with open(os.path.join(d, f"f{i:06}.txt"), "w") as f:
+        f.write(f"file {i}\n" + f"a line of {word} text\n" * (1 + i % 40))
+PY
+      ;;
+  esac
+  files=$(find "$src" -type f | wc -l)
+  # wip's tree of it, for the floor: the least any FUSE mount of that shape costs here.
+  dir=$(peer_mount wip "$src"); find "$dir" -mindepth 1 -printf '%y\t%s\t%P\n' > "$pw/shape"; peer_umount wip
+  echo "## tree $tree: $files files, $(du -sh "$src" | cut -f1); wip shows $(wc -l < "$pw/shape") paths"
+  printf '%-6s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' task pass native bindfs rclone floor wip \
+    wip/nat wip/bfs wip/flr floor/bfs
+  for task in grep find cat du rsync tar; do
+    declare -A cold warm
+    for sys in native bindfs rclone floor wip; do
+      dir=$(peer_mount "$sys" "$src")
+      cold[$sys]=$(secs "t_$task" "$dir" "$sys")
+      warm[$sys]=$(secs "t_$task" "$dir" "$sys")
+      peer_umount "$sys"
+    done
+    for pass in cold warm; do
+      declare -n row=$pass
+      printf '%-6s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' "$task" "$pass" "${row[native]}" "${row[bindfs]}" "${row[rclone]}" \
+        "${row[floor]}" "${row[wip]}" "$(ratio "${row[wip]}" "${row[native]}")" "$(ratio "${row[wip]}" "${row[bindfs]}")" \
+        "$(ratio "${row[wip]}" "${row[floor]}")" "$(ratio "${row[floor]}" "${row[bindfs]}")"
+    done
+  done
+  rm -rf "$src" "$pw/copy"
+done
 fi

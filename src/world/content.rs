@@ -256,6 +256,10 @@ impl World {
         if let Some(t) = self.mtimes.get(e) {
             return Ok(t);
         }
+        // What the host just said of the entry says it too (see `Host::modified`).
+        if let Some(t) = self.infos.get(e).and_then(|i| i.modified) {
+            return Ok(Some(t));
+        }
         match self.host(e)?.host.modified(&e.path) {
             Ok(t) => {
                 // Every node of the entry shows it: a walk asks once per entry.

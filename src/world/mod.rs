@@ -67,8 +67,10 @@ const GUARD_CACHE: Duration = Duration::from_millis(500);
 const OPS_CACHE: Duration = Duration::from_secs(2);
 /// How long what a host said of an entry (in a listing or a lookup) is reused for its
 /// `description`, `ref` and attributes: a walk asks for each of them right after listing
-/// the parent. Any call's change and any host change empty it.
-const INFO_CACHE: Duration = Duration::from_secs(1);
+/// the parent, and the kernel asks again after any read (it drops a file's attributes
+/// then). Only hosts that report every change are cached (see `keeps_infos`), as long as
+/// the kernel may keep their nodes; any call's change and any host change empty it.
+const INFO_CACHE: Duration = REPORTED_TTL;
 /// Bound of the entry-info cache (a listing of a large collection fills it at once).
 const INFO_CACHE_MAX: usize = 200_000;
 /// How many runs `runs/` lists (older ones stay reachable by id).

@@ -54,10 +54,103 @@ fn open_component(dir: BorrowedFd<'_>, name: &Path, flags: OFlags) -> io::Result
     .map_err(errno)
 }
 
-/// The metadata of what `fd` refers to (an `O_PATH` descriptor works: std uses `statx`).
+/// What kind of thing a name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Unknown,
+}
+
+impl Kind {
+    fn of(t: rustix::fs::FileType) -> Kind {
+        use rustix::fs::FileType as T;
+        match t {
+            T::Directory => Kind::Dir,
+            T::RegularFile => Kind::File,
+            T::Symlink => Kind::Symlink,
+            T::Fifo => Kind::Fifo,
+            T::Socket => Kind::Socket,
+            T::CharacterDevice => Kind::CharDevice,
+            T::BlockDevice => Kind::BlockDevice,
+            _ => Kind::Unknown,
+        }
+    }
+
+    pub(super) fn is_dir(self) -> bool {
+        self == Kind::Dir
+    }
+
+    pub(super) fn is_file(self) -> bool {
+        self == Kind::File
+    }
+
+    pub(super) fn is_symlink(self) -> bool {
+        self == Kind::Symlink
+    }
+
+    /// In words.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Dir => "directory",
+            Kind::File => "file",
+            Kind::Symlink => "symlink",
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            Kind::CharDevice => "character device",
+            Kind::BlockDevice => "block device",
+            Kind::Unknown => "special file",
+        }
+    }
+}
+
+/// What one `statx` of a name in a listing tells.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stat {
+    pub kind: Kind,
+    pub size: u64,
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// `statx` of `name` in the directory `dir`, the name itself (a single component, links
+/// not followed: nothing is resolved on the way). `None`: it vanished.
+fn stat_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Option<Stat> {
+    use rustix::fs::{FileType, StatxFlags};
+    let st = rustix::fs::statx(
+        dir,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
+    )
+    .ok()?;
+    let modified = (st.stx_mask & StatxFlags::MTIME.bits() != 0).then(|| {
+        let t = st.stx_mtime;
+        if t.tv_sec >= 0 {
+            std::time::UNIX_EPOCH + std::time::Duration::new(t.tv_sec as u64, t.tv_nsec)
+        } else {
+            std::time::UNIX_EPOCH - std::time::Duration::from_secs(t.tv_sec.unsigned_abs())
+        }
+    });
+    Some(Stat {
+        kind: Kind::of(FileType::from_raw_mode(u32::from(st.stx_mode))),
+        size: st.stx_size,
+        modified,
+    })
+}
+
+/// The metadata of what `fd` refers to (an `O_PATH` descriptor works: std uses `statx`),
+/// in one `statx`: the descriptor is lent to a `File` that is never dropped, not duplicated.
 fn meta_of(fd: &OwnedFd) -> io::Result<Metadata> {
-    let dup = fd.try_clone()?;
-    File::from(dup).metadata()
+    use std::os::fd::FromRawFd;
+    // SAFETY: the File borrows a descriptor that stays open for this call and is never
+    // closed through it (ManuallyDrop).
+    let file = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(fd.as_raw_fd()) });
+    file.metadata()
 }
 
 impl Beneath {
@@ -180,25 +273,41 @@ impl Beneath {
         self.lstat(physical)
     }
 
-    /// The names in the directory at `physical`, with their types (never following links).
-    pub(super) fn read_dir(&self, physical: &Path) -> io::Result<Vec<(OsString, Metadata)>> {
+    /// The names in the directory at `physical`, with their kinds (never following links):
+    /// from the directory itself (`d_type`), a `statx` only where it does not say.
+    pub(super) fn read_dir(&self, physical: &Path) -> io::Result<Vec<(OsString, Kind)>> {
+        self.list(physical, |fd, name, d_type| match Kind::of(d_type) {
+            Kind::Unknown => stat_at(fd, name).map(|s| s.kind),
+            known => Some(known),
+        })
+    }
+
+    /// The names in the directory at `physical` with what one `statx` each tells of them
+    /// (of the name itself, links not followed).
+    pub(super) fn read_dir_stat(&self, physical: &Path) -> io::Result<Vec<(OsString, Stat)>> {
+        self.list(physical, |fd, name, _| stat_at(fd, name))
+    }
+
+    fn list<T>(
+        &self,
+        physical: &Path,
+        mut each: impl FnMut(BorrowedFd<'_>, &std::ffi::CStr, rustix::fs::FileType) -> Option<T>,
+    ) -> io::Result<Vec<(OsString, T)>> {
         let fd = self.open_at(physical, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())?;
         let dir = rustix::fs::Dir::read_from(&fd).map_err(errno)?;
         let mut out = Vec::new();
         for entry in dir {
             // An unreadable entry ends nothing: the rest are still listed.
             let Ok(entry) = entry else { continue };
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
                 continue;
             }
-            let name = OsString::from_vec(name.to_vec());
             // Vanished since the listing: not listed.
-            let Ok(child) = open_component(fd.as_fd(), Path::new(&name), OFlags::PATH) else {
+            let Some(v) = each(fd.as_fd(), name, entry.file_type()) else {
                 continue;
             };
-            let Ok(meta) = meta_of(&child) else { continue };
-            out.push((name, meta));
+            out.push((OsString::from_vec(name.to_bytes().to_vec()), v));
         }
         Ok(out)
     }

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::world::host::{Child, EntryInfo, HostResult};
 
+use super::beneath::{Kind, Stat};
 use super::resolve::{Located, Node};
 use super::FilesHost;
 
@@ -124,7 +125,7 @@ pub(super) struct Counts {
 }
 
 impl Counts {
-    pub(super) fn of(names: &[(String, fs::FileType)]) -> Counts {
+    pub(super) fn of(names: &[(String, Kind)]) -> Counts {
         let mut c = Counts {
             total: names.len(),
             ..Counts::default()
@@ -212,11 +213,8 @@ impl FilesHost {
                     Some(t) => format!("symlink → {} · ", t.display()),
                     None => String::new(),
                 };
-                EntryInfo::new(
-                    format!("{prefix}{}", self.file_summary(real)),
-                    file_ref(real),
-                )
-                .modified(self.beneath.metadata(real).and_then(|m| m.modified()).ok())
+                let (summary, modified) = self.file_summary(real);
+                EntryInfo::new(format!("{prefix}{summary}"), file_ref(real)).modified(modified)
             }
             Node::Broken { at, target, why } => EntryInfo::new(
                 format!(
@@ -253,8 +251,9 @@ impl FilesHost {
         }
     }
 
-    /// `file · 1.2 KiB · 34 lines · text · modified 2026-11-30 12:04 UTC`
-    pub(super) fn file_summary(&self, real: &Path) -> String {
+    /// `file · 1.2 KiB · 34 lines · text · modified 2026-11-30 12:04 UTC`, and the time
+    /// it was modified (from the same `statx`).
+    pub(super) fn file_summary(&self, real: &Path) -> (String, Option<SystemTime>) {
         let modified = |meta: &fs::Metadata| {
             meta.modified()
                 .map(|t| format!(" · modified {}", format_time(t)))
@@ -263,9 +262,13 @@ impl FilesHost {
         // Never open a FIFO or device to describe it: the open could block or act.
         let (file, meta) = match self.beneath.open_regular(real) {
             Ok(Ok(found)) => found,
-            Ok(Err(meta)) => return format!("{}{}", kind_name(&meta.file_type()), modified(&meta)),
-            Err(e) => return format!("file · unreadable: {e}"),
+            Ok(Err(meta)) => {
+                let words = format!("{}{}", kind_name(&meta.file_type()), modified(&meta));
+                return (words, meta.modified().ok());
+            }
+            Err(e) => return (format!("file · unreadable: {e}"), None),
         };
+        let when = meta.modified().ok();
         let modified = modified(&meta);
         let size = meta.len();
         let mut parts = vec!["file".to_string(), human_size(size)];
@@ -279,7 +282,7 @@ impl FilesHost {
             }
             Err(e) => parts.push(format!("unreadable: {e}")),
         }
-        format!("{}{modified}", parts.join(" · "))
+        (format!("{}{modified}", parts.join(" · ")), when)
     }
 
     /// The children of a physical directory, first page by name. A listing costs what the
@@ -288,13 +291,13 @@ impl FilesHost {
     pub(super) fn children_of(&self, real: &Path, segs: &[String]) -> HostResult<Vec<Child>> {
         self.watch.dir(segs, || self.beneath.dir(real));
         let names = self
-            .read_dir_meta(real)
+            .read_dir_stat(real)
             .map_err(|e| self.io_error(&self.display(segs), e))?;
         let mut out = Vec::new();
-        for (name, meta) in names.into_iter().take(self.page_size) {
-            if !meta.file_type().is_symlink() {
+        for (name, stat) in names.into_iter().take(self.page_size) {
+            if !stat.kind.is_symlink() {
                 let at = real.join(&name);
-                let info = short_info(&meta, &at);
+                let info = short_info(&stat, &at);
                 out.push(Child { name, info });
                 continue;
             }
@@ -317,17 +320,15 @@ impl FilesHost {
 
 /// What a listing says of a file or directory from its metadata alone: kind, size and
 /// time, marked partial (the whole description looks into it, see `FilesHost::info`).
-fn short_info(meta: &fs::Metadata, at: &Path) -> EntryInfo {
-    let modified = meta.modified().ok();
+fn short_info(stat: &Stat, at: &Path) -> EntryInfo {
+    let modified = stat.modified;
     let when = modified
         .map(|t| format!(" · modified {}", format_time(t)))
         .unwrap_or_default();
-    let description = if meta.is_dir() {
-        format!("directory{when}")
-    } else if meta.is_file() {
-        format!("file · {}{when}", human_size(meta.len()))
-    } else {
-        format!("{}{when}", kind_name(&meta.file_type()))
+    let description = match stat.kind {
+        Kind::Dir => format!("directory{when}"),
+        Kind::File => format!("file · {}{when}", human_size(stat.size)),
+        other => format!("{}{when}", other.name()),
     };
     EntryInfo::new(description, file_ref(at))
         .modified(modified)

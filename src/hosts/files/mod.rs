@@ -113,6 +113,8 @@ pub struct FilesHost {
     temp_counter: AtomicU64,
     /// Changes made outside the mount (see `watch`).
     watch: watch::Watch,
+    /// Directories resolved since the last change (see `resolve::Resolved`).
+    resolved: resolve::Resolved,
 }
 
 impl FilesHost {
@@ -169,6 +171,7 @@ impl FilesHost {
             warned_non_utf8: AtomicBool::new(false),
             temp_counter: AtomicU64::new(0),
             watch,
+            resolved: resolve::Resolved::default(),
         };
         host.watch.dir(&[], || host.beneath.dir(&host.root));
         Ok(host)
@@ -280,7 +283,11 @@ impl Host for FilesHost {
         _caller: &Caller,
     ) -> HostResult<CallOutcome> {
         let e = self.entry_of(path)?;
-        ops::ops_of(&e.loc.node).call(self, &ops::Slot::default(), &e, op, args)
+        let out = ops::ops_of(&e.loc.node).call(self, &ops::Slot::default(), &e, op, args);
+        // What this call changed is seen by the watch a moment later: nothing resolved
+        // before it is trusted meanwhile.
+        self.watch.bump();
+        out
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {

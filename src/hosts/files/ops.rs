@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
 use crate::world::op::{Decl, NoArgs, Op, Ops};
 
+use super::beneath::Kind;
 use super::describe::{
     count_lines, format_time, human_size, is_binary, kind_name, mode_string, plural, Counts,
 };
@@ -839,11 +840,13 @@ impl FilesHost {
             return Err(HostError::InvalidArgs(format!("{here} is not a directory")));
         };
         let names = self
-            .read_dir_sorted(real)
+            .read_dir_stat(real)
             .map_err(|e| self.io_error(&here, e))?;
-        let mut out = format!("{}: {}\n", shown(&here), Counts::of(&names).words());
-        for (name, ft) in names.iter().take(self.page_size) {
+        let kinds: Vec<(String, Kind)> = names.iter().map(|(n, s)| (n.clone(), s.kind)).collect();
+        let mut out = format!("{}: {}\n", shown(&here), Counts::of(&kinds).words());
+        for (name, stat) in names.iter().take(self.page_size) {
             let path = real.join(name);
+            let ft = stat.kind;
             let (kind, size) = if ft.is_symlink() {
                 let to = self
                     .beneath
@@ -854,12 +857,7 @@ impl FilesHost {
             } else if ft.is_dir() {
                 ("directory".to_string(), "-".to_string())
             } else {
-                let size = self
-                    .beneath
-                    .lstat(&path)
-                    .map(|m| human_size(m.len()))
-                    .unwrap_or_else(|_| "?".to_string());
-                (kind_name(ft).to_string(), size)
+                (ft.name().to_string(), human_size(stat.size))
             };
             // One row per name, whatever the name holds (a newline, a tab, an escape).
             let (name, kind) = (shown(name), shown(&kind));

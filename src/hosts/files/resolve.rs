@@ -8,12 +8,12 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use crate::world::host::{HostError, HostResult};
 
+use super::beneath::{Kind, Stat};
 use super::FilesHost;
 
 /// Linux gives up after 40 links; so do we.
@@ -237,6 +237,10 @@ impl FilesHost {
         };
         let dir = if middle.is_empty() {
             self.root.clone()
+        } else if let Some(Node::Dir { real, .. }) =
+            self.resolved.get(middle, self.watch.generation())
+        {
+            real
         } else {
             let rel: PathBuf = middle.iter().collect();
             let walked = self
@@ -250,7 +254,18 @@ impl FilesHost {
         };
         // The kernel may now hold an entry of this directory: see when it changes.
         self.watch.dir(middle, || self.beneath.dir(&dir));
-        Ok(self.node_at(&dir, last)?.map(|node| Located {
+        let generation = self.watch.generation();
+        if let Some(node) = self.resolved.get(segs, generation) {
+            return Ok(Some(Located {
+                segs: segs.to_vec(),
+                node,
+            }));
+        }
+        let found = self.node_at(&dir, last)?;
+        if let Some(node) = &found {
+            self.resolved.put(segs, node, generation);
+        }
+        Ok(found.map(|node| Located {
             segs: segs.to_vec(),
             node,
         }))
@@ -319,19 +334,29 @@ impl FilesHost {
         self.beneath.metadata(physical).is_ok_and(|m| m.is_dir())
     }
 
-    /// Names in a physical directory, sorted, without the mount point and non-UTF-8 names.
-    pub(super) fn read_dir_sorted(&self, dir: &Path) -> io::Result<Vec<(String, fs::FileType)>> {
-        Ok(self
-            .read_dir_meta(dir)?
-            .into_iter()
-            .map(|(n, m)| (n, m.file_type()))
-            .collect())
+    /// Names in a physical directory, sorted, without the mount point and non-UTF-8 names,
+    /// with their kinds (from the directory itself: no `statx` each).
+    pub(super) fn read_dir_sorted(&self, dir: &Path) -> io::Result<Vec<(String, Kind)>> {
+        let names = self.beneath.read_dir(dir)?;
+        Ok(self.visible(dir, names, |k| *k))
     }
 
-    /// `read_dir_sorted` with each name's metadata (of the name itself, links not followed).
-    pub(super) fn read_dir_meta(&self, dir: &Path) -> io::Result<Vec<(String, fs::Metadata)>> {
+    /// `read_dir_sorted` with what one `statx` each tells (links not followed).
+    pub(super) fn read_dir_stat(&self, dir: &Path) -> io::Result<Vec<(String, Stat)>> {
+        let names = self.beneath.read_dir_stat(dir)?;
+        Ok(self.visible(dir, names, |s| s.kind))
+    }
+
+    /// What a listing shows of `names`: UTF-8 names, sorted, the mount point (and links to
+    /// it) left out.
+    fn visible<T>(
+        &self,
+        dir: &Path,
+        names: Vec<(std::ffi::OsString, T)>,
+        kind: impl Fn(&T) -> Kind,
+    ) -> Vec<(String, T)> {
         let mut out = Vec::new();
-        for (name, meta) in self.beneath.read_dir(dir)? {
+        for (name, v) in names {
             let Some(text) = name.to_str() else {
                 self.warn_non_utf8(dir, &name);
                 continue;
@@ -340,17 +365,17 @@ impl FilesHost {
                 continue;
             }
             // A link to the mount point is the mount point under another name.
-            if meta.file_type().is_symlink()
+            if kind(&v).is_symlink()
                 && self
                     .walk(dir, Path::new(&name))
                     .is_ok_and(|w| w.problem == Some(Problem::Hidden))
             {
                 continue;
             }
-            out.push((text.to_string(), meta));
+            out.push((text.to_string(), v));
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        out
     }
 
     /// Map an I/O error on `what` to the host error of its kind, with the OS words.
@@ -363,5 +388,38 @@ impl FilesHost {
             }
             _ => HostError::failed(what, e),
         }
+    }
+}
+
+/// Entries already resolved (host path → what is there), while the watch sees every
+/// change: a lookup deep in the tree walks its parents once, and the several requests a
+/// walk makes of one entry resolve it once. Any batch of changes (and any call of the
+/// host's own) empties it; only what exists is kept.
+#[derive(Default)]
+pub(super) struct Resolved {
+    state: std::sync::Mutex<(u64, std::collections::HashMap<Vec<String>, Node>)>,
+}
+
+/// How many entries are kept resolved at most.
+const RESOLVED_MAX: usize = 100_000;
+
+impl Resolved {
+    pub(super) fn get(&self, segs: &[String], generation: Option<u64>) -> Option<Node> {
+        let generation = generation?;
+        let st = crate::hosts::lock(&self.state);
+        if st.0 != generation {
+            return None;
+        }
+        st.1.get(segs).cloned()
+    }
+
+    pub(super) fn put(&self, segs: &[String], node: &Node, generation: Option<u64>) {
+        let Some(generation) = generation else { return };
+        let mut st = crate::hosts::lock(&self.state);
+        if st.0 != generation || st.1.len() >= RESOLVED_MAX {
+            st.1.clear();
+            st.0 = generation;
+        }
+        st.1.insert(segs.to_vec(), node.clone());
     }
 }

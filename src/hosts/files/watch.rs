@@ -51,6 +51,8 @@ struct State {
 struct Shared {
     fd: OwnedFd,
     state: Mutex<State>,
+    /// Counts the batches of changes seen: what was resolved before a batch may be stale.
+    generation: std::sync::atomic::AtomicU64,
     /// The host is gone: the thread ends.
     stop: AtomicBool,
 }
@@ -89,6 +91,7 @@ impl Watch {
         let shared = Arc::new(Shared {
             fd,
             state: Mutex::new(State::default()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
         let reader = Arc::clone(&shared);
@@ -102,6 +105,22 @@ impl Watch {
         Watch {
             shared: Some(shared),
             ok: AtomicBool::new(true),
+        }
+    }
+
+    /// How many batches of changes were seen (`None`: nothing is watched, so nothing
+    /// resolved may be kept).
+    pub(super) fn generation(&self) -> Option<u64> {
+        match &self.shared {
+            Some(s) if self.watching() => Some(s.generation.load(Ordering::Acquire)),
+            _ => None,
+        }
+    }
+
+    /// What was resolved before now may be stale (the host itself changed something).
+    pub(super) fn bump(&self) {
+        if let Some(s) = &self.shared {
+            s.generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -198,6 +217,7 @@ fn read_loop(shared: &Arc<Shared>, changes: &Changes) {
                 })
                 .collect();
         }
+        shared.generation.fetch_add(1, Ordering::AcqRel);
         changes.changed(paths.into_iter().collect());
     }
 }
