@@ -6,8 +6,11 @@
 //! no xattrs), so `wip-bench mount-call` on one measures the kernel's round trips of a call
 //! with nothing behind them.
 //!
-//! Usage: `fuse-floor MOUNT SHAPE`, SHAPE lines being `TYPE<TAB>SIZE<TAB>PATH` as printed by
-//! `find DIR -mindepth 1 -printf '%y\t%s\t%P\n'` (types d, f, l). Runs until unmounted.
+//! Usage: `fuse-floor MOUNT SHAPE`, SHAPE lines being `TYPE<TAB>SIZE<TAB>PATH[<TAB>TARGET]`
+//! as printed by `find DIR -mindepth 1 -printf '%y\t%s\t%P\t%l\n'` (types d, f, l; TARGET
+//! a link's). A name `.ops` is left out of listings, as wip's op directories are: the
+//! shape may add them (and `call` files in them) without changing what a walk sees. Runs
+//! until unmounted.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -27,6 +30,8 @@ struct Node {
     /// A `call` file: writable, direct I/O.
     call: bool,
     size: u64,
+    /// A symlink's target (`../x` when the shape gives none).
+    target: String,
     children: Vec<(String, u64)>,
     index: HashMap<String, u64>,
 }
@@ -42,6 +47,7 @@ impl Floor {
             kind: FileType::Directory,
             call: false,
             size: 0,
+            target: String::new(),
             children: Vec::new(),
             index: HashMap::new(),
         };
@@ -53,11 +59,12 @@ impl Floor {
         let mut by_path: HashMap<String, u64> = HashMap::new();
         by_path.insert(String::new(), 1);
         for line in shape.lines() {
-            let mut parts = line.splitn(3, '\t');
+            let mut parts = line.splitn(4, '\t');
             let (Some(t), Some(size), Some(path)) = (parts.next(), parts.next(), parts.next())
             else {
                 continue;
             };
+            let target = parts.next().unwrap_or("").to_string();
             let kind = match t {
                 "d" => FileType::Directory,
                 "l" => FileType::Symlink,
@@ -74,12 +81,16 @@ impl Floor {
                 kind,
                 call: kind == FileType::RegularFile && name == "call",
                 size: size.parse().unwrap_or(0),
+                target,
                 children: Vec::new(),
                 index: HashMap::new(),
             });
             let ino = floor.nodes.len() as u64;
             let p = &mut floor.nodes[parent_ino as usize - 1];
-            p.children.push((name.clone(), ino));
+            // Reachable by path, never listed: the shape of wip's unlisted `.ops`.
+            if name != ".ops" {
+                p.children.push((name.clone(), ino));
+            }
             p.index.insert(name, ino);
             by_path.insert(path.to_string(), ino);
         }
@@ -144,8 +155,11 @@ impl Filesystem for Floor {
         }
     }
 
-    fn readlink(&self, _req: &Request, _ino: INodeNo, reply: ReplyData) {
-        reply.data(b"../x");
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.node(ino.0) {
+            Some(n) if !n.target.is_empty() => reply.data(n.target.as_bytes()),
+            _ => reply.data(b"../x"),
+        }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -71,6 +71,9 @@ const OPS_CACHE: Duration = Duration::from_secs(2);
 /// then). Only hosts that report every change are cached (see `keeps_infos`), as long as
 /// the kernel may keep their nodes; any call's change and any host change empty it.
 const INFO_CACHE: Duration = REPORTED_TTL;
+/// How long a body a host gave is reused: a listing shows `body` and the next `stat`
+/// sizes it. Bodies may be large (an issue's whole text), so they are not kept longer.
+const BODY_CACHE: Duration = Duration::from_secs(1);
 /// Bound of the entry-info cache (a listing of a large collection fills it at once).
 const INFO_CACHE_MAX: usize = 200_000;
 /// How many runs `runs/` lists (older ones stay reachable by id).
@@ -196,7 +199,7 @@ impl World {
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
             infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             mtimes: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
-            bodies: TtlCache::new(INFO_CACHE, 20_000),
+            bodies: TtlCache::new(BODY_CACHE, 20_000),
             sink: Mutex::new(None),
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),

@@ -363,6 +363,31 @@ impl Store {
         }
         Ok(value)
     }
+
+    /// Run `f`, a read of several statements, on one snapshot. On SQLite every statement
+    /// outside a transaction takes and drops the file's shared lock (two `fcntl`s and a
+    /// `fstat`), the most of a listing's cost; a deferred transaction takes it once. On
+    /// PostgreSQL the statements run as they are (a transaction would add round trips).
+    pub fn snapshot<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+        let Store::Lite(conn) = self else {
+            return f(self);
+        };
+        if !conn.is_autocommit() {
+            // Already inside a call's transaction.
+            return f(self);
+        }
+        conn.prepare_cached("BEGIN")
+            .and_then(|mut st| st.execute([]))
+            .or_failed(DB)?;
+        let open = Open(self);
+        let value = f(self);
+        std::mem::forget(open);
+        // A read transaction has nothing to commit: ending it cannot lose anything.
+        conn.prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]))
+            .or_failed(DB)?;
+        value
+    }
 }
 
 /// Rolls back a write transaction that did not reach its commit.

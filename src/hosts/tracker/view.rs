@@ -41,9 +41,11 @@ impl TrackerHost {
     /// An issue or pull request: its line, its ref, and its title for titled names.
     fn item_info(&self, conn: &Store, item: &Item) -> HostResult<EntryInfo> {
         let node = Node::Item(item.kind, item.number);
+        // The time too: a walk then asks no entry of a listing when it changed.
         Ok(
             EntryInfo::new(self.item_line(conn, item)?, self.reference(&node))
-                .titled(item.title.clone()),
+                .titled(item.title.clone())
+                .modified(crate::calendar::parse_iso(&item.updated_at)),
         )
     }
 
@@ -262,10 +264,12 @@ impl TrackerHost {
     pub(super) fn list(&self, conn: &Store, node: &Node) -> HostResult<Vec<Child>> {
         let page = self.page_size;
         let child = |n: Node, name: String| -> HostResult<Child> {
-            Ok(Child {
-                name,
-                info: self.info(conn, &n)?,
-            })
+            let info = self.info(conn, &n)?;
+            let info = match info.modified {
+                Some(_) => info,
+                None => info.modified(self.modified_in(conn, &n)?),
+            };
+            Ok(Child { name, info })
         };
         let mut out = Vec::new();
         match node {
