@@ -44,11 +44,23 @@ const MAX_WRITE: u32 = 1 << 20;
 /// How long a listing is reused by `readdir` calls continuing one walk (offset > 0).
 const LISTING_REUSE: Duration = Duration::from_secs(5);
 
+/// How long a request thread waits for the names it dropped to be gone from the kernel's
+/// cache before it answers anyway (see `Invalidator::invalidate`).
+const NAMES_DROPPED_WAIT: Duration = Duration::from_millis(100);
+
+/// Names to drop from the kernel's cache (parent inode, name), and who waits for it.
+type NameDrop = (Vec<(u64, String)>, std::sync::mpsc::SyncSender<()>);
+
 /// Shared by the file system and the world's change sink.
 #[derive(Clone, Default)]
 pub struct Invalidator {
     inodes: Arc<Mutex<Inodes>>,
     notifier: Arc<OnceLock<Notifier>>,
+    /// The thread that drops names (`inval_entry`), which takes the parent directory's
+    /// lock: a lookup in that directory holds it while it waits for this daemon's answer,
+    /// so a request thread dropping names itself could wait for a lookup that waits for
+    /// it, and with every thread so caught the mount hangs (and no signal ends it).
+    names: Arc<OnceLock<Mutex<std::sync::mpsc::Sender<NameDrop>>>>,
 }
 
 impl Invalidator {
@@ -82,14 +94,42 @@ impl Invalidator {
                 tracing::trace!(ino, "inval_inode: {e}");
             }
         }
-        for (parent, name) in names {
-            if let Err(e) = notifier.inval_entry(INodeNo(parent), OsStr::new(&name)) {
-                tracing::trace!(parent, name, "inval_entry: {e}");
-            }
+        if names.is_empty() {
+            return;
+        }
+        let Some(Ok(tx)) = self.names.get().map(Mutex::lock) else {
+            return;
+        };
+        let (done_tx, done) = std::sync::mpsc::sync_channel(1);
+        if tx.send((names, done_tx)).is_ok() {
+            drop(tx);
+            // Usually done at once, so what the caller does next sees the change; when a
+            // lookup holds the directory, answering it comes first.
+            let _ = done.recv_timeout(NAMES_DROPPED_WAIT);
         }
     }
 
     pub fn set_notifier(&self, notifier: Notifier) {
+        let (tx, rx) = std::sync::mpsc::channel::<NameDrop>();
+        let names = notifier.clone();
+        let spawned = std::thread::Builder::new()
+            .name("fuse-names".into())
+            .spawn(move || {
+                for (drops, done) in rx {
+                    for (parent, name) in drops {
+                        if let Err(e) = names.inval_entry(INodeNo(parent), OsStr::new(&name)) {
+                            tracing::trace!(parent, name, "inval_entry: {e}");
+                        }
+                    }
+                    let _ = done.try_send(());
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                let _ = self.names.set(Mutex::new(tx));
+            }
+            Err(e) => tracing::warn!("no thread to drop changed names with ({e}): they expire"),
+        }
         let _ = self.notifier.set(notifier);
     }
 }
