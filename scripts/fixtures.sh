@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 dir=${1:-target/fixtures}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# One run at a time: test processes started together (a parallel runner starts one per
+# test) would otherwise install into the same node_modules at once and leave it torn.
+exec 9>"$dir/.lock"
+flock 9
 # MCP servers nobody here wrote, for the mcp host's tests (from npm, pinned): installed into
 # $dir/node; tests run them with node, never npx, so nothing is fetched at test time.
 mcp_pkgs="@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31"
