@@ -685,12 +685,8 @@ impl Host for GithubHost {
         let Some(node) = Node::parse(path) else {
             return Ok(None);
         };
+        // The stored bytes, no more: a body without a final newline reads back without one.
         Ok(self.body_of(&node)?.map(|(text, at)| {
-            let text = if text.is_empty() || text.ends_with('\n') {
-                text
-            } else {
-                text + "\n"
-            };
             Body::bytes(text).modified(at.as_deref().and_then(parse_iso).or(Some(self.window())))
         }))
     }

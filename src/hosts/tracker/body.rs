@@ -12,16 +12,16 @@ use crate::world::host::{Body, HostResult};
 impl TrackerHost {
     pub(super) fn body_in(&self, conn: &Store, node: &Node) -> HostResult<Option<Body>> {
         let (body, here) = match node {
-            Node::Item(_, n) => match db::item(conn, *n)? {
-                Some(item) => (
-                    Body::bytes(text(item.body.clone())).modified(parse_iso(&item.updated_at)),
+            Node::Item(k, n) => match db::item(conn, *n)? {
+                Some(item) if item.kind == *k => (
+                    Body::bytes(item.body.clone()).modified(parse_iso(&item.updated_at)),
                     Here::of_item(item),
                 ),
-                None => return Ok(None),
+                _ => return Ok(None),
             },
             Node::Comment(_, n, c) => match db::comment(conn, *n, *c)? {
                 Some(cm) => (
-                    Body::bytes(text(cm.body)).modified(comment_time(conn, *n, *c)?),
+                    Body::bytes(cm.body).modified(comment_time(conn, *n, *c)?),
                     Here::read(conn, node.clone())?,
                 ),
                 None => return Ok(None),
@@ -29,14 +29,14 @@ impl TrackerHost {
             Node::Review(n, r) => match db::review(conn, *n, *r)? {
                 Some(rv) => {
                     return Ok(Some(
-                        Body::bytes(text(rv.body)).modified(parse_iso(&rv.created_at)),
+                        Body::bytes(rv.body).modified(parse_iso(&rv.created_at)),
                     ))
                 }
                 None => return Ok(None),
             },
             Node::Check(n, name) => match db::check(conn, *n, name)? {
                 Some(c) => {
-                    return Ok(Some(Body::bytes(text(c.log)).modified(
+                    return Ok(Some(Body::bytes(c.log).modified(
                         self.modified_in(conn, &Node::Item(super::Kind::Pull, *n))?,
                     )))
                 }
@@ -90,13 +90,4 @@ fn comment_time(conn: &Store, n: i64, c: i64) -> HostResult<Option<std::time::Sy
         .map(|mut r| r.text(0))
         .transpose()?;
     Ok(at.as_deref().and_then(parse_iso))
-}
-
-/// Text files end with one newline (a body written without one is kept as written).
-fn text(s: String) -> String {
-    if s.is_empty() || s.ends_with('\n') {
-        s
-    } else {
-        s + "\n"
-    }
 }

@@ -349,10 +349,15 @@ impl TrackerHost {
         })
     }
 
-    /// Run `f` on the database: outside a transaction (BEGIN and ROLLBACK would double
-    /// the statements of a lookup, and a read that spans two statements sees committed
-    /// states only, WAL on SQLite, READ COMMITTED on PostgreSQL).
+    /// Run `f` on the database. On SQLite, in one read transaction (see
+    /// `Store::snapshot`); on PostgreSQL outside one (BEGIN and ROLLBACK would double the
+    /// round trips of a lookup, and a read that spans two statements sees committed
+    /// states only, READ COMMITTED).
     fn read<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+        self.connection(|conn| conn.snapshot(f))
+    }
+
+    fn connection<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
         match &self.engine {
             // A call that panicked rolled its transaction back on unwind.
             Engine::Sqlite(conn) => f(&crate::hosts::lock(conn)),
@@ -362,7 +367,7 @@ impl TrackerHost {
 
     /// Run `f` in a call's write transaction (see `store`).
     fn write<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
-        self.read(|conn| conn.write(f))
+        self.connection(|conn| conn.write(f))
     }
 
     /// Which engine the tracker is on, for its root's description (the SQLite file is in
@@ -504,8 +509,16 @@ impl Host for TrackerHost {
         let Some(node) = Node::parse(path) else {
             return Ok(None);
         };
+        // Collections have no body: a listing of one asks nothing of the database.
+        if !matches!(
+            node,
+            Node::Item(..) | Node::Comment(..) | Node::Review(..) | Node::Check(..)
+        ) {
+            return Ok(None);
+        }
         self.read(|conn| {
-            if !db::exists(conn, &node)? {
+            // An item's own read says whether it exists (`body_in` checks its kind).
+            if !matches!(node, Node::Item(..)) && !db::exists(conn, &node)? {
                 return Ok(None);
             }
             self.body_in(conn, &node)
