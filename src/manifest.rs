@@ -144,7 +144,11 @@ impl Manifest {
         for host in &self.hosts {
             let segments: Vec<&str> = host.path.split('/').collect();
             if segments.iter().any(|s| {
-                s.is_empty() || *s == "." || *s == ".." || crate::world::names::is_reserved(s)
+                s.is_empty()
+                    || *s == "."
+                    || *s == ".."
+                    || crate::world::names::is_reserved(s)
+                    || crate::world::names::ROOT_RESERVED.contains(s)
             }) {
                 return Err(invalid(format!(
                     "host path {:?} must be one or more plain names (not description, ref, ops, README.md or .wip)",

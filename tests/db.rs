@@ -324,7 +324,7 @@ fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
     )));
     assert_eq!(
         m.ok("ls db/r/tables"),
-        "README.md~\ndescription\ndescription~\nops\nops~\nref\n"
+        "README.md\ndescription\ndescription~\nops\nops~\nref\n"
     );
     let mut texts = Vec::new();
     for (op, args) in [
@@ -333,7 +333,7 @@ fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
             r#"{"values":{"k":"description"}}"#,
         ),
         (
-            "db/r/tables/README.md~/ops/insert",
+            "db/r/tables/README.md/ops/insert",
             r#"{"values":{"k":"ops"}}"#,
         ),
         (
@@ -359,7 +359,7 @@ fn tables_and_rows_named_like_reserved_names_print_paths_that_exist() {
     let all = texts.join("\n");
     for want in [
         "db/r/tables/ops~/rows/description~",
-        "db/r/tables/README.md~/rows/ops~",
+        "db/r/tables/README.md/rows/ops~",
         "db/r/tables/ops~/rows/body~",
         "db/r/tables/description~/rows/ops~",
         "db/r/queries/1/rows",

@@ -354,7 +354,18 @@ fn files_named_like_reserved_names_print_paths_that_exist() {
         std::fs::create_dir(m.root.join(dir)).unwrap();
     }
     std::fs::write(m.root.join("README.md"), "read me\n").unwrap();
+    // README.md is reserved at the world's root only: in a host it is itself.
+    wait_for_listing(&m, "files", "README.md");
     wait_for_listing(&m, "files", "README.md~");
+    // An escaped entry's description says what it is really called.
+    let d = m.ok("cat files/ops~/description");
+    assert!(
+        d.contains("really named ops; shown as ops~ because every entry reserves ops"),
+        "{d}"
+    );
+    assert!(!m
+        .ok("cat files/README.md/description")
+        .contains("really named"));
     let mut texts = Vec::new();
     // Calls on a directory's `path`, on the files themselves, and their guards.
     for (op, args) in [
@@ -407,10 +418,10 @@ fn files_named_like_reserved_names_print_paths_that_exist() {
     let all = texts.join("\n");
     for want in [
         "files/ops~/notes.txt",
-        "files/README.md~",
+        "files/README.md\t",
         "files/description~/body~",
         "files/body~/ops~",
-        "files/README.md~~/x",
+        "files/README.md~/x",
     ] {
         assert!(all.contains(want), "{want} never printed in:\n{all}");
     }

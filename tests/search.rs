@@ -138,7 +138,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
     wait_indexed(&m);
     let r = search(&m, "platypus");
-    // `1. 0.42 files/README.md~ — README.md`: the world path is the third word.
+    // `1. 0.42 files/ops~/x.txt — x.txt`: the world path is the third word.
     let mut hits: Vec<&str> = r
         .lines()
         .filter(|l| l.contains(" — "))
@@ -148,7 +148,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     assert_eq!(
         hits,
         [
-            "files/README.md~",
+            "files/README.md",
             "files/body~",
             "files/description~",
             "files/ops~/x.txt"

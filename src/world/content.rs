@@ -442,7 +442,7 @@ impl World {
                 }
                 .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
-                    InfoFile::Description => line(&names::shown(&info.description)),
+                    InfoFile::Description => line(&names::shown(&described(e, &info))),
                     InfoFile::Ref => line(&names::shown(&info.reference)),
                 }
             }
@@ -451,7 +451,7 @@ impl World {
                 match f {
                     OpFile::Description => line(&spec.description),
                     OpFile::Schema => line(
-                        &serde_json::to_string_pretty(&spec.schema)
+                        &serde_json::to_string_pretty(&super::args::shown_schema(&spec.schema))
                             .map_err(|e| WorldError::backend(e.to_string()))?,
                     ),
                     OpFile::Guard => self.guard(t, op)?.render(),
@@ -524,7 +524,7 @@ impl World {
                     (REF, format!("wip://{}", self.settings.name)),
                 ],
                 Target::Entry(e) => match self.full_info(e)? {
-                    Some(info) => vec![(COMMENT, info.description), (REF, info.reference)],
+                    Some(info) => vec![(COMMENT, described(e, &info)), (REF, info.reference)],
                     None => Vec::new(),
                 },
             })
@@ -748,5 +748,14 @@ impl World {
     /// The text of one run's result (what `call` returns when read back on its descriptor).
     pub fn run_result(&self, id: i64) -> WorldResult<String> {
         Ok(self.run(id)?.result)
+    }
+}
+
+/// An entry's description as the world prints it: the host's words, then, when the tree
+/// shows the entry's name escaped (`ops~`), what it is really called.
+fn described(e: &EntryRef, info: &super::host::EntryInfo) -> String {
+    match e.path.last().and_then(|n| names::escape_note(n)) {
+        Some(note) => format!("{} · {note}", info.description),
+        None => info.description.clone(),
     }
 }

@@ -3,23 +3,41 @@
 //! A host child named like a reserved name (or like an already escaped one) gets one `~`
 //! appended in the tree: `ops` → `ops~`, `ops~` → `ops~~`. Unescaping drops one `~`.
 
-/// Names an entry reserves for itself. `README.md` and `.wip` are reserved at the root only,
-/// but escaping them everywhere keeps the rule one rule.
-pub const RESERVED: &[&str] = &[
-    "description",
-    "ref",
-    "ops",
-    ".ops",
-    "body",
-    "README.md",
-    ".wip",
-];
+/// Names every entry reserves for itself: a host child so named is shown escaped.
+pub const RESERVED: &[&str] = &["description", "ref", "ops", ".ops", "body"];
+
+/// Names the world's root reserves besides: no host's child is ever at the root (a host's
+/// path has at least one segment), so these only bound host paths and are never escaped.
+pub const ROOT_RESERVED: &[&str] = &["README.md", ".wip"];
 
 /// The longest file name, in bytes (Linux's NAME_MAX): no listed name is longer.
 pub const NAME_MAX: usize = 255;
 
 pub fn is_reserved(name: &str) -> bool {
     RESERVED.contains(&name)
+}
+
+/// What an entry's description adds when the tree shows its name escaped: its real name
+/// and why (`None` for a name shown as it is).
+pub fn escape_note(name: &str) -> Option<String> {
+    let shown = escape(name);
+    if shown == name {
+        return None;
+    }
+    let stem = name.trim_end_matches('~');
+    Some(if stem == name {
+        format!(
+            "really named {}; shown as {} because every entry reserves {stem}",
+            self::shown(name),
+            self::shown(&shown)
+        )
+    } else {
+        format!(
+            "really named {}; shown as {} because one ~ is added to names like {stem} and its escapes",
+            self::shown(name),
+            self::shown(&shown)
+        )
+    })
 }
 
 /// Whether `name` is `reserved` followed by zero or more `~`.
@@ -111,7 +129,7 @@ pub fn canonical_number<T: std::str::FromStr>(s: &str) -> Option<T> {
 }
 
 /// Where one host's entries are in the world: its mount path, then each segment of a
-/// host-relative path escaped as the tree shows it (`README.md` → `README.md~`). Every path
+/// host-relative path escaped as the tree shows it (`ops` → `ops~`). Every path
 /// a host prints (in guards, results, discovered entries, search hits) is built here, so
 /// each one exists in the tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -171,7 +189,9 @@ mod tests {
     #[test]
     fn printed_paths_escape_each_segment_and_keep_own_files() {
         let p = Paths::new("/files/");
-        assert_eq!(p.entry(&["docs", "README.md"]), "files/docs/README.md~");
+        // README.md and .wip are the root's alone: no host child is escaped for them.
+        assert_eq!(p.entry(&["docs", "README.md"]), "files/docs/README.md");
+        assert_eq!(p.entry(&[".wip"]), "files/.wip");
         assert_eq!(p.entry(&["ops", "x"]), "files/ops~/x");
         assert_eq!(p.entry::<&str>(&[]), "files");
         assert_eq!(p.op(&["ops"], "read"), "files/ops~/ops/read");
@@ -207,6 +227,19 @@ mod tests {
         assert_eq!(escape("plain"), "plain");
         assert_eq!(escape("body"), "body~");
         assert_eq!(unescape("body"), None);
+        assert_eq!(escape("README.md"), "README.md");
+        assert_eq!(unescape("README.md~").as_deref(), Some("README.md~"));
+    }
+
+    #[test]
+    fn an_escaped_name_says_what_it_is_really_called() {
+        assert_eq!(escape_note("README.md"), None);
+        assert_eq!(
+            escape_note("ops").as_deref(),
+            Some("really named ops; shown as ops~ because every entry reserves ops")
+        );
+        assert!(escape_note("body~")
+            .is_some_and(|n| n.starts_with("really named body~; shown as body~~")));
     }
 
     #[test]

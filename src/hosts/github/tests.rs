@@ -467,7 +467,7 @@ fn bad_arguments_are_refused_with_the_op_and_argument_before_any_guard() {
 }
 
 /// Repositories may be named like an entry's own files (`README.md`, `ops`): every path
-/// the host prints escapes them as the tree does (`README.md~`), so it names a real entry.
+/// the host prints escapes them as the tree does (`ops~`), so it names a real entry.
 #[test]
 fn printed_paths_escape_repositories_named_like_reserved_names() {
     let pull = r#"{"number": 1, "state": "open", "title": "t", "user": {"login": "a"}}"#;
@@ -493,7 +493,7 @@ fn printed_paths_escape_repositories_named_like_reserved_names() {
         .unwrap();
     assert!(
         hit.description
-            .ends_with(" — see github/octo/README.md~/issues/4"),
+            .ends_with(" — see github/octo/README.md/issues/4"),
         "{}",
         hit.description
     );
