@@ -185,7 +185,7 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
     let guard = m.read("tracker/issues/42/ops/comment/guard");
     assert!(
         guard.contains(
-            "✗ approval: needs a person's approval (rule 3); the call will wait as a pending run"
+            "✗ sign_off: needs a person's sign-off (rule 3); the call will wait as a pending run"
         ),
         "{guard}"
     );
@@ -210,7 +210,7 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
     assert_eq!(in_mount(&m, &run, "status"), "ok\n");
     let approval = in_mount(&m, &run, "approval");
     assert!(
-        approval.starts_with("approved by root (uid 0) at "),
+        approval.starts_with("signed off by root (uid 0) at "),
         "{approval}"
     );
     assert!(m
@@ -411,7 +411,7 @@ fn approvers_by_uid_decide_over_their_own_socket() {
     assert!(!m.read("tracker/issues/42/description").contains("dana"));
     let approval = in_mount(&m, &run, "approval");
     assert!(
-        approval.starts_with(&format!("approved by uid {OTHER_UID} at ")),
+        approval.starts_with(&format!("signed off by uid {OTHER_UID} at ")),
         "{approval}"
     );
     // It may decide only what names it.
@@ -473,7 +473,7 @@ fn a_policy_rule_overrides_the_mcp_hosts_annotation_defaults() {
     let guard = m.read("mcp/memory/ops/delete_entities/guard");
     assert!(
         guard.contains("✓ server")
-            && guard.contains("✗ approval: needs a person's approval (rule 1)"),
+            && guard.contains("✗ sign_off: needs a person's sign-off (rule 1)"),
         "{guard}"
     );
     assert!(!guard.contains("✗ policy"), "{guard}");

@@ -258,15 +258,16 @@ impl World {
         let rule = verdict.approval()?;
         // The approval line is the guard's last (apply_policy adds it after the host's).
         let (last, rest) = guard.conditions.split_last()?;
-        (last.name == "approval" && !last.ok && rest.iter().all(|c| c.ok)).then(|| rule.clone())
+        (last.name == super::policy::SIGN_OFF && !last.ok && rest.iter().all(|c| c.ok))
+            .then(|| rule.clone())
     }
 
-    /// Whether a policy rule asks a person's approval for this call.
+    /// Whether a policy rule asks a person's sign-off for this call.
     pub(super) fn awaits_approval_rule(&self, target: &Target, op: &str, args: &Value) -> bool {
         self.verdict(target, op, Some(args)).approval().is_some()
     }
 
-    /// Hold a journaled call for a person's approval: a pending run, EINPROGRESS with the
+    /// Hold a journaled call for a person's sign-off: a pending run, EINPROGRESS with the
     /// words saying where it waits and how a person decides.
     pub(super) fn hold(
         &self,
@@ -292,7 +293,7 @@ impl World {
                 self.pending_words(&path, op, rule, &a),
             )),
             Err(e) => Err(WorldError::backend(format!(
-                "cannot hold the call for a person's approval ({e}); it did not run"
+                "cannot hold the call for a person's sign-off ({e}); it did not run"
             ))),
         };
         let report = self.complete(target, op, caller, id, outcome);
@@ -313,7 +314,7 @@ impl World {
             _ => "It does not expire.".to_string(),
         };
         format!(
-            "needs a person's approval (rule {n}: {rule_text}); the call waits as the pending run {run}\n\
+            "needs a person's sign-off (rule {n}: {rule_text}); the call waits as the pending run {run}\n\
              A person decides, outside this mount{session}:\n  \
              {wip} approve {run}\n  \
              {wip} deny {run} [--reason …]\n\
@@ -346,7 +347,7 @@ impl World {
         let run = self.run(id)?;
         let approval = self.journal.approval(id)?.ok_or_else(|| {
             WorldError::invalid(format!(
-                "run {id} did not wait for a person's approval (its status is {})",
+                "run {id} did not wait for a person's sign-off (its status is {})",
                 run.status
             ))
         })?;
@@ -748,8 +749,8 @@ fn decision_words(a: &Approval) -> String {
         .unwrap_or_else(|| "?".into());
     let at = a.decided_at.as_deref().unwrap_or("?");
     match a.state.as_str() {
-        PENDING => "pending: waiting for a person's approval".to_string(),
-        "approved" => format!("approved by {who} at {at}"),
+        PENDING => "pending: waiting for a person's sign-off".to_string(),
+        "approved" => format!("signed off by {who} at {at}"),
         "denied" => format!("denied by {who} at {at}; the call never ran"),
         EXPIRED => format!("expired at {at}: nobody decided in time; the call never ran"),
         "interrupted" => {

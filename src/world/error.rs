@@ -36,7 +36,7 @@ pub enum ErrorKind {
     NoSpace,
     /// A name is longer than a file name may be (255 bytes) (ENAMETOOLONG).
     NameTooLong,
-    /// A policy makes the call wait for a person's approval: it is a pending run now
+    /// A policy makes the call wait for a person's sign-off: it is a pending run now
     /// (EINPROGRESS).
     Pending,
 }

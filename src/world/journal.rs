@@ -70,7 +70,7 @@ pub struct Event {
     pub cursor: i64,
     pub at: String,
     /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry);
-    /// `pending`, `approved`, `denied` or `expired` (a run held for a person's approval).
+    /// `pending`, `approved`, `denied` or `expired` (a run held for a person's sign-off).
     pub kind: String,
     /// World path of the entry (for `call`: the entry whose op ran).
     pub path: String,

@@ -82,7 +82,7 @@ pub enum RunFile {
     Result,
     Guard,
     Caller,
-    /// Only in runs that asked a person's approval (not in `ALL`).
+    /// Only in runs that asked a person's sign-off (not in `ALL`).
     Approval,
 }
 
@@ -93,7 +93,7 @@ pub enum WipFile {
     Stats,
     Known,
     Events,
-    /// Runs waiting for a person's approval.
+    /// Runs waiting for a person's sign-off.
     Pending,
     /// Where the daemon's control socket listens.
     Control,

@@ -11,6 +11,10 @@ use serde_json::{Map, Value};
 
 use super::host::Condition;
 
+/// The guard line of a rule that asks a person to decide: its own word, never "approval",
+/// so it cannot be read as a pull request's review approval beside it.
+pub const SIGN_OFF: &str = "sign_off";
+
 /// What a rule does with the calls it matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -250,7 +254,7 @@ impl Policy {
 
     /// The guard lines of a verdict: one per rule that depends on arguments, then the
     /// deciding rule's, else the host's default. `approved` says who approved this run
-    /// (it is being run after a person's approval).
+    /// (it is being run after a person's sign-off).
     pub fn conditions(
         verdict: &Verdict<'_>,
         host_default: Option<HostDefault>,
@@ -263,7 +267,7 @@ impl Policy {
                 let what = match r.action {
                     Action::Allow => "allows",
                     Action::Deny => "denies",
-                    Action::Approve => "asks a person's approval for",
+                    Action::Approve => "asks a person's sign-off for",
                 };
                 Condition::policy(
                     "policy",
@@ -295,15 +299,15 @@ impl Policy {
                 ),
                 Action::Approve => match approved {
                     Some(who) => Condition::check(
-                        "approval",
+                        SIGN_OFF,
                         true,
-                        format!("approved by {who} (rule {})", r.number),
+                        format!("signed off by {who} (rule {})", r.number),
                     ),
                     None => Condition::check(
-                        "approval",
+                        SIGN_OFF,
                         false,
                         format!(
-                            "needs a person's approval (rule {}); the call will wait as a pending run{}",
+                            "needs a person's sign-off (rule {}); the call will wait as a pending run{}",
                             r.number,
                             r.reason.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
                         ),
@@ -537,11 +541,11 @@ mod tests {
         );
         let v = p.verdict("tracker/issues/1/ops/close", None);
         let c = Policy::conditions(&v, None, None);
-        assert_eq!(c[0].name, "approval");
+        assert_eq!(c[0].name, SIGN_OFF);
         assert!(!c[0].ok && !c[0].policy, "an approval is not a refusal");
         assert_eq!(
             c[0].detail,
-            "needs a person's approval (rule 2); the call will wait as a pending run"
+            "needs a person's sign-off (rule 2); the call will wait as a pending run"
         );
         let c = Policy::conditions(&v, None, Some("root (uid 0)"));
         assert!(c[0].ok);
@@ -557,7 +561,7 @@ mod tests {
         // A manifest rule overrides the host's default.
         let c = Policy::conditions(&v, Some(default), None);
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].name, "approval");
+        assert_eq!(c[0].name, SIGN_OFF);
     }
 
     #[test]

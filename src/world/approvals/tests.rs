@@ -163,7 +163,7 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
     let guard = f.world.guard(&root(), "note").unwrap().render();
     assert!(
         guard.contains(
-            "✗ approval: needs a person's approval (rule 1); the call will wait as a pending run"
+            "✗ sign_off: needs a person's sign-off (rule 1); the call will wait as a pending run"
         ),
         "{guard}"
     );
@@ -217,13 +217,13 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
     assert_eq!(run.session, AGENT, "it ran as the recorded caller");
     assert!(
         run.guard
-            .contains("✓ approval: approved by root (uid 0) at the decision (rule 1)"),
+            .contains("✓ sign_off: signed off by root (uid 0) at the decision (rule 1)"),
         "{}",
         run.guard
     );
     let approval = approval_of(&f, id);
     assert!(
-        approval.starts_with("approved by root (uid 0) at 20"),
+        approval.starts_with("signed off by root (uid 0) at 20"),
         "{approval}"
     );
     assert!(approval.contains("decider pid "), "{approval}");
@@ -328,7 +328,7 @@ fn only_the_rules_approvers_decide() {
     assert!(d.call_ok);
     let approval = approval_of(&f, id);
     assert!(
-        approval.starts_with("approved by uid 4242 at "),
+        approval.starts_with("signed off by uid 4242 at "),
         "{approval}"
     );
 }

@@ -1,4 +1,4 @@
-//! Pending runs in the journal: a call a policy holds for a person's approval, who may
+//! Pending runs in the journal: a call a policy holds for a person's sign-off, who may
 //! decide, until when, and what was decided. The same database as the calls, so a pending
 //! run survives a remount and its decision is recorded with the run's new status in one
 //! transaction.
@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::{insert_events, Event, SqliteJournal, RUNNING};
 use crate::world::error::{WorldError, WorldResult};
 
-/// Status of a run that waits for a person's approval.
+/// Status of a run that waits for a person's sign-off.
 pub const PENDING: &str = "pending";
 /// Status of a run a person denied (it never ran).
 pub const DENIED: &str = "denied";
@@ -59,7 +59,7 @@ pub struct Decider {
     pub command: String,
 }
 
-/// A run that asked a person's approval, and what became of it.
+/// A run that asked a person's sign-off, and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Approval {
     pub run: i64,
@@ -125,7 +125,7 @@ fn row_to_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
 }
 
 impl SqliteJournal {
-    /// Hold run `run` for a person's approval, with its `pending` event.
+    /// Hold run `run` for a person's sign-off, with its `pending` event.
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
         let approvers = serde_json::to_string(new.approvers)
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;

@@ -160,7 +160,7 @@ impl Journal {
         on_store!(self, j => j.bytes())
     }
 
-    /// Hold run `run` for a person's approval, with its `pending` event.
+    /// Hold run `run` for a person's sign-off, with its `pending` event.
     pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
         let rule_text = scrub(new.rule_text);
         let new = NewApproval {
