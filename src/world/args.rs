@@ -125,6 +125,23 @@ pub fn parse(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
     let text = text.strip_suffix('\n').unwrap_or(text);
     let text = text.strip_suffix('\r').unwrap_or(text);
     let props = properties(schema);
+    // A first line `--` says: what follows is plain text, whatever it looks like.
+    let plain = match text.split_once('\n') {
+        Some((first, rest)) if first.trim_end_matches('\r') == PLAIN_MARK => Some(rest),
+        None if text == PLAIN_MARK => Some(""),
+        _ => None,
+    };
+    if let Some(rest) = plain {
+        let Some(name) = plain_text_param(schema) else {
+            return Err(WorldError::invalid(format!(
+                "a first line {PLAIN_MARK} means plain text, but this op takes none (fields: {}); send a JSON object or key=value lines",
+                field_list(&props)
+            )));
+        };
+        let mut obj = Map::new();
+        obj.insert(name, Value::String(rest.to_string()));
+        return Ok(Value::Object(obj));
+    }
     if let Some(obj) = parse_key_values(text, &props, schema)? {
         return Ok(Value::Object(obj));
     }
@@ -135,16 +152,44 @@ pub fn parse(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
     }
     Err(WorldError::invalid(format!(
         "expected a JSON object or key=value lines (fields: {}); see the op's schema",
-        if props.is_empty() {
-            "none".to_string()
-        } else {
-            props
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        field_list(&props)
     )))
+}
+
+/// The line that, first in a text call, makes the rest plain text exactly.
+pub const PLAIN_MARK: &str = "--";
+
+fn field_list(props: &[(String, String)]) -> String {
+    if props.is_empty() {
+        return "none".to_string();
+    }
+    props
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The schema as `ops/NAME/schema` shows it: for an op that takes plain text, one line in
+/// its `description` saying when text is read as `key=value` lines instead, and the escape.
+pub fn shown_schema(schema: &Value) -> Value {
+    let Some(param) = plain_text_param(schema) else {
+        return schema.clone();
+    };
+    let props = properties(schema);
+    let note = format!(
+        "Plain text fills {param}, unless its first line is KEY=… with KEY one of {}: then it is read as key=value lines. To send such text exactly, make the first line {PLAIN_MARK} (or send JSON).",
+        field_list(&props)
+    );
+    let mut shown = schema.clone();
+    if let Some(obj) = shown.as_object_mut() {
+        let description = match obj.get("description").and_then(Value::as_str) {
+            Some(d) if !d.is_empty() => format!("{d} {note}"),
+            _ => note,
+        };
+        obj.insert("description".into(), Value::String(description));
+    }
+    shown
 }
 
 /// The property names and their declared `type` (first string type if a list).
@@ -379,6 +424,30 @@ mod tests {
             strict_json("{\"a\":[1,2.5,null,true,{\"b\":\"c\"}]}").unwrap(),
             json!({"a":[1,2.5,null,true,{"b":"c"}]})
         );
+    }
+
+    #[test]
+    fn a_first_line_of_two_dashes_sends_the_rest_as_plain_text_exactly() {
+        let comment = json!({"type":"object","properties":{"body":{"type":"string"},"timeout":{"type":"integer"}},"required":["body"],"additionalProperties":false});
+        // Without the mark a known key on the first line makes key=value lines.
+        assert_eq!(parse(b"body=hi\n", &comment).unwrap(), json!({"body":"hi"}));
+        assert_eq!(
+            parse(b"--\nbody=hi\ntimeout=30 is not the cause\n", &comment).unwrap(),
+            json!({"body":"body=hi\ntimeout=30 is not the cause"})
+        );
+        assert_eq!(parse(b"--\n", &comment).unwrap(), json!({"body":""}));
+        // An op that takes no plain text says so.
+        let e = parse(b"--\nreason=x\n", &label_schema()).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert!(e.message.contains("takes none"), "{e}");
+        // The schema says it, for ops that take plain text only.
+        let shown = shown_schema(&comment);
+        let d = shown["description"].as_str().unwrap_or_default();
+        assert!(
+            d.contains("first line --") && d.contains("body, timeout"),
+            "{d}"
+        );
+        assert_eq!(shown_schema(&label_schema()), label_schema());
     }
 
     #[test]
