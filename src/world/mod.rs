@@ -49,7 +49,7 @@ pub use body::BodyDoc;
 use cache::TtlCache;
 pub use call::{CallDoc, CallReport};
 pub use content::Snapshot;
-use error::{WorldError, WorldResult};
+use error::{ErrorKind, WorldError, WorldResult};
 use host::{Guard, Host, HostChange, OpSpec};
 use journal::Journal;
 use known::{Known, KnownEntry};
@@ -74,6 +74,8 @@ const INFO_CACHE: Duration = REPORTED_TTL;
 /// How long a body a host gave is reused: a listing shows `body` and the next `stat`
 /// sizes it. Bodies may be large (an issue's whole text), so they are not kept longer.
 const BODY_CACHE: Duration = Duration::from_secs(1);
+/// How long an entry a call removed keeps its ops' results and runs at its path.
+const GONE_KEEP: Duration = Duration::from_secs(600);
 /// Bound of the entry-info cache (a listing of a large collection fills it at once).
 const INFO_CACHE_MAX: usize = 200_000;
 /// How many runs `runs/` lists (older ones stay reachable by id).
@@ -122,6 +124,9 @@ pub struct World {
     /// Entries' bodies as their hosts last gave them, reused like `infos` (a listing shows
     /// `body` and the next `stat` sizes it).
     bodies: TtlCache<EntryRef, host::Body>,
+    /// Entries a call of their own removed, with the ops that ran: the caller can still
+    /// read `ENTRY/ops/NAME/result` (and `runs/`) at the path it used, for a while.
+    gone: TtlCache<EntryRef, Arc<Vec<String>>>,
     sink: Mutex<Option<ChangeSink>>,
     pool: pool::Pool,
     watch: Arc<run::Watch>,
@@ -200,6 +205,7 @@ impl World {
             infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             mtimes: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             bodies: TtlCache::new(BODY_CACHE, 20_000),
+            gone: TtlCache::new(GONE_KEEP, 4096),
             sink: Mutex::new(None),
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),
@@ -490,12 +496,57 @@ impl World {
     /// The ops of a target. A walk asks for them once per op file, so they are kept
     /// briefly (and dropped after every call that changed something).
     pub fn ops(&self, target: &Target) -> WorldResult<OpList> {
-        self.ops_cache.get_or_try(target.clone(), || {
+        let ops: WorldResult<OpList> = self.ops_cache.get_or_try(target.clone(), || {
             Ok(Arc::new(match target {
                 Target::Root => root_ops::root_ops(),
                 Target::Entry(e) => self.host(e)?.host.ops(&e.path)?,
             }))
-        })
+        });
+        match (ops, target) {
+            // Never cached: the host's own answer comes back with the entry.
+            (Err(err), Target::Entry(e)) if err.kind == ErrorKind::NotFound => {
+                self.gone_ops(e).ok_or(err)
+            }
+            (other, _) => other,
+        }
+    }
+
+    /// The ops of an entry a call of its own removed: those that ran, each saying so, so
+    /// that `ops/NAME/result` and `ops/NAME/runs/` stay readable at the path.
+    fn gone_ops(&self, e: &EntryRef) -> Option<OpList> {
+        let ran = self.gone.get(e)?;
+        Some(Arc::new(
+            ran.iter()
+                .map(|op| host::OpSpec {
+                    name: op.clone(),
+                    description: format!(
+                        "{op}: this entry no longer exists (a call of {op} removed it); its result and runs stay readable here for a while"
+                    ),
+                    schema: serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+                })
+                .collect(),
+        ))
+    }
+
+    /// Whether `e` is an entry a call of its own removed (and the host has no entry there).
+    pub(crate) fn is_gone(&self, e: &EntryRef) -> bool {
+        self.gone.get(e).is_some()
+    }
+
+    /// After a call on `e` that succeeded: when the entry is no longer there, remember it.
+    pub(crate) fn note_if_gone(&self, e: &EntryRef, op: &str) {
+        if e.path.is_empty() {
+            return;
+        }
+        let Ok(m) = self.host(e) else { return };
+        if !matches!(m.host.exists(&e.path), Ok(false)) {
+            return;
+        }
+        let mut ran: Vec<String> = self.gone.get(e).map(|r| r.to_vec()).unwrap_or_default();
+        if !ran.iter().any(|o| o == op) {
+            ran.push(op.to_string());
+        }
+        self.gone.insert(e.clone(), Arc::new(ran));
     }
 
     pub(crate) fn op_spec(&self, target: &Target, op: &str) -> WorldResult<OpSpec> {

@@ -408,7 +408,7 @@ impl World {
 
     /// The guard checked before a call runs. A host that checks its own guard as the call
     /// runs is not asked first (the answer could change before the call anyway): only the
-    /// policy's lines are checked here, unless the policy asks for a person's approval,
+    /// policy's lines are checked here, unless the policy asks for a person's sign-off,
     /// which must not hold a call the host would refuse.
     fn call_guard(&self, target: &Target, op: &str, args: &Value) -> WorldResult<host::Guard> {
         let host_checks = match target {
@@ -716,6 +716,13 @@ impl World {
             if let Some((_, parent)) = rel.split_last() {
                 changed.push(NodeId::Entry(EntryRef::new(*h, parent)));
             }
+            // Made again where a call had removed one: what the kernel holds of the
+            // removed one (its ops that ran, and nothing else) goes.
+            let e = EntryRef::new(*h, rel.as_slice());
+            if self.is_gone(&e) {
+                self.gone.forget(&e);
+                self.entry_changed_nodes(*h, rel, &mut changed);
+            }
         }
         (text, discovered, changed, events)
     }
@@ -783,6 +790,12 @@ impl World {
         outcome: WorldResult<Outcome>,
     ) -> CallReport {
         let (result, text, mut changed) = self.record(target, op, id, outcome, "");
+        if let (Ok(_), Target::Entry(e)) = (&result, target) {
+            // Only what the call said it changed can be gone (a `delete`'s own entry).
+            if changed.contains(&NodeId::Entry(e.clone())) {
+                self.note_if_gone(e, op);
+            }
+        }
         if let Ok(mut results) = self.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
             r.latest = r.latest.max(id);

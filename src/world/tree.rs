@@ -123,6 +123,8 @@ impl World {
                 self.remember(&child, &info);
                 Some(NodeId::Entry(child))
             }
+            // Removed by a call of its own: its ops' results stay at the path a while.
+            None if self.is_gone(&child) => Some(NodeId::Entry(child)),
             None => None,
         })
     }
@@ -188,6 +190,10 @@ impl World {
                 )];
                 out.extend(self.branch_children(prefix));
                 out
+            }
+            NodeId::Entry(e) if self.is_gone(e) && !self.host(e)?.host.exists(&e.path)? => {
+                // Only the ops that removed it: the rest of it is gone.
+                vec![("ops".into(), NodeId::OpsLink(Target::Entry(e.clone())))]
             }
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
