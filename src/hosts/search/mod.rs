@@ -390,13 +390,49 @@ impl SearchHost {
         }
     }
 
-    /// What the indexer has done, for the root's description and results.
+    /// What the indexer has done, for the root's description and results, in words that
+    /// say whether a search sees the latest: quick sources are read again before every
+    /// search (so they are up to date whenever one runs), slow ones in the background.
     fn index_state(&self) -> String {
         let s = self.inner.shared.lock();
         let mut out = match (&s.running, &s.last_start) {
             (Some(_), _) => format!("indexing now ({} documents read so far)", s.progress),
             (None, _) if s.finished == 0 => "indexing now (starting)".to_string(),
-            (None, Some(at)) => format!("indexed {} s ago", at.elapsed().as_secs()),
+            (None, Some(_)) => {
+                let (quick, slow): (Vec<&Peer>, Vec<&Peer>) =
+                    self.inner.sources.iter().partition(|p| {
+                        s.per_source
+                            .get(&p.path)
+                            .is_some_and(|(_, took)| *took < CHEAP)
+                    });
+                let mut parts = Vec::new();
+                if !quick.is_empty() {
+                    parts.push(format!(
+                        "up to date: {} {} read again before every search",
+                        names(&quick),
+                        if quick.len() == 1 { "is" } else { "are" }
+                    ));
+                }
+                for p in slow {
+                    let when = match s.per_source.get(&p.path) {
+                        Some((at, took)) => {
+                            let every = FRESH.max(*took * 10).as_secs().max(1);
+                            format!(
+                                "{} indexed {} ago, read again in the background at most every {every} s",
+                                p.path,
+                                ago(at.elapsed())
+                            )
+                        }
+                        None => format!("{} not indexed yet", p.path),
+                    };
+                    parts.push(when);
+                }
+                if parts.is_empty() {
+                    "up to date (no sources)".to_string()
+                } else {
+                    parts.join("; ")
+                }
+            }
             (None, None) => "never indexed".to_string(),
         };
         if let Some(e) = &s.last_error {
@@ -444,7 +480,7 @@ impl SearchHost {
     }
 
     /// The world path of a hit's object as the tree shows it: `tracker/issues/42`,
-    /// `files/docs/README.md~`.
+    /// `files/ops~/x.txt`.
     fn hit_target(hit: &Hit) -> String {
         Paths::new(&hit.source).entry(&Self::hit_segments(hit))
     }
@@ -851,5 +887,25 @@ impl Host for SearchHost {
     /// The root's description follows the indexer; results are added by calls.
     fn cache_ttl(&self) -> Duration {
         Duration::from_secs(1)
+    }
+}
+
+/// Source paths in words: `tracker`, `tracker and files`, `a, b and c`.
+fn names(peers: &[&Peer]) -> String {
+    let all: Vec<&str> = peers.iter().map(|p| p.path.as_str()).collect();
+    match all.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A past time span in words: `12 s`, `17 min`, `3 h`.
+fn ago(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{} h", s / 3600),
     }
 }
