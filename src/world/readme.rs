@@ -39,12 +39,15 @@ Every object is a directory: `cat description` says what it is, `cat ref` is its
 so `find`, `grep -r`, `du` and `tar` see content only; `ops/NAME/…` works everywhere (to
 walk the ops too, follow links: `find -L`, `grep -R`; reading still runs nothing). Large collections list a first page; their `description` says how
 many exist, and any one is reachable by name (`cd tracker/issues/42`).
+A host's child named like an entry's own files (`description`, `ref`, `body`, `ops`) shows
+with a `~` added (`ops~`); its `description` says what it is really called.
 {titled}
 
 
 ## Read content: `body`
 An object with content has a file `body`: a file's exact bytes, an issue's markdown, a
-comment's text, a row as JSON, a resource, a message. Read it like any file, with any tool:
+comment's text, a row as JSON, a resource, a message: the stored bytes, no more (text
+saved without a final newline reads back without one). Read it like any file, any tool:
 `cat tracker/issues/42/body`, `grep -r WORD files/`, `grep -l crash tracker/issues/*/body`,
 `less`, `tail -c`, `cmp`, `cp`. Reading runs nothing and records nothing. Only a file's
 body is read by offset; any other shows at most 16 MiB and a longer one ends with a line
@@ -63,6 +66,9 @@ file beside it); write the new content instead. `test -w` tells the truth; so do
   `echo '{{"reason":"fixed in 1.2"}}' > ops/close/call && cat ops/close/result`
   Arguments: a JSON object, `key=value` lines, or plain text when the op takes a single
   string (`echo "fixed in 1.2" > ops/close/call`). No arguments: `echo > ops/NAME/call`.
+  Text whose first line is `KEY=…` with KEY a field of the op is read as key=value lines;
+  to send such text exactly, make the first line `--` (`printf -- '--\ntimeout=30 is not
+  it\n' > call`) or send JSON. The op's `schema` says so where it applies.
   Everything you write through one `>` (several lines, `{{ …; }} >`, a heredoc) is ONE call.
   Opening and closing `call` without writing runs nothing.
 - Errors: EINVAL bad arguments, EPERM a guard is blocked, EACCES policy forbids, EIO the
@@ -75,8 +81,9 @@ file beside it); write the new content instead. `test -w` tells the truth; so do
   builtin echo/printf ignore close errors: after a text call, `cat result`.
 - `{wip} call PATH [ARGS]` does it in one step, prints the result and exits 1 on error.
 
-## Approvals
-A guard line `✗ approval: needs a person's approval` means the call will not run now: it
+## A person's sign-off
+A guard line `✗ sign_off: needs a person's sign-off` means the call will not run now (it
+is not a review approval, which a pull request's own guard lines and ops are about): it
 waits as a pending run (the write fails with EINPROGRESS, "Operation now in progress"),
 and `result` prints the run's path. A person decides outside this mount, not from your
 terminal session: `{wip} approve RUN` runs it (checked again then), `{wip} deny RUN`
@@ -96,7 +103,7 @@ result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME
 `.wip/known`: the known world. `.wip/events`: every change as JSON lines (`tail -f` it;
 `ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
 effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
-`.wip/pending`: runs waiting for a person's approval. `.wip/status`: the hosts (ready,
+`.wip/pending`: runs waiting for a person's sign-off. `.wip/status`: the hosts (ready,
 starting, down), calls in flight, the journal's size (`{wip} status DIR` prints it).
 This world is mounted at {mount}.
 {shared}"#,

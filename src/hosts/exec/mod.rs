@@ -291,9 +291,16 @@ impl Host for ExecHost {
     fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
         let info = match self.wire_entry(path) {
             Ok(Some(e)) => Some(e.into_info()),
-            // The root exists whatever the host says: it is where the host is mounted.
+            // The root exists whatever the host says: it is where the host is mounted, and
+            // what `initialize` said of itself describes it.
             Ok(None) if path.is_empty() => Some(EntryInfo::new(
-                format!("exec host {}", self.paths.mount()),
+                match self.client.hello() {
+                    Some(h) => match h.description.as_deref().filter(|d| !d.trim().is_empty()) {
+                        Some(d) => format!("{} (exec host {}): {d}", h.name, self.paths.mount()),
+                        None => format!("{} (exec host {})", h.name, self.paths.mount()),
+                    },
+                    None => format!("exec host {}", self.paths.mount()),
+                },
                 format!("exec://{}", self.paths.mount()),
             )),
             Ok(None) => None,
@@ -446,7 +453,15 @@ impl Host for ExecHost {
         }
         let v = self.read("body", json!({ "path": path }))?;
         let b: Option<WireBody> = self.decode("body", v)?;
-        Ok(b.map(WireBody::into_body))
+        b.map(|b| {
+            b.into_body().map_err(|why| {
+                HostError::Backend(format!(
+                    "host {} answered body with a result of the wrong shape: {why}",
+                    self.client.name
+                ))
+            })
+        })
+        .transpose()
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

@@ -269,8 +269,13 @@ impl WireEntry {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WireBody {
-    /// The whole content (UTF-8 text).
-    pub text: String,
+    /// The whole content as UTF-8 text; or
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// the whole content as bytes, in standard base64 (binary content: an image, a
+    /// compressed file). Exactly one of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
     /// When it last changed, seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified: Option<f64>,
@@ -289,16 +294,29 @@ pub struct WireBodyWrite {
 }
 
 impl WireBody {
-    pub fn into_body(self) -> crate::world::host::Body {
+    /// The body, or why the answer cannot be one.
+    pub fn into_body(self) -> Result<crate::world::host::Body, String> {
+        use base64::Engine as _;
         let modified = self
             .modified
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(s));
-        let body = crate::world::host::Body::bytes(self.text).modified(modified);
-        match self.write {
-            Some(w) => body.written_by(&w.op, &w.arg),
-            None => body,
-        }
+        let (bytes, binary) = match (self.text, self.base64) {
+            (Some(t), None) => (t.into_bytes(), false),
+            (None, Some(b)) => (
+                base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .map_err(|e| format!("base64 is not standard base64: {e}"))?,
+                true,
+            ),
+            _ => return Err("give exactly one of text and base64".to_string()),
+        };
+        let body = crate::world::host::Body::bytes(bytes).modified(modified);
+        // An op's argument is a string: bytes that are not text cannot be written back.
+        Ok(match self.write {
+            Some(w) if !binary => body.written_by(&w.op, &w.arg),
+            _ => body,
+        })
     }
 }
 

@@ -765,3 +765,18 @@ fn a_call_that_crashes_the_host_is_refused_for_a_while_and_the_root_says_so() {
         .unwrap();
     assert_eq!(out.result, "echo: still\n");
 }
+
+#[test]
+fn a_body_is_text_or_base64_bytes_and_bytes_are_never_writable() {
+    let body = |v: Value| serde_json::from_value::<WireBody>(v).unwrap().into_body();
+    let text = body(json!({"text": "hi", "write": {"op": "set", "arg": "v"}})).unwrap();
+    assert_eq!(text.bytes.as_deref(), Some(&b"hi"[..]));
+    assert!(text.write.is_some());
+    let bytes = body(json!({"base64": "iVBORw0KGgoA/w==", "write": {"op": "set", "arg": "v"}}))
+        .unwrap();
+    assert_eq!(bytes.bytes.as_deref(), Some(&b"\x89PNG\r\n\x1a\n\x00\xff"[..]));
+    assert!(bytes.write.is_none(), "bytes cannot be an op's string argument");
+    for wrong in [json!({}), json!({"text": "a", "base64": "YQ=="}), json!({"base64": "*"})] {
+        assert!(body(wrong.clone()).is_err(), "{wrong}");
+    }
+}
