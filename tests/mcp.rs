@@ -1378,3 +1378,102 @@ fn unannotated_tools_are_blocked_by_the_specifications_defaults() {
     m.ok("echo > mcp/sqlite/ops/list_tables/call");
     assert!(!m.result("mcp/sqlite/ops/list_tables").contains("gone"));
 }
+
+/// Content that is not text is kept, whole and once: server-everything's tiny image is a
+/// file of the run (`runs/ID/content/1.png`, the server's bytes exactly) whose path the
+/// result prints; annotations stay beside what they annotate; a tool's outputSchema is
+/// `output_schema` beside `schema`; and server-filesystem's read_media_file, whose
+/// structured content repeats the image's base64, prints it nowhere.
+#[test]
+fn images_are_files_of_the_run_and_output_schemas_sit_beside_schemas() {
+    use base64::Engine as _;
+    let files = tempfile::tempdir().unwrap();
+    let png = base64::engine::general_purpose::STANDARD
+        .decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+        .unwrap();
+    std::fs::write(files.path().join("dot.png"), &png).unwrap();
+    let manifest = format!(
+        "{}[[host]]\nkind = \"mcp\"\npath = \"mcp/fs\"\ncommand = [\"node\", {:?}, {:?}]\n\
+         allow_tools = [\"read_media_file\"]\n",
+        everything_host("mcp/e", ""),
+        filesystem_js(),
+        files.path().display().to_string()
+    );
+    let m = Mount::start(Some(&manifest));
+    wait_ready(&m, "mcp/e");
+    wait_ready(&m, "mcp/fs");
+
+    m.ok("echo > mcp/e/ops/get-tiny-image/call");
+    let r = m.result("mcp/e/ops/get-tiny-image");
+    assert!(
+        r.contains("[image: image/png, ")
+            && r.contains(" bytes, kept as content/1.png of this run]"),
+        "{r}"
+    );
+    let run = m.ok("ls mcp/e/ops/get-tiny-image/runs/").trim().to_string();
+    let file = format!(
+        "{}/mcp/e/ops/get-tiny-image/runs/{run}/content/1.png",
+        m.mount.display()
+    );
+    assert!(
+        r.contains(&format!("{file}\timage/png, ")),
+        "the path is printed: {r}"
+    );
+    assert!(!r.contains("iVBORw0KGgo"), "no base64 in the result: {r}");
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(
+        m.ok(&format!("ls mcp/e/ops/get-tiny-image/runs/{run}/content")),
+        "1.png\n"
+    );
+    assert!(m
+        .ok(&format!("ls mcp/e/ops/get-tiny-image/runs/{run}"))
+        .lines()
+        .any(|l| l == "content"));
+
+    // Annotations are kept beside the text (and the image) they annotate.
+    m.ok(
+        "printf 'messageType=error\\nincludeImage=true\\n' > mcp/e/ops/get-annotated-message/call",
+    );
+    let r = m.result("mcp/e/ops/get-annotated-message");
+    assert!(
+        r.contains("[annotations of the text above: audience user, assistant · priority 1]"),
+        "{r}"
+    );
+    assert!(
+        r.contains("content/1.png\timage/png") && r.contains("audience user"),
+        "{r}"
+    );
+
+    // The output schema beside the schema; the result's structured content once.
+    assert_eq!(
+        m.ok("ls mcp/e/ops/get-structured-content"),
+        "call\ndescription\nguard\noutput_schema\nresult\nschema\n"
+    );
+    let out = m.read("mcp/e/ops/get-structured-content/output_schema");
+    assert!(
+        out.contains("\"temperature\"") && out.contains("\"humidity\""),
+        "{out}"
+    );
+    assert!(!m.ok("ls mcp/e/ops/echo").contains("output_schema"));
+
+    // server-filesystem: the image once, as a file; its base64 printed nowhere.
+    m.ok(&format!(
+        "echo 'path={}' > mcp/fs/ops/read_media_file/call",
+        files.path().join("dot.png").display()
+    ));
+    let r = m.result("mcp/fs/ops/read_media_file");
+    assert!(!r.contains("structured content"), "{r}");
+    assert!(!r.contains("iVBORw0KGgo"), "{r}");
+    let run = m
+        .ok("ls mcp/fs/ops/read_media_file/runs/")
+        .trim()
+        .to_string();
+    assert_eq!(
+        std::fs::read(m.path(&format!(
+            "mcp/fs/ops/read_media_file/runs/{run}/content/1.png"
+        )))
+        .unwrap(),
+        png
+    );
+}

@@ -158,7 +158,7 @@ impl World {
     }
 
     /// The absolute path of a run's folder.
-    fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
+    pub(super) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
         let base = if entry_path == "/" { "" } else { entry_path };
         self.absolute(&format!("{base}/ops/{op}/runs/{id}"))
     }

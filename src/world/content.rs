@@ -142,7 +142,8 @@ impl World {
             | NodeId::Ops(_)
             | NodeId::Op(..)
             | NodeId::Runs(..)
-            | NodeId::Run(..) => NodeKind::Dir,
+            | NodeId::Run(..)
+            | NodeId::RunContent(_) => NodeKind::Dir,
             NodeId::DiscoveredLink(..) | NodeId::OpsLink(_) => NodeKind::Symlink,
             _ => NodeKind::File,
         }
@@ -191,9 +192,18 @@ impl World {
                     None => None,
                 },
             ),
-            NodeId::Run(_, _, id) | NodeId::Discovered(id) => {
+            NodeId::Run(_, _, id) | NodeId::Discovered(id) | NodeId::RunContent(id) => {
                 dir(Caching::Stable(STABLE_TTL), self.run_time(*id)?)
             }
+            NodeId::RunContentFile(id, name) => NodeAttr {
+                kind: NodeKind::File,
+                size: std::fs::metadata(self.content_file(*id, name))
+                    .map(|m| m.len())
+                    .map_err(|e| WorldError::not_found(format!("content {name}: {e}")))?,
+                writable: false,
+                caching: Caching::Stable(STABLE_TTL),
+                modified: self.run_time(*id)?,
+            },
             NodeId::OpsLink(t) => NodeAttr {
                 kind: NodeKind::Symlink,
                 size: super::tree::OPS_DIR.len() as u64,
@@ -380,7 +390,11 @@ impl World {
         Ok(match node {
             NodeId::Info(t, _) => self.target_caching(t),
             NodeId::Body(e) => self.target_caching(&Target::Entry(e.clone())),
-            NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema) => self.target_caching(t),
+            NodeId::OpFile(t, _, OpFile::Description | OpFile::Schema | OpFile::OutputSchema) => {
+                self.target_caching(t)
+            }
+            // Written once, before its run was recorded.
+            NodeId::RunContentFile(..) => Caching::Stable(STABLE_TTL),
             // Guards and results change with calls, which invalidate them.
             NodeId::OpFile(t, ..) => Caching::Direct(self.target_caching(t).ttl()),
             NodeId::WipFile(
@@ -413,6 +427,10 @@ impl World {
     pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
         if let NodeId::Body(e) = node {
             return self.body_bytes(e);
+        }
+        if let NodeId::RunContentFile(id, name) = node {
+            return std::fs::read(self.content_file(*id, name))
+                .map_err(|e| WorldError::backend(format!("content {name} of run {id}: {e}")));
         }
         let text = match node {
             NodeId::Readme => readme::render(self),
@@ -457,6 +475,13 @@ impl World {
                     OpFile::Guard => self.guard(t, op)?.render(),
                     OpFile::Call => String::new(),
                     OpFile::Result => self.result_for(t, op, session)?,
+                    OpFile::OutputSchema => match &spec.output {
+                        Some(o) => line(
+                            &serde_json::to_string_pretty(o)
+                                .map_err(|e| WorldError::backend(e.to_string()))?,
+                        ),
+                        None => return Err(WorldError::not_found("this op declares no output")),
+                    },
                 }
             }
             NodeId::RunFile(id, f) => {

@@ -76,6 +76,9 @@ pub struct OpSpec {
     pub description: String,
     /// JSON Schema of the arguments (an object schema; strict: `additionalProperties: false`).
     pub schema: Value,
+    /// JSON Schema of what a call returns, where the host declares one (an MCP tool's
+    /// `outputSchema`): shown as `ops/NAME/output_schema` beside `schema`.
+    pub output: Option<Value>,
 }
 
 impl OpSpec {
@@ -244,6 +247,21 @@ pub struct CallOutcome {
     /// does: the runtime prints and links them like `discovered` and adds them to the known
     /// world.
     pub found_elsewhere: Vec<String>,
+    /// Content that is not text (an image, audio, a blob), in the order the result names
+    /// it: the runtime keeps each as a file of the run (`runs/ID/content/N.EXT`) and
+    /// prints its path.
+    pub content: Vec<ContentPart>,
+}
+
+/// One piece of a call's content kept as a file of its run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContentPart {
+    /// Its MIME type (`image/png`), which names the file's extension.
+    pub mime: String,
+    pub bytes: Vec<u8>,
+    /// What the host said of it besides (an MCP block's annotations: audience, priority),
+    /// one line, shown beside its path.
+    pub note: String,
 }
 
 impl CallOutcome {

@@ -10,6 +10,7 @@
 
 mod approvals;
 pub mod args;
+pub mod attachments;
 mod body;
 pub mod budget;
 pub mod cache;
@@ -150,6 +151,8 @@ pub struct World {
     unrecorded: Mutex<HashMap<i64, String>>,
     /// What open `call` and `body` descriptors buffer, in total (`max_buffered_bytes`).
     buffered: Arc<budget::Budget>,
+    /// The state directory (runs' content files live under it).
+    state_dir: PathBuf,
 }
 
 impl World {
@@ -220,6 +223,7 @@ impl World {
             shared,
             unrecorded: Mutex::new(HashMap::new()),
             buffered,
+            state_dir: state_dir.to_path_buf(),
         };
         let settled = world.settle_interrupted(&interrupted);
         world.interrupted_at_start = interrupted.len() - settled;
@@ -518,6 +522,7 @@ impl World {
         Some(Arc::new(
             ran.iter()
                 .map(|op| host::OpSpec {
+                    output: None,
                     name: op.clone(),
                     description: format!(
                         "{op}: this entry no longer exists (a call of {op} removed it); its result and runs stay readable here for a while"

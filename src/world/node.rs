@@ -73,6 +73,8 @@ pub enum OpFile {
     Guard,
     Call,
     Result,
+    /// What a call returns, where the op declares it (not in `ALL`).
+    OutputSchema,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -129,6 +131,10 @@ pub enum NodeId {
     Discovered(i64),
     /// The 1-based `index`-th entry a run discovered.
     DiscoveredLink(i64, usize),
+    /// `runs/ID/content/`: what a call gave that is not text, one file each.
+    RunContent(i64),
+    /// `runs/ID/content/N.EXT`.
+    RunContentFile(i64, OpName),
 }
 
 impl InfoFile {

@@ -349,6 +349,7 @@ impl<H, N, C> Ops<H, N, C> {
     pub fn specs(&self, node: &N) -> Vec<OpSpec> {
         self.offered(node)
             .map(|o| OpSpec {
+                output: None,
                 name: o.name.to_string(),
                 description: (o.describe)(node),
                 schema: o.schema.clone(),

@@ -101,6 +101,7 @@ pub(super) fn event_line(e: &Event) -> String {
 pub(super) fn root_ops() -> Vec<OpSpec> {
     vec![
         OpSpec {
+            output: None,
             name: "resolve".into(),
             description: "resolve(ref): every path where the object with this ref appears".into(),
             schema: json!({
@@ -111,6 +112,7 @@ pub(super) fn root_ops() -> Vec<OpSpec> {
             }),
         },
         OpSpec {
+            output: None,
             name: "locate".into(),
             description:
                 "locate(query): known, indexable entries whose path or description holds every word"
@@ -123,6 +125,7 @@ pub(super) fn root_ops() -> Vec<OpSpec> {
             }),
         },
         OpSpec {
+            output: None,
             name: "events".into(),
             description:
                 "events(since?): the change feed after a cursor, as JSON lines (resumable)".into(),

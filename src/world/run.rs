@@ -33,6 +33,8 @@ pub(super) struct Outcome {
     pub changed: Vec<(usize, Vec<String>)>,
     /// World paths of entries of other hosts.
     pub elsewhere: Vec<String>,
+    /// Content that is not text, kept as the run's files.
+    pub content: Vec<super::host::ContentPart>,
 }
 
 impl Outcome {
@@ -42,6 +44,7 @@ impl Outcome {
             discovered: o.discovered.into_iter().map(|p| (host, p)).collect(),
             changed: o.changed.into_iter().map(|p| (host, p)).collect(),
             elsewhere: o.found_elsewhere,
+            content: o.content,
         }
     }
 }
@@ -598,7 +601,9 @@ impl World {
         let (status, errno, text, discovered, changed, mut events, result) = match outcome {
             Ok(o) => {
                 let (text, discovered, changed, events) = self.render_success(&o);
-                let text = format!("{prefix}{text}");
+                let run_dir = self.run_dir(&self.target_path(target), op, id);
+                let kept = self.keep_content(id, &names::shown(&run_dir), &o.content);
+                let text = format!("{prefix}{text}{kept}");
                 ("ok", 0, text, discovered, changed, events, Ok(()))
             }
             Err(e) => (

@@ -49,6 +49,7 @@ impl Host for MemHost {
             name: name.into(),
             description: format!("{name}: for tests"),
             schema: object_schema(props, required),
+            output: None,
         };
         Ok(vec![
             op("note", json!({"text": {"type": "string"}}), &["text"]),
@@ -689,6 +690,7 @@ impl Host for Shelf {
                 name: "find".into(),
                 description: "find: for tests".into(),
                 schema: object_schema(json!({}), &[]),
+                output: None,
             }]
         } else {
             Vec::new()

@@ -12,6 +12,8 @@ use super::RUNS_LISTED;
 
 /// The real name of an entry's op directory; `ops` is a link to it (see `NodeId::OpsLink`).
 pub const OPS_DIR: &str = ".ops";
+/// The file beside `schema` of an op that declares what its calls return.
+pub const OUTPUT_SCHEMA: &str = "output_schema";
 
 impl World {
     // ---- lookup and listing -------------------------------------------------------
@@ -77,6 +79,11 @@ impl World {
             NodeId::Op(t, op) => {
                 if name == "runs" {
                     Some(NodeId::Runs(t.clone(), op.clone()))
+                } else if name == OUTPUT_SCHEMA {
+                    self.op_spec(t, op)?
+                        .output
+                        .is_some()
+                        .then(|| NodeId::OpFile(t.clone(), op.clone(), OpFile::OutputSchema))
                 } else {
                     by_name(&OpFile::ALL, name).map(|f| NodeId::OpFile(t.clone(), op.clone(), f))
                 }
@@ -94,6 +101,8 @@ impl World {
             NodeId::Run(_, _, id) => {
                 if name == "discovered" {
                     Some(NodeId::Discovered(*id))
+                } else if name == "content" {
+                    self.has_content(*id).then_some(NodeId::RunContent(*id))
                 } else if name == "approval" {
                     self.has_approval(*id)?
                         .then_some(NodeId::RunFile(*id, RunFile::Approval))
@@ -109,6 +118,11 @@ impl World {
                     .map(|_| NodeId::DiscoveredLink(*id, i)),
                 _ => None,
             },
+            NodeId::RunContent(id) => self
+                .content_names(*id)
+                .into_iter()
+                .find(|n| n == name)
+                .map(|n| NodeId::RunContentFile(*id, intern(&n))),
             NodeId::Wip => by_name(&WipFile::ALL, name).map(NodeId::WipFile),
             _ => None,
         };
@@ -231,10 +245,22 @@ impl World {
                 .iter()
                 .map(|o| (o.name.clone(), NodeId::Op(t.clone(), intern(&o.name))))
                 .collect(),
-            NodeId::Op(t, op) => OpFile::ALL
-                .iter()
-                .map(|(n, f)| (n.to_string(), NodeId::OpFile(t.clone(), op.clone(), *f)))
-                .collect(),
+            NodeId::Op(t, op) => {
+                let mut out: Vec<(String, NodeId)> = OpFile::ALL
+                    .iter()
+                    .map(|(n, f)| (n.to_string(), NodeId::OpFile(t.clone(), op.clone(), *f)))
+                    .collect();
+                if self.op_spec(t, op)?.output.is_some() {
+                    out.insert(
+                        2,
+                        (
+                            OUTPUT_SCHEMA.to_string(),
+                            NodeId::OpFile(t.clone(), op.clone(), OpFile::OutputSchema),
+                        ),
+                    );
+                }
+                out
+            }
             NodeId::Runs(t, op) => self
                 .journal
                 .runs_of(&self.target_path(t), op, RUNS_LISTED)?
@@ -247,6 +273,9 @@ impl World {
                     .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f)))
                     .collect();
                 out.push(("discovered".into(), NodeId::Discovered(*id)));
+                if self.has_content(*id) {
+                    out.push(("content".into(), NodeId::RunContent(*id)));
+                }
                 if self.has_approval(*id)? {
                     out.push(("approval".into(), NodeId::RunFile(*id, RunFile::Approval)));
                 }
@@ -258,6 +287,11 @@ impl World {
                     .map(|i| (i.to_string(), NodeId::DiscoveredLink(*id, i)))
                     .collect()
             }
+            NodeId::RunContent(id) => self
+                .content_names(*id)
+                .into_iter()
+                .map(|n| (n.clone(), NodeId::RunContentFile(*id, intern(&n))))
+                .collect(),
             NodeId::Wip => WipFile::ALL
                 .iter()
                 .map(|(n, f)| (n.to_string(), NodeId::WipFile(*f)))

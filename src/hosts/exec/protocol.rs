@@ -363,6 +363,7 @@ impl WireOp {
             }
         }
         OpSpec {
+            output: None,
             name: self.name,
             description: self.description,
             schema,
@@ -455,6 +456,7 @@ impl WireOutcome {
             discovered: self.discovered,
             changed: self.changed,
             found_elsewhere: self.found_elsewhere,
+            content: Vec::new(),
         }
     }
 }

@@ -772,11 +772,21 @@ fn a_body_is_text_or_base64_bytes_and_bytes_are_never_writable() {
     let text = body(json!({"text": "hi", "write": {"op": "set", "arg": "v"}})).unwrap();
     assert_eq!(text.bytes.as_deref(), Some(&b"hi"[..]));
     assert!(text.write.is_some());
-    let bytes = body(json!({"base64": "iVBORw0KGgoA/w==", "write": {"op": "set", "arg": "v"}}))
-        .unwrap();
-    assert_eq!(bytes.bytes.as_deref(), Some(&b"\x89PNG\r\n\x1a\n\x00\xff"[..]));
-    assert!(bytes.write.is_none(), "bytes cannot be an op's string argument");
-    for wrong in [json!({}), json!({"text": "a", "base64": "YQ=="}), json!({"base64": "*"})] {
+    let bytes =
+        body(json!({"base64": "iVBORw0KGgoA/w==", "write": {"op": "set", "arg": "v"}})).unwrap();
+    assert_eq!(
+        bytes.bytes.as_deref(),
+        Some(&b"\x89PNG\r\n\x1a\n\x00\xff"[..])
+    );
+    assert!(
+        bytes.write.is_none(),
+        "bytes cannot be an op's string argument"
+    );
+    for wrong in [
+        json!({}),
+        json!({"text": "a", "base64": "YQ=="}),
+        json!({"base64": "*"}),
+    ] {
         assert!(body(wrong.clone()).is_err(), "{wrong}");
     }
 }

@@ -316,6 +316,10 @@ impl McpHost {
 
     fn tool_op(tool: &rmcp::model::Tool, name: &str) -> OpSpec {
         OpSpec {
+            output: tool
+                .output_schema
+                .as_ref()
+                .map(|o| Value::Object(o.as_ref().clone())),
             name: name.to_string(),
             description: Self::tool_description(tool),
             schema: render::op_schema(&tool.input_schema),
@@ -468,15 +472,17 @@ impl McpHost {
                 peer.call_tool(params).await
             })?;
         let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let mut uris = Vec::new();
-        let text = render::tool_result_text(&value, &mut uris);
+        let mut found = render::Found::default();
+        let text = render::tool_result_text(&value, &mut found);
         if result.is_error == Some(true) {
             return Err(HostError::Backend(format!(
                 "tool error: {}",
                 text.trim_end()
             )));
         }
-        Ok(self.with_uris(CallOutcome::text(text), &uris))
+        let mut outcome = self.with_uris(CallOutcome::text(text), &found.uris);
+        outcome.content = found.parts;
+        Ok(outcome)
     }
 
     /// Report the resources a result names as discovered, when they have an entry.
@@ -574,6 +580,7 @@ impl McpHost {
             .collect();
         let names: Vec<&str> = args.iter().map(|(n, _, _)| n.as_str()).collect();
         OpSpec {
+            output: None,
             name: "get".into(),
             description: format!(
                 "render the prompt's messages ({})",
@@ -797,6 +804,7 @@ impl Host for McpHost {
                 .map(|t| vec![Self::tool_op(t, "call")])
                 .unwrap_or_default(),
             Node::Resource(_) => vec![OpSpec {
+                output: None,
                 name: "read_body".into(),
                 description: "read the resource: text as is, binary as a summary line and base64"
                     .into(),
@@ -804,6 +812,7 @@ impl Host for McpHost {
             }],
             Node::Template(n) => match self.template_of(&c, &n) {
                 Ok(t) => vec![OpSpec {
+                    output: None,
                     name: "read".into(),
                     description: format!(
                         "read the resource the variables name ({}); its entry is printed",
@@ -876,6 +885,7 @@ impl Host for McpHost {
                 let (c, phase) = self.catalog();
                 let t = self.template_of(&c, n)?;
                 let spec = OpSpec {
+                    output: None,
                     name: "read".into(),
                     description: String::new(),
                     schema: t.schema(),
@@ -898,9 +908,11 @@ impl Host for McpHost {
                 let args = Self::prompt_op(p).check_args(args)?;
                 self.check_guard(&c, &phase, &node, op)?;
                 let value = self.get_prompt(n, args)?;
-                let mut uris = Vec::new();
-                let text = render::prompt_text(&value, &mut uris);
-                Ok(self.with_uris(CallOutcome::text(text), &uris))
+                let mut found = render::Found::default();
+                let text = render::prompt_text(&value, &mut found);
+                let mut outcome = self.with_uris(CallOutcome::text(text), &found.uris);
+                outcome.content = found.parts;
+                Ok(outcome)
             }
             _ => Err(no_op()),
         }

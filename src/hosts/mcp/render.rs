@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::world::host::Condition;
+use crate::world::host::{Condition, ContentPart};
 
 /// A name (a tool's, a prompt's, a resource URI) as one path segment: `%` and `/` (and NUL)
 /// percent-encoded, everything else kept, so the mapping is reversible.
@@ -336,21 +336,84 @@ pub fn base64_len(data: &str) -> usize {
     clean * 3 / 4
 }
 
-/// One content block (tool results, prompt messages) as text: text as is, media and
-/// resources summarised. Resource URIs mentioned are pushed to `uris`.
-pub fn content_text(block: &Value, uris: &mut Vec<String>) -> String {
+/// What a result names besides its text: resource URIs, and content that is not text
+/// (kept as the run's files by the runtime, in this order).
+#[derive(Debug, Default)]
+pub struct Found {
+    pub uris: Vec<String>,
+    pub parts: Vec<ContentPart>,
+}
+
+/// A block's annotations in words (`audience user · priority 0.8`), empty without any.
+fn annotation_words(block: &Value) -> String {
+    let Some(a) = block.get("annotations").and_then(Value::as_object) else {
+        return String::new();
+    };
+    let mut out = Vec::new();
+    if let Some(aud) = a.get("audience").and_then(Value::as_array) {
+        let who: Vec<&str> = aud.iter().filter_map(Value::as_str).collect();
+        if !who.is_empty() {
+            out.push(format!("audience {}", who.join(", ")));
+        }
+    }
+    if let Some(p) = a.get("priority").and_then(Value::as_f64) {
+        out.push(format!("priority {p}"));
+    }
+    if let Some(t) = a.get("lastModified").and_then(Value::as_str) {
+        out.push(format!("last modified {t}"));
+    }
+    out.join(" · ")
+}
+
+/// Keep `data` (base64) as a content part; the words that stand for it in the text.
+fn kept(what: &str, mime: &str, data: &str, note: String, found: &mut Found) -> String {
+    use base64::Engine as _;
+    match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+        Ok(bytes) => {
+            let n = bytes.len();
+            found.parts.push(ContentPart {
+                mime: mime.to_string(),
+                bytes,
+                note,
+            });
+            format!(
+                "[{what}: {mime}, {n} bytes, kept as content/{}.{} of this run]",
+                found.parts.len(),
+                crate::world::attachments::extension(mime)
+            )
+        }
+        Err(e) => format!(
+            "[{what}: {mime}, {} bytes of base64 that does not decode: {e}]",
+            data.len()
+        ),
+    }
+}
+
+/// One content block (tool results, prompt messages) as text: text as is, media kept as
+/// content parts, resources summarised. Resource URIs mentioned are noted in `found`.
+pub fn content_text(block: &Value, found: &mut Found) -> String {
     let ty = block.get("type").and_then(Value::as_str).unwrap_or("");
     let s = |k: &str| block.get(k).and_then(Value::as_str);
+    let note = annotation_words(block);
     match ty {
-        "text" => s("text").unwrap_or("").to_string(),
-        "image" | "audio" => format!(
-            "[{ty}: {}, {} bytes]",
-            s("mimeType").unwrap_or("unknown type"),
-            base64_len(s("data").unwrap_or(""))
+        "text" => {
+            let text = s("text").unwrap_or("").to_string();
+            if note.is_empty() {
+                text
+            } else {
+                format!("{text}\n[annotations of the text above: {note}]")
+            }
+        }
+        "image" | "audio" => kept(
+            ty,
+            s("mimeType").unwrap_or("application/octet-stream"),
+            s("data").unwrap_or(""),
+            note,
+            found,
         ),
         "resource_link" => {
             let uri = s("uri").unwrap_or("");
-            uris.push(uri.to_string());
+            found.uris.push(uri.to_string());
             let mut t = format!("[resource link: {uri}");
             if let Some(n) = s("name") {
                 t.push_str(&format!(" ({n})"));
@@ -363,10 +426,22 @@ pub fn content_text(block: &Value, uris: &mut Vec<String>) -> String {
         }
         "resource" => {
             let r = block.get("resource").cloned().unwrap_or(Value::Null);
-            if let Some(u) = r.get("uri").and_then(Value::as_str) {
-                uris.push(u.to_string());
+            let uri = r.get("uri").and_then(Value::as_str).unwrap_or("");
+            if !uri.is_empty() {
+                found.uris.push(uri.to_string());
             }
-            resource_contents_text(&r)
+            match r.get("blob").and_then(Value::as_str) {
+                Some(blob) => kept(
+                    &format!("blob {uri}"),
+                    r.get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("application/octet-stream"),
+                    blob,
+                    note,
+                    found,
+                ),
+                None => resource_contents_text(&r),
+            }
         }
         _ => format!(
             "[{} content] {}",
@@ -395,22 +470,27 @@ pub fn resource_contents_text(c: &Value) -> String {
 
 /// The text of a tool result: content blocks joined, then structured content as JSON when
 /// it adds something the blocks do not already hold.
-pub fn tool_result_text(result: &Value, uris: &mut Vec<String>) -> String {
-    let mut parts: Vec<String> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(|b| content_text(b, uris)).collect())
-        .unwrap_or_default();
-    let texts: Vec<&str> = result
+pub fn tool_result_text(result: &Value, found: &mut Found) -> String {
+    let blocks: Vec<&Value> = result
         .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .collect();
+    let mut parts: Vec<String> = blocks.iter().map(|b| content_text(b, found)).collect();
+    // Everything the blocks carry, media data included: structured content that repeats
+    // an image's base64 (server-filesystem's read_media_file) adds nothing.
+    let mut shown: Vec<&str> = Vec::new();
+    for b in &blocks {
+        string_leaves(b, &mut shown);
+    }
+    let texts: Vec<&str> = blocks
+        .iter()
         .filter_map(|b| b.get("text").and_then(Value::as_str))
         .collect();
     if let Some(sc) = result
         .get("structuredContent")
-        .filter(|v| !v.is_null() && !already_shown(v, &texts))
+        .filter(|v| !v.is_null() && !already_shown(v, &texts, &shown))
     {
         parts.push(format!(
             "structured content:\n{}",
@@ -420,49 +500,60 @@ pub fn tool_result_text(result: &Value, uris: &mut Vec<String>) -> String {
     parts.join("\n")
 }
 
-/// Whether structured content repeats what the text blocks hold: a block is that very JSON,
-/// or every value in it (strings, numbers, booleans; keys aside) appears in a block. A
-/// server that returns `{"content": TEXT}` beside the same TEXT (server-filesystem) would
-/// otherwise double every result.
-fn already_shown(sc: &Value, texts: &[&str]) -> bool {
+/// Every string inside `v`.
+fn string_leaves<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|i| string_leaves(i, out)),
+        Value::Object(m) => m.values().for_each(|i| string_leaves(i, out)),
+        _ => {}
+    }
+}
+
+/// Whether structured content repeats what the blocks hold: a block's text is that very
+/// JSON, or every value in it (keys aside) appears in the blocks: a string in any of their
+/// strings (media data included), a number or boolean in a text. A server that returns
+/// `{"content": TEXT}` beside the same TEXT (server-filesystem) would otherwise double
+/// every result.
+fn already_shown(sc: &Value, texts: &[&str], strings: &[&str]) -> bool {
     if texts
         .iter()
         .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == sc))
     {
         return true;
     }
-    fn leaves_in(v: &Value, texts: &[&str]) -> bool {
-        let shown = |needle: &str| texts.iter().any(|t| t.contains(needle));
+    fn leaves_in(v: &Value, texts: &[&str], strings: &[&str]) -> bool {
+        let within = |hay: &[&str], needle: &str| hay.iter().any(|t| t.contains(needle));
         match v {
             Value::Null => true,
-            Value::String(s) => s.is_empty() || shown(s),
-            Value::Bool(_) | Value::Number(_) => shown(&v.to_string()),
-            Value::Array(items) => items.iter().all(|i| leaves_in(i, texts)),
-            Value::Object(m) => m.values().all(|i| leaves_in(i, texts)),
+            Value::String(s) => s.is_empty() || within(strings, s),
+            Value::Bool(_) | Value::Number(_) => within(texts, &v.to_string()),
+            Value::Array(items) => items.iter().all(|i| leaves_in(i, texts, strings)),
+            Value::Object(m) => m.values().all(|i| leaves_in(i, texts, strings)),
         }
     }
-    !texts.is_empty() && leaves_in(sc, texts)
+    !strings.is_empty() && leaves_in(sc, texts, strings)
 }
 
 /// A prompt's messages as `role: text` paragraphs.
-pub fn prompt_text(result: &Value, uris: &mut Vec<String>) -> String {
+pub fn prompt_text(result: &Value, found: &mut Found) -> String {
     let mut out = Vec::new();
     if let Some(d) = result.get("description").and_then(Value::as_str) {
         out.push(format!("description: {d}"));
     }
-    out.extend(prompt_messages(result, uris));
+    out.extend(prompt_messages(result, found));
     out.join("\n")
 }
 
 /// A prompt's text as its `body` shows it: the messages alone, each `role: text`,
 /// ending with one newline.
 pub fn prompt_body(result: &Value) -> String {
-    let mut text = prompt_messages(result, &mut Vec::new()).join("\n");
+    let mut text = prompt_messages(result, &mut Found::default()).join("\n");
     text.push('\n');
     text
 }
 
-fn prompt_messages(result: &Value, uris: &mut Vec<String>) -> Vec<String> {
+fn prompt_messages(result: &Value, found: &mut Found) -> Vec<String> {
     let mut out = Vec::new();
     for m in result
         .get("messages")
@@ -474,10 +565,10 @@ fn prompt_messages(result: &Value, uris: &mut Vec<String>) -> Vec<String> {
         let text = match m.get("content") {
             Some(Value::Array(blocks)) => blocks
                 .iter()
-                .map(|b| content_text(b, uris))
+                .map(|b| content_text(b, found))
                 .collect::<Vec<_>>()
                 .join("\n"),
-            Some(b) => content_text(b, uris),
+            Some(b) => content_text(b, found),
             None => String::new(),
         };
         out.push(format!("{role}: {text}"));

@@ -354,7 +354,7 @@ fn uri_templates_expand_and_match() {
 
 #[test]
 fn contents_rendered_as_text() {
-    let mut uris = Vec::new();
+    let mut found = Found::default();
     let result = json!({
         "content": [
             {"type": "text", "text": "hello"},
@@ -364,37 +364,62 @@ fn contents_rendered_as_text() {
         ],
         "structuredContent": {"t": 1}
     });
-    let text = tool_result_text(&result, &mut uris);
+    let text = tool_result_text(&result, &mut found);
     assert!(
-        text.starts_with("hello\n[image: image/png, 8 bytes]\n"),
+        text.starts_with("hello\n[image: image/png, 8 bytes, kept as content/1.png of this run]\n"),
         "{text}"
     );
     assert!(text.contains("[resource link: demo://r/1 (One), text/plain]"));
-    assert!(text.contains("[blob demo://r/2: application/octet-stream, 3 bytes"));
+    assert!(text.contains(
+        "[blob demo://r/2: application/octet-stream, 3 bytes, kept as content/2.bin of this run]"
+    ));
+    // The media's bytes, for the run's files, in order.
+    assert_eq!(found.parts.len(), 2);
+    assert_eq!(found.parts[0].mime, "image/png");
+    assert_eq!(found.parts[0].bytes, b"\x89PNG\r\n\x1a\n");
+    assert_eq!(found.parts[1].bytes, [0, 1, 2]);
     assert!(text.contains("structured content:\n{\n  \"t\": 1\n}"));
-    assert_eq!(uris, ["demo://r/1", "demo://r/2"]);
+    assert_eq!(found.uris, ["demo://r/1", "demo://r/2"]);
     // Structured content that a text block already shows is not repeated.
     let twice =
         json!({"content": [{"type": "text", "text": "{\"t\": 1}"}], "structuredContent": {"t": 1}});
-    assert_eq!(tool_result_text(&twice, &mut uris), "{\"t\": 1}");
+    assert_eq!(tool_result_text(&twice, &mut found), "{\"t\": 1}");
     // server-filesystem: `{"content": TEXT}` beside the very TEXT.
     let body = "line one\nline two\n".repeat(1000);
     let fs = json!({"content": [{"type": "text", "text": body}], "structuredContent": {"content": body}});
-    assert_eq!(tool_result_text(&fs, &mut uris), body);
+    assert_eq!(tool_result_text(&fs, &mut found), body);
     // Values the text does not hold are shown, all of it.
     let more = json!({"content": [{"type": "text", "text": "Sum is 42"}],
                       "structuredContent": {"sum": 42, "unit": "apples"}});
-    let text = tool_result_text(&more, &mut uris);
+    let text = tool_result_text(&more, &mut found);
     assert!(
         text.starts_with("Sum is 42\nstructured content:\n"),
         "{text}"
     );
     assert!(text.contains("\"unit\": \"apples\""), "{text}");
+    // server-filesystem's read_media_file: the image's base64 again in structured content.
+    let media = json!({"content": [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}],
+                       "structuredContent": {"content": [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}});
+    let text = tool_result_text(&media, &mut Found::default());
+    assert!(!text.contains("structured content"), "{text}");
+    // Annotations stay: beside a text, and in a media part's note.
+    let noted = json!({"content": [
+        {"type": "text", "text": "for you", "annotations": {"audience": ["user"], "priority": 0.8}},
+        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav", "annotations": {"audience": ["assistant"]}}]});
+    let mut f = Found::default();
+    let text = tool_result_text(&noted, &mut f);
+    assert!(
+        text.starts_with(
+            "for you\n[annotations of the text above: audience user · priority 0.8]\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(f.parts[0].note, "audience assistant");
     // Without text blocks the structured content is all there is.
     let only = json!({"content": [], "structuredContent": {"sum": 42}});
-    assert!(tool_result_text(&only, &mut uris).contains("\"sum\": 42"));
+    assert!(tool_result_text(&only, &mut found).contains("\"sum\": 42"));
     let prompt = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]});
-    assert_eq!(prompt_text(&prompt, &mut uris), "user: hi");
+    assert_eq!(prompt_text(&prompt, &mut found), "user: hi");
     // A body is the messages alone, each `role: text`, the server's description left out.
     let two = json!({"description": "a greeting", "messages": [
         {"role": "user", "content": {"type": "text", "text": "hi"}},
