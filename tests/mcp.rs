@@ -145,11 +145,12 @@ fn everything_server_tools_as_ops() {
         Err(libc::EINVAL)
     );
 
-    // Media summarised, structured content as JSON.
+    // Media kept as the run's files, structured content as JSON.
     m.call(&format!("{e}/ops/get-tiny-image"), "\n").unwrap();
     let img = m.result(&format!("{e}/ops/get-tiny-image"));
     assert!(
-        img.contains("[image: image/png,") && img.contains("bytes]"),
+        img.contains("[image: image/png, 4033 bytes, kept as content/1.png of this run]")
+            && img.contains("/content/1.png\timage/png, 4033 bytes"),
         "{img}"
     );
     m.call(
