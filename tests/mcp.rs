@@ -167,7 +167,7 @@ fn everything_server_tools_as_ops() {
     .unwrap();
     assert_eq!(
         m.result(&format!("{e}/ops/get-annotated-message")),
-        "Error: Operation failed\n"
+        "Error: Operation failed\n[annotations of the text above: audience user, assistant · priority 1]\n"
     );
     m.call(
         &format!("{e}/ops/get-resource-reference"),
