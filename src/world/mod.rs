@@ -72,9 +72,9 @@ const OPS_CACHE: Duration = Duration::from_secs(2);
 /// then). Only hosts that report every change are cached (see `keeps_infos`), as long as
 /// the kernel may keep their nodes; any call's change and any host change empty it.
 const INFO_CACHE: Duration = REPORTED_TTL;
-/// How long a body a host gave is reused: a listing shows `body` and the next `stat`
-/// sizes it. Bodies may be large (an issue's whole text), so they are not kept longer.
-const BODY_CACHE: Duration = Duration::from_secs(1);
+/// How long a body a host gave is reused: a listing shows `body` and every later `stat`
+/// sizes it (the kernel asks again after each read), so as long as entry infos.
+const BODY_CACHE: Duration = INFO_CACHE;
 /// How long an entry a call removed keeps its ops' results and runs at its path.
 const GONE_KEEP: Duration = Duration::from_secs(600);
 /// Bound of the entry-info cache (a listing of a large collection fills it at once).
