@@ -97,6 +97,11 @@ impl Commands {
             return Some(c.clone());
         }
         let command = read()?;
+        // An exec in progress shows an empty command line for a moment (the new image's
+        // arguments are not set up yet): ask again next time rather than keep it.
+        if command.is_empty() {
+            return Some(command);
+        }
         let mut map = lock();
         if map.len() >= COMMANDS_MAX {
             map.clear();
@@ -214,6 +219,15 @@ mod tests {
             .spawn()
             .unwrap();
         let me = Caller::from_pid(std::process::id(), 0);
+        // spawn returns once the exec has begun; its arguments show a moment later.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Caller::from_pid(child.id(), 0).command.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sleep's command line never showed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         for _ in 0..3 {
             let c = Caller::from_pid(child.id(), 0);
             assert_eq!(c.command, "sleep 30");
