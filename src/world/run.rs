@@ -559,9 +559,7 @@ impl World {
 
     /// The absolute path of a run's `result`.
     fn run_file_path(&self, target: &Target, op: &str, id: i64) -> String {
-        let base = self.target_path(target);
-        let base = if base == "/" { "" } else { base.as_str() };
-        self.absolute(&format!("{base}/ops/{op}/runs/{id}/result"))
+        format!("{}/result", self.run_dir(&self.target_path(target), op, id))
     }
 
     fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
