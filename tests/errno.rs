@@ -8,7 +8,7 @@ use wip::world::host::{Condition, Guard, HostError};
 
 /// Every kind. A kind added to `ErrorKind` fails to compile in `expected` below, whose
 /// match has no catch-all: then add it here too.
-const ALL: [ErrorKind; 12] = [
+const ALL: [ErrorKind; 13] = [
     ErrorKind::InvalidArgs,
     ErrorKind::Blocked,
     ErrorKind::Forbidden,
@@ -21,6 +21,7 @@ const ALL: [ErrorKind; 12] = [
     ErrorKind::Pending,
     ErrorKind::NoSpace,
     ErrorKind::NameTooLong,
+    ErrorKind::Cancelled,
 ];
 
 /// The contract (README, docs/SEMANTICS.md): errno and the run's status word.
@@ -38,6 +39,7 @@ fn expected(kind: ErrorKind) -> (i32, &'static str) {
         ErrorKind::Pending => (libc::EINPROGRESS, "pending"),
         ErrorKind::NoSpace => (libc::ENOSPC, "no_space"),
         ErrorKind::NameTooLong => (libc::ENAMETOOLONG, "name_too_long"),
+        ErrorKind::Cancelled => (libc::ECANCELED, "cancelled"),
     }
 }
 

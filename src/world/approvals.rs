@@ -158,9 +158,10 @@ impl World {
     }
 
     /// The absolute path of a run's folder.
+    /// The absolute path of a run's folder: run `id` (journal) is `runs/SEQ` of its op.
     pub(super) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
         let base = if entry_path == "/" { "" } else { entry_path };
-        self.absolute(&format!("{base}/ops/{op}/runs/{id}"))
+        self.absolute(&format!("{base}/ops/{op}/runs/{}", self.seq_of(id)))
     }
 
     fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {
@@ -286,7 +287,7 @@ impl World {
             self_approve: rule.self_approve,
             expires_after: rule.expires_after,
         };
-        let event = Event::of_run(PENDING, &path, op, id, PENDING);
+        let event = Event::of_run(PENDING, &path, op, self.seq_of(id), PENDING);
         let outcome = match self.journal.hold(id, &new, &event) {
             Ok(a) => Err(WorldError::new(
                 ErrorKind::Pending,
@@ -413,6 +414,7 @@ impl World {
             session: run.session,
             command: run.command.clone(),
             run: String::new(),
+            signal: Default::default(),
         };
         let (id, op) = (run.id, run.op.as_str());
         let report = match prepared {
@@ -464,7 +466,7 @@ impl World {
         reason: Option<&str>,
         change: &RunChange<'_>,
     ) -> WorldResult<()> {
-        let event = Event::of_run(state, &run.path, &run.op, run.id, state);
+        let event = Event::of_run(state, &run.path, &run.op, run.seq, state);
         if !self
             .journal
             .decide(run.id, state, &who.decider, reason, change, &[event])?
@@ -503,19 +505,14 @@ impl World {
             self.run(id)?;
             return Ok(id);
         }
-        let (path, op, id) = parse_run_path(rest).ok_or_else(|| {
+        let (path, op, seq) = parse_run_path(rest).ok_or_else(|| {
             WorldError::invalid(format!(
                 "{run_ref} is not a run's path: runs are …/ops/OP/runs/ID (see {mount}/.wip/pending)"
             ))
         })?;
-        let run = self.run(id)?;
-        if run.path != path || run.op != op {
-            return Err(WorldError::not_found(format!(
-                "{run_ref}: run {id} is a run of {} on {}, not of {op} on {path}",
-                run.op, run.path
-            )));
-        }
-        Ok(id)
+        self.journal.numbered(&path, &op, seq)?.ok_or_else(|| {
+            WorldError::not_found(format!("{run_ref}: {op} on {path} has no run {seq}"))
+        })
     }
 
     /// The target of a world path, whether or not its entry still exists.
@@ -536,7 +533,7 @@ impl World {
     /// An approved run whose entry left the world: its outcome, recorded directly.
     fn finish_orphan(&self, path: &str, op: &str, id: i64, e: WorldError) -> CallReport {
         let text = format!("error: {e}\n");
-        let event = Event::of_run("call", path, op, id, e.kind.status());
+        let event = Event::of_run("call", path, op, self.seq_of(id), e.kind.status());
         if let Err(err) = self
             .journal
             .finish(id, e.kind.status(), e.errno(), &text, &[], &[event])

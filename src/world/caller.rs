@@ -20,6 +20,7 @@ impl Caller {
             session,
             command: command.unwrap_or_default(),
             run: String::new(),
+            signal: Default::default(),
         }
     }
 }

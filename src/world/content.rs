@@ -122,6 +122,8 @@ impl World {
     fn target_caching(&self, target: &Target) -> Caching {
         match target {
             Target::Root => Caching::Stable(STABLE_TTL),
+            // A run's description moves while it runs.
+            Target::Run(_) => Caching::Direct(Duration::ZERO),
             Target::Entry(e) => Caching::Stable(
                 self.hosts
                     .get(e.host)
@@ -289,6 +291,7 @@ impl World {
         match t {
             Target::Root => Ok(None),
             Target::Entry(e) => self.entry_modified(e),
+            Target::Run(id) => self.run_time(*id),
         }
     }
 
@@ -453,6 +456,13 @@ impl World {
             NodeId::Info(Target::Root, InfoFile::Ref) => {
                 line(&format!("wip://{}", self.settings.name))
             }
+            NodeId::Info(Target::Run(id), f) => {
+                let run = self.run(*id)?;
+                match f {
+                    InfoFile::Description => line(&names::shown(&self.run_description(&run))),
+                    InfoFile::Ref => line(&self.run_ref(&run)),
+                }
+            }
             NodeId::Info(Target::Entry(e), f) => {
                 let info = match f {
                     InfoFile::Description => self.full_info(e)?,
@@ -489,7 +499,8 @@ impl World {
                 match f {
                     RunFile::Args => line(&run.args),
                     RunFile::Status => line(&run.status),
-                    RunFile::Result => run.result,
+                    RunFile::Result => self.shown_result(&run),
+                    RunFile::Progress => self.progress_text(*id),
                     RunFile::Guard => run.guard,
                     RunFile::Approval => self.approval_text(*id)?,
                     RunFile::Caller => format!(
@@ -552,6 +563,13 @@ impl World {
                     Some(info) => vec![(COMMENT, described(e, &info)), (REF, info.reference)],
                     None => Vec::new(),
                 },
+                Target::Run(id) => {
+                    let run = self.run(*id)?;
+                    vec![
+                        (COMMENT, self.run_description(&run)),
+                        (REF, self.run_ref(&run)),
+                    ]
+                }
             })
         };
         Ok(match node {
@@ -752,8 +770,17 @@ impl World {
         session: u32,
     ) -> WorldResult<String> {
         match self.result_run(target, op, session)? {
-            Some(id) => Ok(self.run(id)?.result),
+            Some(id) => Ok(self.shown_result(&self.run(id)?)),
             None => Ok(String::new()),
+        }
+    }
+
+    /// A run's result; while it runs, where it got and how to wait for it or stop it.
+    fn shown_result(&self, run: &Run) -> String {
+        if run.status == journal::RUNNING && run.result.is_empty() {
+            self.running_text(run)
+        } else {
+            run.result.clone()
         }
     }
 

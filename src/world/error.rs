@@ -39,6 +39,9 @@ pub enum ErrorKind {
     /// A policy makes the call wait for a person's sign-off: it is a pending run now
     /// (EINPROGRESS).
     Pending,
+    /// Someone cancelled the run (`runs/ID/ops/cancel`) and its host stopped it
+    /// (ECANCELED).
+    Cancelled,
 }
 
 impl ErrorKind {
@@ -57,6 +60,7 @@ impl ErrorKind {
             ErrorKind::Pending => libc::EINPROGRESS,
             ErrorKind::NoSpace => libc::ENOSPC,
             ErrorKind::NameTooLong => libc::ENAMETOOLONG,
+            ErrorKind::Cancelled => libc::ECANCELED,
         }
     }
 
@@ -75,7 +79,28 @@ impl ErrorKind {
             ErrorKind::Pending => super::journal::PENDING,
             ErrorKind::NoSpace => "no_space",
             ErrorKind::NameTooLong => "name_too_long",
+            ErrorKind::Cancelled => "cancelled",
         }
+    }
+
+    /// The kind whose errno a run recorded (a run read back from the journal).
+    pub fn of_errno(errno: i32) -> Option<ErrorKind> {
+        const ALL: [ErrorKind; 13] = [
+            ErrorKind::InvalidArgs,
+            ErrorKind::Blocked,
+            ErrorKind::Forbidden,
+            ErrorKind::NotFound,
+            ErrorKind::Backend,
+            ErrorKind::TimedOut,
+            ErrorKind::NotSupported,
+            ErrorKind::TooLarge,
+            ErrorKind::CallerGone,
+            ErrorKind::NoSpace,
+            ErrorKind::NameTooLong,
+            ErrorKind::Pending,
+            ErrorKind::Cancelled,
+        ];
+        ALL.into_iter().find(|k| k.errno() == errno)
     }
 }
 
@@ -120,6 +145,7 @@ impl From<HostError> for WorldError {
             HostError::Backend(_) | HostError::Failed { .. } => ErrorKind::Backend,
             HostError::TimedOut(_) => ErrorKind::TimedOut,
             HostError::NameTooLong(_) => ErrorKind::NameTooLong,
+            HostError::Cancelled(_) => ErrorKind::Cancelled,
         };
         WorldError::new(kind, e.to_string())
     }

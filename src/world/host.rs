@@ -223,7 +223,11 @@ pub struct Caller {
     /// backend is transactional records it in the same transaction as the call's change,
     /// so a run a crash cut off can be settled (`Host::settle`).
     pub run: String,
+    /// The run's signal: report progress, learn of a cancel (see `RunSignal`).
+    pub signal: RunSignal,
 }
+
+pub use super::live::{Progress, RunSignal};
 
 /// How a run cut off by a crash ended, as its host knows it (`Host::settle`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -410,6 +414,9 @@ pub enum HostError {
     /// A name is longer than a file name may be (ENAMETOOLONG).
     #[error("{0}")]
     NameTooLong(String),
+    /// The call stopped because its run was cancelled (ECANCELED).
+    #[error("{0}")]
+    Cancelled(String),
     /// The backend failed with this error (EIO): what was being done, and the backend's
     /// own error, kept as the source (rusqlite, io, octocrab) for logs and callers.
     #[error("{context}: {source}")]

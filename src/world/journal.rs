@@ -61,6 +61,15 @@ pub struct Run {
     pub result: String,
     /// World paths discovered by the call.
     pub discovered: Vec<String>,
+    /// Its number among the runs of its op on its entry (`runs/SEQ`), from 1.
+    pub seq: i64,
+}
+
+/// A run just begun: its journal id and its number among its op's runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Began {
+    pub id: i64,
+    pub seq: i64,
 }
 
 /// One line of the change feed (`.wip/events`).
@@ -120,7 +129,7 @@ impl RanSet {
     }
 }
 
-const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered";
+const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq";
 
 impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
@@ -150,6 +159,7 @@ impl SqliteJournal {
                op TEXT, run INTEGER, status TEXT);
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
         )?;
+        number_runs(&conn)?;
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('id', ?1)",
             params![fresh_journal_id()],
@@ -193,7 +203,7 @@ impl SqliteJournal {
             .map_err(|_| WorldError::backend("journal lock poisoned"))
     }
 
-    /// Record a call before it runs; returns its run id.
+    /// Record a call before it runs; returns its run id and number.
     pub fn begin(
         &self,
         caller: &Caller,
@@ -201,13 +211,17 @@ impl SqliteJournal {
         op: &str,
         args: &str,
         guard: &str,
-    ) -> WorldResult<i64> {
+    ) -> WorldResult<Began> {
         let conn = self.conn()?;
-        conn.prepare_cached(
-            "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status)
-             VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?
-        .execute(params![
+        // One writer (this daemon, under the connection's lock): the next number is free.
+        let (id, seq) = conn
+            .prepare_cached(
+                "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status, seq)
+                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+                   coalesce((SELECT max(seq) FROM calls WHERE path = ?5 AND op = ?6), 0) + 1)
+                 RETURNING id, seq",
+            )?
+            .query_row(params![
             caller.pid,
             caller.uid,
             caller.session,
@@ -217,13 +231,12 @@ impl SqliteJournal {
             args,
             guard,
             RUNNING
-        ])?;
-        let id = conn.last_insert_rowid();
+        ], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if let Ok(mut ran) = self.ran.lock() {
             let key = ran.key(path, op);
             ran.pairs.insert(key);
         }
-        Ok(id)
+        Ok(Began { id, seq })
     }
 
     /// Record the outcome of a call and the changes it made, in one transaction.
@@ -327,8 +340,8 @@ impl SqliteJournal {
         Ok(stmt.query_row([id], row_to_run).optional()?)
     }
 
-    /// Run ids of one op of one entry, newest first.
-    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
+    /// Runs of one op of one entry, newest first: (id, number).
+    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
         // Let go before the connection is taken (`begin` takes it while holding the
         // connection), so the two locks are never taken in the other order.
         let never_ran = self
@@ -340,17 +353,44 @@ impl SqliteJournal {
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
-            "SELECT id FROM calls WHERE path = ?1 AND op = ?2 ORDER BY id DESC LIMIT ?3",
+            "SELECT id, seq FROM calls WHERE path = ?1 AND op = ?2 ORDER BY id DESC LIMIT ?3",
         )?;
         let ids = stmt
-            .query_map(params![path, op, limit as i64], |r| r.get(0))?
-            .collect::<Result<Vec<i64>, _>>()?;
+            .query_map(params![path, op, limit as i64], |r| {
+                Ok(Began {
+                    id: r.get(0)?,
+                    seq: r.get(1)?,
+                })
+            })?
+            .collect::<Result<Vec<Began>, _>>()?;
         Ok(ids)
+    }
+
+    /// The journal id of run number `seq` of one op of one entry.
+    pub fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+        let conn = self.conn()?;
+        let mut stmt =
+            conn.prepare_cached("SELECT id FROM calls WHERE path = ?1 AND op = ?2 AND seq = ?3")?;
+        Ok(stmt
+            .query_row(params![path, op, seq], |r| r.get(0))
+            .optional()?)
     }
 
     /// The latest run of one op of one entry.
     pub fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
-        Ok(self.runs_of(path, op, 1)?.first().copied())
+        Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
+    }
+
+    /// Runs still running, oldest first, at most `limit`.
+    pub fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM calls WHERE status = 'running' ORDER BY id LIMIT ?1"
+        ))?;
+        let runs = stmt
+            .query_map([limit as i64], row_to_run)?
+            .collect::<Result<Vec<Run>, _>>()?;
+        Ok(runs)
     }
 
     /// Newest calls first.
@@ -371,14 +411,14 @@ impl SqliteJournal {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT id, started, finished, pid, uid, session, command, path, op,
-                    substr(args, 1, ?2), '', status, errno, substr(result, 1, ?2), '[]',
+                    substr(args, 1, ?2), '', status, errno, substr(result, 1, ?2), '[]', seq,
                     length(args), length(result)
              FROM calls ORDER BY id DESC LIMIT ?1",
         )?;
         let runs = stmt
             .query_map(params![limit as i64, cut as i64], |r| {
                 let mut run = row_to_run(r)?;
-                let (args_len, result_len): (i64, i64) = (r.get(15)?, r.get(16)?);
+                let (args_len, result_len): (i64, i64) = (r.get(16)?, r.get(17)?);
                 if args_len as usize > cut {
                     run.args.push('…');
                 }
@@ -434,7 +474,27 @@ fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
         errno: r.get(12)?,
         result: r.get(13)?,
         discovered: serde_json::from_str(&discovered).unwrap_or_default(),
+        seq: r.get(15)?,
     })
+}
+
+/// Give journals made before runs were numbered per op their numbers, once.
+fn number_runs(conn: &Connection) -> rusqlite::Result<()> {
+    let has_seq: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('calls') WHERE name = 'seq'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_seq {
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE calls ADD COLUMN seq INTEGER;
+             UPDATE calls SET seq = (SELECT count(*) FROM calls c
+               WHERE c.path = calls.path AND c.op = calls.op AND c.id <= calls.id);
+             COMMIT;",
+        )?;
+    }
+    conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);")
 }
 
 /// Append events to the change feed, inside the caller's transaction.
@@ -466,7 +526,7 @@ mod tests {
             command: "bash".into(),
             ..Default::default()
         };
-        let done = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
+        let done = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap().id;
         let ev = Event {
             kind: "call".into(),
             path: "/t".into(),
@@ -477,7 +537,7 @@ mod tests {
         };
         j.finish(done, "ok", 0, "closed", &["/t/x".into()], &[ev])
             .unwrap();
-        let cut = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap();
+        let cut = j.begin(&caller, "/t", "close", "{}", "allowed").unwrap().id;
         drop(j);
         let (j, n) = Journal::open(&path).unwrap();
         assert_eq!(n, vec![cut]);
@@ -485,7 +545,11 @@ mod tests {
         let ok = j.get(done).unwrap().unwrap();
         assert_eq!(ok.status, "ok");
         assert_eq!(ok.discovered, vec!["/t/x".to_string()]);
-        assert_eq!(j.runs_of("/t", "close", 10).unwrap(), vec![cut, done]);
+        assert_eq!(
+            j.runs_of("/t", "close", 10).unwrap(),
+            vec![Began { id: cut, seq: 2 }, Began { id: done, seq: 1 }]
+        );
+        assert_eq!(j.numbered("/t", "close", 1).unwrap(), Some(done));
         assert_eq!(j.count().unwrap(), 2);
         let events = j.events_after(0, 10).unwrap();
         assert_eq!(events.len(), 1);
@@ -505,7 +569,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(j.latest("/t/1", "close").unwrap(), None);
-        let id = j.begin(&caller, "/t/1", "close", "{}", "allowed").unwrap();
+        let id = j
+            .begin(&caller, "/t/1", "close", "{}", "allowed")
+            .unwrap()
+            .id;
         assert_eq!(j.latest("/t/1", "close").unwrap(), Some(id));
         assert_eq!(j.latest("/t/1", "reopen").unwrap(), None);
         assert_eq!(j.latest("/t/2", "close").unwrap(), None);

@@ -21,6 +21,7 @@ pub mod error;
 pub mod host;
 pub mod journal;
 pub mod known;
+mod live;
 pub mod names;
 pub mod node;
 pub mod op;
@@ -153,6 +154,10 @@ pub struct World {
     buffered: Arc<budget::Budget>,
     /// The state directory (runs' content files live under it).
     state_dir: PathBuf,
+    /// Runs in flight on this mount: their progress and how to stop them.
+    live: live::Live,
+    /// Runs' numbers among their op's runs, by journal id (see `begin_run`).
+    seqs: Mutex<HashMap<i64, i64>>,
 }
 
 impl World {
@@ -224,6 +229,8 @@ impl World {
             unrecorded: Mutex::new(HashMap::new()),
             buffered,
             state_dir: state_dir.to_path_buf(),
+            live: live::Live::default(),
+            seqs: Mutex::new(HashMap::new()),
         };
         let settled = world.settle_interrupted(&interrupted);
         world.interrupted_at_start = interrupted.len() - settled;
@@ -321,6 +328,11 @@ impl World {
         match target {
             Target::Root => "/".to_string(),
             Target::Entry(e) => self.entry_path(e.host, &e.path),
+            Target::Run(id) => match self.journal.get(*id) {
+                Ok(Some(run)) => self.run_world_path(&run),
+                // Only a run that exists has a node; a journal that fails says so later.
+                _ => format!("/.wip/runs/{id}"),
+            },
         }
     }
 
@@ -504,6 +516,7 @@ impl World {
             Ok(Arc::new(match target {
                 Target::Root => root_ops::root_ops(),
                 Target::Entry(e) => self.host(e)?.host.ops(&e.path)?,
+                Target::Run(_) => live::run_ops(),
             }))
         });
         match (ops, target) {
@@ -564,6 +577,10 @@ impl World {
 
     /// The guard as the `guard` file shows it (cached briefly).
     pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
+        if let Target::Run(_) = target {
+            // A run's state changes on its own (it ends): never reused.
+            return self.evaluate_guard(target, op, None);
+        }
         let key = (target.clone(), op.to_string());
         if let Some(g) = self.guards.get(&key) {
             return Ok(g);
@@ -613,6 +630,7 @@ impl World {
         match target {
             Target::Root => Ok(Guard::default()),
             Target::Entry(e) => Ok(self.host(e)?.host.guard(&e.path, op, args)?),
+            Target::Run(id) => self.run_guard(*id, op),
         }
     }
 

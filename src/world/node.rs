@@ -53,11 +53,13 @@ pub fn intern(name: &str) -> OpName {
     fresh
 }
 
-/// What an `ops/` folder belongs to: the world root or a host entry.
+/// What an `ops/` folder belongs to: the world root, a host entry, or a run (its journal
+/// id), whose ops are the world's own (`wait`, `cancel`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     Root,
     Entry(EntryRef),
+    Run(i64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +86,8 @@ pub enum RunFile {
     Result,
     Guard,
     Caller,
+    /// The latest progress a host reported, `N/M message`.
+    Progress,
     /// Only in runs that asked a person's sign-off (not in `ALL`).
     Approval,
 }
@@ -126,6 +130,7 @@ pub enum NodeId {
     Op(Target, OpName),
     OpFile(Target, OpName, OpFile),
     Runs(Target, OpName),
+    /// A run, by journal id (its name in `runs/` is its number among the op's runs).
     Run(Target, OpName, i64),
     RunFile(i64, RunFile),
     Discovered(i64),
@@ -155,12 +160,13 @@ impl OpFile {
 }
 
 impl RunFile {
-    pub const ALL: [(&'static str, RunFile); 5] = [
+    pub const ALL: [(&'static str, RunFile); 6] = [
         ("args", RunFile::Args),
         ("status", RunFile::Status),
         ("result", RunFile::Result),
         ("guard", RunFile::Guard),
         ("caller", RunFile::Caller),
+        ("progress", RunFile::Progress),
     ];
 }
 

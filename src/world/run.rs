@@ -65,6 +65,8 @@ struct Flight {
     deadline: Instant,
     started: Instant,
     state: Mutex<FlightState>,
+    /// The run in flight: its progress, and what stops it.
+    live: Arc<super::live::LiveRun>,
 }
 
 enum FlightState {
@@ -73,7 +75,8 @@ enum FlightState {
     Running(Reply),
     /// The caller is gone: the outcome is recorded for nobody.
     Detached,
-    /// The caller's wait timed out and that was recorded; a late outcome goes over it.
+    /// The caller's wait timed out: the run goes on, and its outcome is recorded when
+    /// it ends.
     TimedOut,
     /// Timed out before a worker took it: it never runs.
     Cancelled,
@@ -105,17 +108,61 @@ impl Flight {
                 other => *st = other,
             }
         }
-        let Target::Entry(e) = &self.target else {
+        let result = if self.live.starting() {
+            Err(WorldError::new(
+                ErrorKind::Cancelled,
+                "cancelled before it started; it never ran",
+            ))
+        } else {
+            self.invoke()
+        };
+        // A host that gave up because of the cancel may say so in its own words.
+        let result = match result {
+            Err(e) if self.live.cancel_requested() && e.kind != ErrorKind::Cancelled => Err(
+                WorldError::new(ErrorKind::Cancelled, format!("cancelled: {e}")),
+            ),
+            other => other,
+        };
+        self.settle(result);
+    }
+
+    /// The call itself: the host's op, or a run's own (`wait`, `cancel`).
+    fn invoke(&self) -> WorldResult<Outcome> {
+        match &self.target {
+            Target::Entry(e) => match self.world.hosts.get(e.host) {
+                Some(m) => m
+                    .host
+                    .call(&e.path, &self.op, &self.args, &self.caller)
+                    .map(|o| Outcome::of_host(e.host, o))
+                    .map_err(WorldError::from),
+                None => Err(WorldError::not_found("no such host")),
+            },
+            Target::Run(id) => self.world.run_call(*id, &self.op, &self.args, &self.caller),
+            Target::Root => self.world.root_call(&self.op, &self.args),
+        }
+    }
+
+    /// A call still waiting for a worker is cancelled: it never runs.
+    fn cancel_queued(&self) {
+        let mut st = self.lock();
+        let FlightState::Queued(reply) = std::mem::replace(&mut *st, FlightState::Cancelled) else {
+            // A worker took it meanwhile: put back what was there.
             return;
         };
-        let result = match self.world.hosts.get(e.host) {
-            Some(m) => m
-                .host
-                .call(&e.path, &self.op, &self.args, &self.caller)
-                .map(|o| Outcome::of_host(e.host, o))
-                .map_err(WorldError::from),
-            None => Err(WorldError::not_found("no such host")),
-        };
+        drop(st);
+        let e = WorldError::new(
+            ErrorKind::Cancelled,
+            "cancelled while it waited for a free worker; it never ran",
+        );
+        let report = self
+            .world
+            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
+        self.world.live.end(self.id);
+        reply(report);
+    }
+
+    /// Record the outcome and tell whoever still waits.
+    fn settle(&self, result: WorldResult<Outcome>) {
         let mut st = self.lock();
         match std::mem::replace(&mut *st, FlightState::Finished) {
             FlightState::Running(reply) => {
@@ -123,17 +170,20 @@ impl Flight {
                 let report =
                     self.world
                         .complete(&self.target, &self.op, &self.caller, self.id, result);
+                self.world.live.end(self.id);
                 reply(report);
             }
             FlightState::Detached => {
                 drop(st);
                 self.world
                     .complete(&self.target, &self.op, &self.caller, self.id, result);
+                self.world.live.end(self.id);
             }
             FlightState::TimedOut => {
                 drop(st);
                 self.world
                     .finish_late(&self.target, &self.op, self.id, result);
+                self.world.live.end(self.id);
             }
             other => *st = other,
         }
@@ -146,20 +196,17 @@ impl Flight {
             let timeout = self.world.settings.call_timeout();
             match std::mem::replace(&mut *st, FlightState::Finished) {
                 FlightState::Running(reply) => {
-                    // Recorded under the flight's lock: a late outcome can only come after.
-                    let e = WorldError::new(
-                        ErrorKind::TimedOut,
-                        format!(
-                            "timed out after {:.1}s; the call goes on in the background and its outcome will appear in {}",
-                            timeout.as_secs_f64(),
-                            self.world.run_file_path(&self.target, &self.op, self.id)
-                        ),
-                    );
-                    let report =
-                        self.world
-                            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
+                    // The run goes on: the caller hears where it is and how to wait for
+                    // it or stop it; its outcome is recorded when it ends.
                     *st = FlightState::TimedOut;
                     drop(st);
+                    let report = self.world.waited_out(
+                        &self.target,
+                        &self.op,
+                        &self.caller,
+                        self.id,
+                        timeout,
+                    );
                     reply(report);
                 }
                 FlightState::Queued(reply) => {
@@ -336,7 +383,7 @@ impl World {
             let text = guard.render();
             let path = self.target_path(target);
             let error: WorldError = host::HostError::Blocked(guard).into();
-            return match self.journal.begin(caller, &path, op, "", &text) {
+            return match self.begin_run(caller, &path, op, "", &text) {
                 Ok(id) => {
                     let report = self.complete(target, op, caller, id, Err(error));
                     Err(report
@@ -385,10 +432,7 @@ impl World {
             Ok(g) => g,
             Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
         };
-        let id = match self
-            .journal
-            .begin(caller, &path, op, &args_text, &guard.render())
-        {
+        let id = match self.begin_run(caller, &path, op, &args_text, &guard.render()) {
             Ok(id) => id,
             Err(e) => {
                 // Without a journal row the call must not run: nothing may go unrecorded.
@@ -415,7 +459,7 @@ impl World {
     /// which must not hold a call the host would refuse.
     fn call_guard(&self, target: &Target, op: &str, args: &Value) -> WorldResult<host::Guard> {
         let host_checks = match target {
-            Target::Root => false,
+            Target::Root | Target::Run(_) => false,
             Target::Entry(e) => self.host(e)?.host.checks_guard_in_call(),
         };
         if !host_checks || self.awaits_approval_rule(target, op, args) {
@@ -466,27 +510,39 @@ impl World {
         args: Value,
         reply: Reply,
     ) {
-        let Target::Entry(e) = target else {
-            let outcome = self.root_call(op, &args);
-            return reply(self.complete(target, op, caller, id, outcome));
-        };
-        // The host may keep the run's name with its change (see `Caller::run`).
+        match target {
+            Target::Root => {
+                let outcome = self.root_call(op, &args);
+                return reply(self.complete(target, op, caller, id, outcome));
+            }
+            Target::Entry(e) => {
+                let host = match self.host(e) {
+                    Ok(m) => Arc::clone(&m.host),
+                    Err(err) => return reply(self.complete(target, op, caller, id, Err(err))),
+                };
+                if host.bounded_calls() {
+                    // No thread hand-off: two context switches cost more than most such
+                    // calls. The host may keep the run's name with its change.
+                    let caller = &Caller {
+                        run: format!("{}:{id}", self.journal.id()),
+                        ..caller.clone()
+                    };
+                    let outcome = host
+                        .call(&e.path, op, &args, caller)
+                        .map(|o| Outcome::of_host(e.host, o))
+                        .map_err(WorldError::from);
+                    return reply(self.complete(target, op, caller, id, outcome));
+                }
+            }
+            // A run's own ops wait: on a worker like any long call.
+            Target::Run(_) => {}
+        }
+        let (live, signal) = self.live.start(id);
         let caller = &Caller {
             run: format!("{}:{id}", self.journal.id()),
+            signal,
             ..caller.clone()
         };
-        let host = match self.host(e) {
-            Ok(m) => Arc::clone(&m.host),
-            Err(err) => return reply(self.complete(target, op, caller, id, Err(err))),
-        };
-        if host.bounded_calls() {
-            // No thread hand-off: two context switches cost more than most such calls.
-            let outcome = host
-                .call(&e.path, op, &args, caller)
-                .map(|o| Outcome::of_host(e.host, o))
-                .map_err(WorldError::from);
-            return reply(self.complete(target, op, caller, id, outcome));
-        }
         let flight = Arc::new(Flight {
             world: Arc::clone(&self),
             target: target.clone(),
@@ -498,6 +554,13 @@ impl World {
             deadline: Instant::now() + self.settings.call_timeout(),
             started: Instant::now(),
             state: Mutex::new(FlightState::Queued(reply)),
+            live,
+        });
+        let queued = Arc::downgrade(&flight);
+        flight.live.while_queued(move || {
+            if let Some(f) = queued.upgrade() {
+                f.cancel_queued();
+            }
         });
         self.watch.add(&flight);
         let job = Arc::clone(&flight);
@@ -506,7 +569,9 @@ impl World {
             if let FlightState::Queued(reply) = std::mem::replace(&mut *st, FlightState::Finished) {
                 drop(st);
                 let e = WorldError::backend(format!("cannot start the call: {err}"));
-                reply(self.complete(target, op, caller, id, Err(e)));
+                let report = self.complete(target, op, caller, id, Err(e));
+                self.live.end(id);
+                reply(report);
             }
         }
     }
@@ -547,7 +612,7 @@ impl World {
         error: WorldError,
     ) -> CallReport {
         let path = self.target_path(target);
-        match self.journal.begin(caller, &path, op, args, "") {
+        match self.begin_run(caller, &path, op, args, "") {
             Ok(id) => self.complete(target, op, caller, id, Err(error)),
             Err(e) => CallReport {
                 run: 0,
@@ -557,23 +622,49 @@ impl World {
         }
     }
 
-    /// The absolute path of a run's `result`.
-    fn run_file_path(&self, target: &Target, op: &str, id: i64) -> String {
-        format!("{}/result", self.run_dir(&self.target_path(target), op, id))
+    /// The caller stopped waiting (`call_timeout_ms`) for a run that goes on: ETIMEDOUT
+    /// with the run's path and how to wait for it or stop it. Its session's `result`
+    /// shows the run, which says the same while it runs.
+    fn waited_out(
+        &self,
+        target: &Target,
+        op: &str,
+        caller: &Caller,
+        id: i64,
+        timeout: Duration,
+    ) -> CallReport {
+        let dir = self.run_dir(&self.target_path(target), op, id);
+        let dir = names::shown(&dir);
+        let words = format!(
+            "timed out after {:.1}s (call_timeout_ms); the call goes on as run {dir}\n\
+             wait for it: echo > {dir}/ops/wait/call (returns its result)\n\
+             stop it: echo > {dir}/ops/cancel/call",
+            timeout.as_secs_f64()
+        );
+        if let Ok(mut results) = self.results.lock() {
+            let r = results.entry((target.clone(), op.to_string())).or_default();
+            r.latest = r.latest.max(id);
+            r.by_session.insert(caller.session, id);
+        }
+        let mut nodes = Self::changed_by_any_call(target, op).to_vec();
+        nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
+        self.publish(&nodes);
+        let text =
+            crate::secrets::scrub(&names::printable(&format!("error: {words}\n"))).into_owned();
+        CallReport {
+            run: id,
+            text: Arc::from(text),
+            outcome: Err(WorldError::new(ErrorKind::TimedOut, words)),
+        }
     }
 
     fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
-        let (_, _, mut nodes) = self.record(
-            target,
-            op,
-            id,
-            outcome,
-            "(finished after the caller timed out)\n",
-        );
+        let (_, _, mut nodes) = self.record(target, op, id, outcome, "");
         self.forget_guards();
         nodes.extend(Self::changed_by_any_call(target, op));
-        // The run itself was final (timed out) and may be cached: it changed.
+        // The kernel may have kept what the run's files showed while it ran.
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
+        nodes.push(NodeId::Info(Target::Run(id), InfoFile::Description));
         self.publish(&nodes);
     }
 
@@ -620,7 +711,7 @@ impl World {
                 kind: "call".into(),
                 path: self.target_path(target),
                 op: Some(op.to_string()),
-                run: Some(id),
+                run: Some(self.seq_of(id)),
                 status: Some(status.to_string()),
                 ..Default::default()
             },

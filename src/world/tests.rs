@@ -56,6 +56,11 @@ impl Host for MemHost {
             op("close", json!({}), &[]),
             op("meet", json!({"n": {"type": "integer"}}), &["n"]),
             op("sleep", json!({"ms": {"type": "integer"}}), &["ms"]),
+            op(
+                "steps",
+                json!({"n": {"type": "integer"}, "ms": {"type": "integer"}}),
+                &["n", "ms"],
+            ),
             op("drop", json!({}), &[]),
             op("set_body", json!({"text": {"type": "string"}}), &["text"]),
         ])
@@ -102,7 +107,7 @@ impl Host for MemHost {
         _path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match op {
@@ -140,6 +145,33 @@ impl Host for MemHost {
             "sleep" => {
                 std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
                 Ok(CallOutcome::text("slept"))
+            }
+            // `n` steps of `ms`, each reported; it stops at a cancel (the host's hook
+            // wakes it), as a long operation of a real backend does.
+            "steps" => {
+                let n = args["n"].as_u64().unwrap_or(1);
+                let ms = args["ms"].as_u64().unwrap_or(10);
+                let stop = Arc::new((Mutex::new(false), Condvar::new()));
+                let hook = Arc::clone(&stop);
+                caller.signal.on_cancel(move || {
+                    *hook.0.lock().unwrap() = true;
+                    hook.1.notify_all();
+                });
+                for k in 1..=n {
+                    let stopped = stop.0.lock().unwrap();
+                    let (stopped, _) = stop
+                        .1
+                        .wait_timeout_while(stopped, Duration::from_millis(ms), |s| !*s)
+                        .unwrap();
+                    if *stopped {
+                        return Err(HostError::Cancelled(format!("stopped at step {k} of {n}")));
+                    }
+                    drop(stopped);
+                    caller
+                        .signal
+                        .progress(k as f64, Some(n as f64), Some(format!("step {k}")));
+                }
+                Ok(CallOutcome::text(format!("{n} steps done")))
             }
             "drop" => Ok(CallOutcome::text("dropped")),
             "set_body" => {
@@ -452,39 +484,237 @@ fn calls_of_one_op_run_side_by_side() {
     }
 }
 
+/// Wait (bounded) until run `id` is no longer running; returns it.
+fn ended(f: &Fixture, id: i64) -> crate::world::journal::Run {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = f.world.journal().get(id).unwrap().unwrap();
+        if run.status != "running" {
+            return run;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ended: {run:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The text of a file of the tree at `path`, as session `session` reads it.
+fn file(f: &Fixture, path: &str, session: u32) -> String {
+    let node = f.world.resolve_path(path).unwrap();
+    String::from_utf8(f.world.read(&node, session).unwrap()).unwrap()
+}
+
+/// Call an op of run `id` (`wait`, `cancel`) as `who`: errno or the result text.
+fn run_op(
+    f: &Fixture,
+    id: i64,
+    op: &str,
+    args: &[u8],
+    who: &Caller,
+) -> Result<String, (i32, String)> {
+    let r = f.world.call(&Target::Run(id), op, args, who);
+    match r.outcome {
+        Ok(()) => Ok(r.text.to_string()),
+        Err(e) => Err((e.errno(), r.text.to_string())),
+    }
+}
+
 #[test]
-fn the_call_timeout_bounds_the_wait_and_the_late_outcome_is_recorded_over_it() {
+fn a_call_past_the_timeout_answers_etimedout_and_goes_on_as_a_run() {
     let f = world_with(WorldSettings {
         call_timeout_ms: 100,
         ..WorldSettings::default()
     });
     let doc = open(&f, "sleep", 1);
     assert_eq!(write(&doc, b"{\"ms\":600}"), Err(libc::ETIMEDOUT));
+    // The caller's result names the run and its two ops while it runs.
     let r = result(&f, "sleep", 1);
-    assert!(r.contains("timed out after 0.1s"), "{r}");
+    let dir = "/mnt/w/mem/ops/sleep/runs/1";
+    assert!(r.starts_with("running: sleep on /mem"), "{r}");
+    assert!(r.contains(&format!("run: {dir}\n")), "{r}");
+    assert!(r.contains(&format!("echo > {dir}/ops/wait/call")), "{r}");
+    assert!(r.contains(&format!("echo > {dir}/ops/cancel/call")), "{r}");
     let id = f.world.journal().recent(1).unwrap()[0].id;
     assert_eq!(
         f.world.journal().get(id).unwrap().unwrap().status,
-        "timed_out"
+        "running"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let run = f.world.journal().get(id).unwrap().unwrap();
-        if run.status == "ok" {
-            assert!(
-                run.result
-                    .starts_with("(finished after the caller timed out)\nslept"),
-                "{}",
-                run.result
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never finished: {run:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(file(&f, "/mem/ops/sleep/runs/1/status", 1), "running\n");
+    let d = file(&f, "/mem/ops/sleep/runs/1/description", 1);
+    assert!(
+        d.starts_with("Run 1 of sleep on /mem by pid") && d.contains("running for"),
+        "{d}"
+    );
+    // Its outcome is the run's own, recorded when it ends.
+    let run = ended(&f, id);
+    assert_eq!(
+        (run.status.as_str(), run.result.as_str()),
+        ("ok", "slept\n")
+    );
+    assert_eq!(result(&f, "sleep", 1), "slept\n");
+    let d = file(&f, "/mem/ops/sleep/runs/1/description", 1);
+    assert!(d.contains("· ok after 0."), "{d}");
+}
+
+#[test]
+fn runs_count_per_op_from_one() {
+    let f = world();
+    for text in ["a", "b"] {
+        let doc = open(&f, "note", 1);
+        assert!(write(&doc, format!("{{\"text\":\"{text}\"}}").as_bytes()).is_ok());
     }
+    let doc = open(&f, "close", 1);
+    assert!(write(&doc, b"{}").is_ok());
+    let names = |op: &str| -> Vec<String> {
+        let node = f
+            .world
+            .resolve_path(&format!("/mem/ops/{op}/runs"))
+            .unwrap();
+        let mut n: Vec<String> = f
+            .world
+            .list(&node)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names("note"), ["1", "2"]);
+    assert_eq!(names("close"), ["1"]);
+    assert_eq!(
+        file(&f, "/mem/ops/note/runs/2/args", 1),
+        "{\"text\":\"b\"}\n"
+    );
+    assert_eq!(file(&f, "/mem/ops/close/runs/1/result", 1), "closed\n");
+    assert!(f.world.resolve_path("/mem/ops/close/runs/2").is_err());
+    assert!(
+        f.world.resolve_path("/mem/ops/close/runs/01").is_err(),
+        "one spelling per run"
+    );
+    // The change feed names runs the same way.
+    let feed = file(&f, "/.wip/events", 1);
+    assert!(feed.contains(r#""op":"close","run":1,"#), "{feed}");
+}
+
+#[test]
+fn a_long_run_shows_progress_and_can_be_waited_on_and_cancelled() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 300,
+        ..WorldSettings::default()
+    });
+    let doc = open(&f, "steps", 1);
+    assert_eq!(write(&doc, b"{\"n\":200,\"ms\":20}"), Err(libc::ETIMEDOUT));
+    let id = f.world.journal().recent(1).unwrap()[0].id;
+    // Progress advances while it runs.
+    let first = file(&f, "/mem/ops/steps/runs/1/progress", 1);
+    std::thread::sleep(Duration::from_millis(100));
+    let later = file(&f, "/mem/ops/steps/runs/1/progress", 1);
+    assert!(
+        first.ends_with("/200 step ") || first.contains("/200 step"),
+        "{first}"
+    );
+    let step = |p: &str| p.split('/').next().unwrap().parse::<u32>().unwrap();
+    assert!(step(&later) > step(&first), "{first} then {later}");
+    assert!(
+        later.ends_with('\n') && later.lines().count() == 1,
+        "{later}"
+    );
+    // wait: still running after its own timeout, in words that say how to go on.
+    let (errno, text) = run_op(&f, id, "wait", b"{\"timeout_ms\":50}", &caller(1)).unwrap_err();
+    assert_eq!(errno, libc::ETIMEDOUT, "{text}");
+    assert!(
+        text.contains("run 1 is still running") && text.contains("ops/wait/call"),
+        "{text}"
+    );
+    // Another uid in another session may not cancel it; the guard says who may.
+    let stranger = Caller {
+        uid: 4242,
+        session: 77,
+        ..caller(77)
+    };
+    let guard = file(&f, "/mem/ops/steps/runs/1/ops/cancel/guard", 1);
+    assert!(
+        guard.contains("its host can stop it") && guard.contains("its own session (1)"),
+        "{guard}"
+    );
+    let (errno, text) = run_op(&f, id, "cancel", b"", &stranger).unwrap_err();
+    assert_eq!(errno, libc::EPERM, "{text}");
+    assert_eq!(
+        f.world.journal().get(id).unwrap().unwrap().status,
+        "running"
+    );
+    // The mount's owner, from another session, may.
+    let owner = Caller {
+        uid: unsafe { libc::geteuid() },
+        ..caller(2)
+    };
+    let text = run_op(&f, id, "cancel", b"\n", &owner).unwrap();
+    assert!(text.starts_with("run 1 was cancelled: "), "{text}");
+    let run = ended(&f, id);
+    assert_eq!(
+        (run.status.as_str(), run.errno),
+        ("cancelled", libc::ECANCELED)
+    );
+    assert!(run.result.contains("stopped at step"), "{}", run.result);
+    // Cancelling again says it had ended; wait returns its end, with its errno.
+    let guard = file(&f, "/mem/ops/steps/runs/1/ops/cancel/guard", 1);
+    assert!(guard.contains("already ended cancelled"), "{guard}");
+    let (errno, text) = run_op(&f, id, "wait", b"", &caller(3)).unwrap_err();
+    assert_eq!(errno, libc::ECANCELED, "{text}");
+    assert!(text.contains("run 1 ended cancelled"), "{text}");
+    // The last progress stays readable.
+    assert!(file(&f, "/mem/ops/steps/runs/1/progress", 1).contains("/200 step"));
+    // The run's own ops are runs too, numbered per op.
+    assert!(f
+        .world
+        .resolve_path("/mem/ops/steps/runs/1/ops/wait/runs/2/result")
+        .is_ok());
+}
+
+#[test]
+fn wait_returns_the_result_of_a_run_that_ends_while_it_waits() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 2000,
+        ..WorldSettings::default()
+    });
+    let f = Arc::new(f);
+    let doc = open(&f, "steps", 1);
+    let (tx, rx) = mpsc::channel();
+    doc.write(b"{\"n\":5,\"ms\":100}", move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let id = loop {
+        if let Some(r) = f.world.journal().recent(1).unwrap().first() {
+            break r.id;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let started = std::time::Instant::now();
+    let text = run_op(&f, id, "wait", b"", &caller(2)).unwrap();
+    assert_eq!(text, "5 steps done\n");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "woken at the end, not polled late"
+    );
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(16));
+}
+
+#[test]
+fn a_run_its_host_cannot_stop_says_so_and_goes_on() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 100,
+        ..WorldSettings::default()
+    });
+    let doc = open(&f, "sleep", 1);
+    assert_eq!(write(&doc, b"{\"ms\":400}"), Err(libc::ETIMEDOUT));
+    let id = f.world.journal().recent(1).unwrap()[0].id;
+    let guard = file(&f, "/mem/ops/sleep/runs/1/ops/cancel/guard", 1);
+    assert!(guard.contains("cannot stop a call once it runs"), "{guard}");
+    let (errno, text) = run_op(&f, id, "cancel", b"", &caller(1)).unwrap_err();
+    assert_eq!(errno, libc::EPERM, "{text}");
+    assert_eq!(ended(&f, id).status, "ok");
 }
 
 #[test]

@@ -88,18 +88,23 @@ impl World {
                     by_name(&OpFile::ALL, name).map(|f| NodeId::OpFile(t.clone(), op.clone(), f))
                 }
             }
+            // Named by its number among the op's runs (`runs/1` is the op's first call).
             NodeId::Runs(t, op) => match name.parse::<i64>() {
-                Ok(id) => {
-                    let path = self.target_path(t);
-                    self.journal
-                        .get(id)?
-                        .filter(|r| r.path == path && *r.op == **op)
-                        .map(|_| NodeId::Run(t.clone(), op.clone(), id))
-                }
-                Err(_) => None,
+                Ok(seq) if seq >= 1 && name == seq.to_string() => self
+                    .journal
+                    .numbered(&self.target_path(t), op, seq)?
+                    .map(|id| NodeId::Run(t.clone(), op.clone(), id)),
+                _ => None,
             },
             NodeId::Run(_, _, id) => {
-                if name == "discovered" {
+                let run = Target::Run(*id);
+                if name == "ops" {
+                    Some(NodeId::OpsLink(run))
+                } else if name == OPS_DIR {
+                    Some(NodeId::Ops(run))
+                } else if let Some(f) = by_name(&InfoFile::ALL, name) {
+                    Some(NodeId::Info(run, f))
+                } else if name == "discovered" {
                     Some(NodeId::Discovered(*id))
                 } else if name == "content" {
                     self.has_content(*id).then_some(NodeId::RunContent(*id))
@@ -265,13 +270,21 @@ impl World {
                 .journal
                 .runs_of(&self.target_path(t), op, RUNS_LISTED)?
                 .into_iter()
-                .map(|id| (id.to_string(), NodeId::Run(t.clone(), op.clone(), id)))
+                .map(|b| (b.seq.to_string(), NodeId::Run(t.clone(), op.clone(), b.id)))
                 .collect(),
             NodeId::Run(_, _, id) => {
-                let mut out: Vec<(String, NodeId)> = RunFile::ALL
+                let run = Target::Run(*id);
+                let mut out: Vec<(String, NodeId)> = InfoFile::ALL
                     .iter()
-                    .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f)))
+                    .map(|(n, f)| (n.to_string(), NodeId::Info(run.clone(), *f)))
                     .collect();
+                // A run is an entry: its ops behind the link, as everywhere.
+                out.push(("ops".into(), NodeId::OpsLink(run)));
+                out.extend(
+                    RunFile::ALL
+                        .iter()
+                        .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f))),
+                );
                 out.push(("discovered".into(), NodeId::Discovered(*id)));
                 if self.has_content(*id) {
                     out.push(("content".into(), NodeId::RunContent(*id)));

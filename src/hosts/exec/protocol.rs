@@ -35,6 +35,8 @@ pub mod code {
     pub const TIMED_OUT: i64 = -32005;
     /// A name is longer than a file name may be (ENAMETOOLONG).
     pub const NAME_TOO_LONG: i64 = -32006;
+    /// The call stopped because the runtime cancelled it (ECANCELED).
+    pub const CANCELLED: i64 = -32007;
 }
 
 /// A request from the runtime to the host.
@@ -525,6 +527,7 @@ pub fn host_error(host: &str, method: &str, e: RpcError) -> HostError {
         code::NOT_FOUND => HostError::NotFound(words),
         code::TIMED_OUT => HostError::TimedOut(words),
         code::NAME_TOO_LONG => HostError::NameTooLong(words),
+        code::CANCELLED => HostError::Cancelled(words),
         code::BACKEND => HostError::Backend(words),
         code::METHOD_NOT_FOUND => {
             HostError::Backend(format!("host {host} does not implement {method}: {words}"))
@@ -552,6 +555,7 @@ pub fn rpc_error(e: &HostError) -> RpcError {
         HostError::Backend(_) | HostError::Failed { .. } => (code::BACKEND, None),
         HostError::TimedOut(_) => (code::TIMED_OUT, None),
         HostError::NameTooLong(_) => (code::NAME_TOO_LONG, None),
+        HostError::Cancelled(_) => (code::CANCELLED, None),
     };
     RpcError {
         code,

@@ -478,7 +478,7 @@ fn decisions_name_runs_by_path_inside_the_mount() {
         (
             "/mnt/w/mem/ops/sleep/runs/1",
             libc::ENOENT,
-            "not of sleep on /mem",
+            "sleep on /mem has no run",
         ),
         ("999", libc::ENOENT, "no run 999"),
     ] {

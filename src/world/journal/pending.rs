@@ -305,7 +305,8 @@ mod tests {
     fn held(j: &Journal, expires_after: Option<Duration>) -> i64 {
         let id = j
             .begin(&Caller::default(), "/t", "merge", "{}", "blocked")
-            .unwrap();
+            .unwrap()
+            .id;
         j.finish(id, PENDING, libc::EINPROGRESS, "error: waits", &[], &[])
             .unwrap();
         let new = NewApproval {

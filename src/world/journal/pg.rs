@@ -13,7 +13,7 @@ use postgres::types::Type;
 use postgres::Transaction;
 
 use super::{
-    Approval, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED,
+    Approval, Began, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED,
     INTERRUPTED_WORDS, PENDING, RUNNING,
 };
 use crate::world::error::{WorldError, WorldResult};
@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS calls(
   errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
   discovered TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS seq BIGINT;
+CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);
 CREATE INDEX IF NOT EXISTS calls_running ON calls(origin, status);
 CREATE TABLE IF NOT EXISTS events(
   cursor BIGSERIAL PRIMARY KEY,
@@ -76,7 +78,7 @@ fn finish_function() -> String {
     )
 }
 
-const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered";
+const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq";
 const APPROVAL_COLUMNS: &str =
     "run, rule, rule_text, approvers, self_approve, requested, expires, state,
     decided_at, decider_uid, decider_pid, decider_session, decider_command, reason";
@@ -91,6 +93,9 @@ pub(crate) struct PgJournal {
 
 type PgResult<T> = Result<T, postgres::Error>;
 
+/// How often `begin` takes the next run number again when another mount took it first.
+const BEGIN_TRIES: usize = 100;
+
 impl PgJournal {
     /// Create the tables if needed and mark this mount's calls that a crash cut off.
     pub fn open(db: Arc<SharedDb>, origin: &str) -> WorldResult<(PgJournal, Vec<i64>)> {
@@ -103,6 +108,13 @@ impl PgJournal {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
             tx.batch_execute(SCHEMA)?;
+            // Journals made before runs were numbered per op get their numbers, once.
+            tx.batch_execute(
+                "UPDATE calls SET seq = n.seq FROM (
+                   SELECT id, row_number() OVER (PARTITION BY path, op ORDER BY id) AS seq
+                   FROM calls WHERE path IN (SELECT path FROM calls WHERE seq IS NULL)) n
+                 WHERE calls.id = n.id AND calls.seq IS DISTINCT FROM n.seq",
+            )?;
             tx.batch_execute(&finish_function())?;
             tx.execute(
                 "INSERT INTO journal_meta (key, value) VALUES ('id', $1) ON CONFLICT DO NOTHING",
@@ -173,13 +185,18 @@ impl PgJournal {
         op: &str,
         args: &str,
         guard: &str,
-    ) -> WorldResult<i64> {
-        self.with("cannot record the call", |c| {
-            // Typed: one round trip instead of prepare, execute and close.
-            let row = c.query_typed_one(
+    ) -> WorldResult<Began> {
+        let began = self.with("cannot record the call", |c| {
+            // Typed: one round trip instead of prepare, execute and close. Two mounts may
+            // take the same next number at once: the unique index makes one of them wait
+            // and then insert nothing, and it takes the next number.
+            for _ in 0..BEGIN_TRIES {
+                let row = c.query_typed_opt(
                 &format!(
-                    "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status)
-                     VALUES ($1, {NOW}, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"
+                    "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status, seq)
+                     VALUES ($1, {NOW}, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                       coalesce((SELECT max(seq) FROM calls WHERE path = $6 AND op = $7), 0) + 1)
+                     ON CONFLICT DO NOTHING RETURNING id, seq"
                 ),
                 &[
                     (&self.origin, Type::TEXT),
@@ -194,7 +211,20 @@ impl PgJournal {
                     (&RUNNING, Type::TEXT),
                 ],
             )?;
-            row.try_get(0)
+                if let Some(row) = row {
+                    return Ok(Some(Began {
+                        id: row.try_get(0)?,
+                        seq: row.try_get(1)?,
+                    }));
+                }
+            }
+            Ok(None)
+        })?;
+        // Only a storm of writers on one op gets here; saying so beats a wrong number.
+        began.ok_or_else(|| {
+            WorldError::backend(format!(
+                "cannot record the call: {BEGIN_TRIES} other calls of {op} on {path} took its run number first; call again"
+            ))
         })
     }
 
@@ -307,20 +337,48 @@ impl PgJournal {
         })
     }
 
-    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
+    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
         self.with("cannot list runs", |c| {
             c.query(
-                "SELECT id FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
+                "SELECT id, seq FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
                 &[&path, &op, &(limit as i64)],
             )?
             .iter()
-            .map(|r| r.try_get(0))
+            .map(|r| {
+                Ok(Began {
+                    id: r.try_get(0)?,
+                    seq: r.try_get(1)?,
+                })
+            })
             .collect()
         })
     }
 
+    pub fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+        self.with("cannot find the run", |c| {
+            c.query_opt(
+                "SELECT id FROM calls WHERE path = $1 AND op = $2 AND seq = $3",
+                &[&path, &op, &seq],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()
+        })
+    }
+
     pub fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
-        Ok(self.runs_of(path, op, 1)?.first().copied())
+        Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
+    }
+
+    pub fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+        self.with("cannot list runs", |c| {
+            c.query(
+                &format!("SELECT {COLUMNS} FROM calls WHERE status = $1 ORDER BY id LIMIT $2"),
+                &[&RUNNING, &(limit as i64)],
+            )?
+            .iter()
+            .map(row_to_run)
+            .collect()
+        })
     }
 
     pub fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
@@ -340,7 +398,7 @@ impl PgJournal {
         self.with("cannot list calls", |c| {
             c.query(
                 "SELECT id, started, finished, pid, uid, session, command, path, op,
-                        substr(args, 1, $2), '', status, errno, substr(result, 1, $2), '[]',
+                        substr(args, 1, $2), '', status, errno, substr(result, 1, $2), '[]', seq,
                         length(args), length(result)
                  FROM calls ORDER BY id DESC LIMIT $1",
                 &[&(limit as i64), &cut32],
@@ -348,7 +406,7 @@ impl PgJournal {
             .iter()
             .map(|r| {
                 let mut run = row_to_run(r)?;
-                let (args_len, result_len): (i32, i32) = (r.try_get(15)?, r.try_get(16)?);
+                let (args_len, result_len): (i32, i32) = (r.try_get(16)?, r.try_get(17)?);
                 if args_len as usize > cut {
                     run.args.push('…');
                 }
@@ -586,6 +644,7 @@ fn row_to_run(r: &postgres::Row) -> PgResult<Run> {
         errno: r.try_get(12)?,
         result: r.try_get(13)?,
         discovered: serde_json::from_str(&discovered).unwrap_or_default(),
+        seq: r.try_get::<_, Option<i64>>(15)?.unwrap_or(0),
     })
 }
 
@@ -642,14 +701,21 @@ mod tests {
         let db = TestDb::create();
         let (a, _) = open(&db, "host-a:/state");
         let (b, _) = open(&db, "host-b:/state");
-        let mine = a.begin(&caller(), "/t", "close", "{}", "allowed").unwrap();
-        let theirs = b.begin(&caller(), "/t", "close", "{}", "allowed").unwrap();
+        let mine = a
+            .begin(&caller(), "/t", "close", "{}", "allowed")
+            .unwrap()
+            .id;
+        let theirs = b
+            .begin(&caller(), "/t", "close", "{}", "allowed")
+            .unwrap()
+            .id;
         let ev = Event::of_run("call", "/t", "close", theirs, "ok");
         b.finish(theirs, "ok", 0, "closed", &["/t/x".into()], &[ev])
             .unwrap();
         let running = b
             .begin(&caller(), "/t", "comment", "hi", "allowed")
-            .unwrap();
+            .unwrap()
+            .id;
         drop(a);
         let (a, n) = open(&db, "host-a:/state");
         assert_eq!(n, 1);
@@ -661,7 +727,12 @@ mod tests {
             ("ok", "closed")
         );
         assert_eq!(done.discovered, vec!["/t/x".to_string()]);
-        assert_eq!(a.runs_of("/t", "close", 10).unwrap(), vec![theirs, mine]);
+        // Numbered per op across mounts: the first call of close is run 1 wherever it ran.
+        assert_eq!(
+            a.runs_of("/t", "close", 10).unwrap(),
+            vec![Began { id: theirs, seq: 2 }, Began { id: mine, seq: 1 }]
+        );
+        assert_eq!(a.numbered("/t", "close", 2).unwrap(), Some(theirs));
         assert_eq!(a.count().unwrap(), 3);
         let brief = a.recent_brief(10, 2).unwrap();
         assert_eq!(brief[2].args, "{}");
@@ -686,7 +757,8 @@ mod tests {
                     for k in 0..25 {
                         let id = j
                             .begin(&caller(), "/t", "comment", &format!("{i}/{k}"), "")
-                            .unwrap();
+                            .unwrap()
+                            .id;
                         let ev = Event::of_run("call", "/t", "comment", id, "ok");
                         j.finish(id, "ok", 0, "", &[], &[ev]).unwrap();
                     }
@@ -722,7 +794,10 @@ mod tests {
         let (a, _) = open(&db, "a");
         let (b, _) = open(&db, "b");
         let hold = |j: &Journal, expires: Option<Duration>| {
-            let id = j.begin(&caller(), "/t", "merge", "{}", "blocked").unwrap();
+            let id = j
+                .begin(&caller(), "/t", "merge", "{}", "blocked")
+                .unwrap()
+                .id;
             j.finish(id, PENDING, libc::EINPROGRESS, "waits", &[], &[])
                 .unwrap();
             let new = NewApproval {

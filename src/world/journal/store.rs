@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::pg::PgJournal;
-use super::{Approval, Decider, Event, Expired, NewApproval, Run, RunChange, SqliteJournal};
+use super::{Approval, Began, Decider, Event, Expired, NewApproval, Run, RunChange, SqliteJournal};
 use crate::secrets::scrub;
 use crate::world::error::WorldResult;
 use crate::world::host::Caller;
@@ -74,7 +74,7 @@ impl Journal {
         on_store!(self, j => j.settle(id, status, errno, &result))
     }
 
-    /// Record a call before it runs; returns its run id.
+    /// Record a call before it runs; returns its run id and its number among its op's runs.
     pub fn begin(
         &self,
         caller: &Caller,
@@ -82,7 +82,7 @@ impl Journal {
         op: &str,
         args: &str,
         guard: &str,
-    ) -> WorldResult<i64> {
+    ) -> WorldResult<Began> {
         // What the journal keeps is printed again later: no secret of the daemon's in it.
         let guard = scrub(guard);
         on_store!(self, j => j.begin(caller, path, op, args, &guard))
@@ -126,9 +126,19 @@ impl Journal {
         on_store!(self, j => j.get(id))
     }
 
-    /// Run ids of one op of one entry, newest first.
-    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<i64>> {
+    /// Runs of one op of one entry, newest first.
+    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
         on_store!(self, j => j.runs_of(path, op, limit))
+    }
+
+    /// The journal id of run number `seq` of one op of one entry (`runs/SEQ`).
+    pub fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+        on_store!(self, j => j.numbered(path, op, seq))
+    }
+
+    /// Runs still running (every mount's), oldest first.
+    pub fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+        on_store!(self, j => j.running_runs(limit))
     }
 
     /// The latest run of one op of one entry.

@@ -1,0 +1,617 @@
+//! Runs in flight: the progress their hosts report, how to stop them, and the ops every
+//! run carries (`runs/ID/ops/wait`, `runs/ID/ops/cancel`).
+//!
+//! A call outlives its caller's patience (`call_timeout_ms`) as a run: the caller hears
+//! ETIMEDOUT with the run's path, the host goes on, and anyone may wait for the run or
+//! (its own session, or the mount's owner) cancel it. What a host can do about a cancel
+//! it says by registering a hook on the call's `RunSignal` (MCP sends
+//! `notifications/cancelled` or `tasks/cancel`, the exec protocol a `cancel`, the agents
+//! host stops the agent's process); a call still queued for a worker never starts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::error::{ErrorKind, WorldError, WorldResult};
+use super::host::{Caller, Condition, Guard, OpSpec};
+use super::journal::{self, Run};
+use super::run::Outcome;
+use super::World;
+
+/// Op names of every run.
+pub const WAIT: &str = "wait";
+pub const CANCEL: &str = "cancel";
+/// How often a wait looks at a run another mount is running (the journal is shared).
+const REMOTE_POLL: Duration = Duration::from_millis(250);
+/// How long `cancel` waits for the host to stop the run before it answers.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// How many runs' numbers are kept in memory (older ones are read from the journal).
+const SEQS_KEPT: usize = 10_000;
+/// How many ended runs' last progress lines are kept.
+const LAST_KEPT: usize = 1000;
+
+/// What a host said of how far a call got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub done: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+impl Progress {
+    /// `2/6 Step 2 of 6`, as `runs/ID/progress` shows it.
+    pub fn line(&self) -> String {
+        let n = |v: f64| {
+            if v.fract() == 0.0 && v.abs() < 1e15 {
+                format!("{}", v as i64)
+            } else {
+                format!("{v}")
+            }
+        };
+        let mut out = match self.total {
+            Some(t) => format!("{}/{}", n(self.done), n(t)),
+            None => n(self.done),
+        };
+        if let Some(m) = self.message.as_deref().filter(|m| !m.trim().is_empty()) {
+            out.push(' ');
+            out.push_str(&super::names::printable(m.trim()).replace('\n', " "));
+        }
+        out
+    }
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// One run in flight on this mount.
+pub struct LiveRun {
+    id: i64,
+    started: Instant,
+    state: Mutex<LiveState>,
+}
+
+#[derive(Default)]
+struct LiveState {
+    progress: Option<Progress>,
+    cancel_requested: bool,
+    /// What stops the call now: the world's (a call still queued) or the host's.
+    hook: Option<Hook>,
+    /// A host said it can stop this call (it registered a hook).
+    host_stops: bool,
+    /// Still waiting for a worker: the world itself can stop it.
+    queued: bool,
+}
+
+impl LiveRun {
+    fn lock(&self) -> MutexGuard<'_, LiveState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The world's hook while the call waits for a worker.
+    pub(super) fn while_queued(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut st = self.lock();
+        st.queued = true;
+        st.hook = Some(Box::new(hook));
+    }
+
+    /// A worker took the call: from now on only its host can stop it. Returns whether a
+    /// cancel came first (then the call must not start).
+    pub(super) fn starting(&self) -> bool {
+        let mut st = self.lock();
+        st.queued = false;
+        st.hook = None;
+        st.cancel_requested
+    }
+
+    pub(super) fn cancel_requested(&self) -> bool {
+        self.lock().cancel_requested
+    }
+
+    /// Whether a cancel can reach the call now.
+    fn stoppable(&self) -> bool {
+        let st = self.lock();
+        st.queued || st.host_stops
+    }
+
+    /// Ask the call to stop; `false` when nothing can stop it.
+    fn request_cancel(&self) -> bool {
+        let hook = {
+            let mut st = self.lock();
+            if !(st.queued || st.host_stops) {
+                return false;
+            }
+            st.cancel_requested = true;
+            st.hook.take()
+        };
+        // Outside the lock: a hook may end the call, which reads this state.
+        if let Some(h) = hook {
+            h();
+        }
+        true
+    }
+}
+
+/// What a host holds of its call's run: report progress, learn of a cancel. Outside a run
+/// (tests, tools calling a host directly) it does nothing.
+#[derive(Clone, Default)]
+pub struct RunSignal(Option<Arc<LiveRun>>);
+
+impl RunSignal {
+    /// How far the call got: shown in `runs/ID/progress` and the run's description.
+    pub fn progress(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(run) = &self.0 {
+            run.lock().progress = Some(Progress {
+                done,
+                total,
+                message,
+            });
+        }
+    }
+
+    /// Whether someone asked this call to stop.
+    pub fn cancelled(&self) -> bool {
+        self.0.as_ref().is_some_and(|r| r.cancel_requested())
+    }
+
+    /// The host can stop this call: `stop` runs (once) when someone cancels the run, at
+    /// once if someone already did. The host then ends the call with
+    /// `HostError::Cancelled` (or its outcome, if it finished first).
+    pub fn on_cancel(&self, stop: impl FnOnce() + Send + 'static) {
+        let Some(run) = &self.0 else { return };
+        let mut st = run.lock();
+        st.host_stops = true;
+        if st.cancel_requested {
+            drop(st);
+            stop();
+        } else {
+            st.hook = Some(Box::new(stop));
+        }
+    }
+
+    /// The run's journal id, if this call is a run.
+    pub fn run_id(&self) -> Option<i64> {
+        self.0.as_ref().map(|r| r.id)
+    }
+}
+
+impl std::fmt::Debug for RunSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(r) => write!(f, "RunSignal({})", r.id),
+            None => f.write_str("RunSignal(none)"),
+        }
+    }
+}
+
+/// Two callers are the same whichever run they are in.
+impl PartialEq for RunSignal {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for RunSignal {}
+
+/// The runs in flight on this mount.
+#[derive(Default)]
+pub(super) struct Live {
+    runs: Mutex<HashMap<i64, Arc<LiveRun>>>,
+    ended: Condvar,
+    /// The last progress of runs that ended (bounded), so `progress` says where they got.
+    last: Mutex<HashMap<i64, String>>,
+}
+
+impl Live {
+    fn runs(&self) -> MutexGuard<'_, HashMap<i64, Arc<LiveRun>>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A run begins on this mount: its signal for the host.
+    pub(super) fn start(&self, id: i64) -> (Arc<LiveRun>, RunSignal) {
+        let run = Arc::new(LiveRun {
+            id,
+            started: Instant::now(),
+            state: Mutex::default(),
+        });
+        self.runs().insert(id, Arc::clone(&run));
+        let signal = RunSignal(Some(Arc::clone(&run)));
+        (run, signal)
+    }
+
+    /// The run ended and its outcome is recorded: whoever waits for it wakes.
+    pub(super) fn end(&self, id: i64) {
+        let run = self.runs().remove(&id);
+        if let Some(p) = run.and_then(|r| r.lock().progress.clone()) {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.len() >= LAST_KEPT {
+                last.clear();
+            }
+            last.insert(id, p.line());
+        }
+        self.ended.notify_all();
+    }
+
+    pub(super) fn get(&self, id: i64) -> Option<Arc<LiveRun>> {
+        self.runs().get(&id).cloned()
+    }
+
+    /// Wait until run `id` is no longer in flight here, or `within` passed.
+    fn wait_end(&self, id: i64, within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut runs = self.runs();
+        while runs.contains_key(&id) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            runs = match self.ended.wait_timeout(runs, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// The progress line of a run (in flight, or ended here).
+    fn progress_line(&self, id: i64) -> Option<String> {
+        if let Some(r) = self.get(id) {
+            return r.lock().progress.as_ref().map(Progress::line);
+        }
+        self.last.lock().ok().and_then(|l| l.get(&id).cloned())
+    }
+}
+
+/// The ops every run has.
+pub(super) fn run_ops() -> Vec<OpSpec> {
+    vec![
+        OpSpec {
+            output: None,
+            name: WAIT.into(),
+            description: "wait(timeout_ms?): wait for this run to end and return its result; ETIMEDOUT again if it is still running (at most the mount's call_timeout_ms)".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {"timeout_ms": {"type": "integer", "minimum": 0, "description": "how long to wait at most (bounded by the mount's call_timeout_ms)"}},
+                "additionalProperties": false
+            }),
+        },
+        OpSpec {
+            output: None,
+            name: CANCEL.into(),
+            description: "cancel(): ask the host to stop this run; it ends cancelled (or as it ended, if it finished first). The run's own session or the mount's owner may".into(),
+            schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        },
+    ]
+}
+
+/// `3.2 s`, `12 s`, `4 min 3 s`.
+fn took(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else if s < 600.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{} min {} s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+fn is_running(run: &Run) -> bool {
+    run.status == journal::RUNNING
+}
+
+impl World {
+    /// Record a call before it runs; returns its journal id (its number is kept for the
+    /// paths and events that name it).
+    pub(super) fn begin_run(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: &str,
+        args: &str,
+        guard: &str,
+    ) -> WorldResult<i64> {
+        let began = self.journal.begin(caller, path, op, args, guard)?;
+        let mut seqs = self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        if seqs.len() >= SEQS_KEPT {
+            seqs.clear();
+        }
+        seqs.insert(began.id, began.seq);
+        Ok(began.id)
+    }
+
+    /// A run's number among its op's runs (`runs/SEQ`), from its journal id.
+    pub(super) fn seq_of(&self, id: i64) -> i64 {
+        let kept = self.seqs.lock().ok().and_then(|s| s.get(&id).copied());
+        match kept {
+            Some(seq) => seq,
+            None => match self.journal.get(id) {
+                Ok(Some(run)) => run.seq,
+                _ => id,
+            },
+        }
+    }
+
+    /// The world path of a run's folder (`/tracker/issues/1/ops/close/runs/3`).
+    pub(super) fn run_world_path(&self, run: &Run) -> String {
+        let base = if run.path == "/" { "" } else { &run.path };
+        format!("{base}/ops/{}/runs/{}", run.op, run.seq)
+    }
+
+    /// How long a run took, or has taken so far.
+    fn run_age(&self, run: &Run) -> Option<Duration> {
+        if let Some(live) = self.live.get(run.id) {
+            return Some(live.started.elapsed());
+        }
+        let start = crate::calendar::parse_iso(&run.started)?;
+        let end = match &run.finished {
+            Some(f) => crate::calendar::parse_iso(f)?,
+            None => std::time::SystemTime::now(),
+        };
+        end.duration_since(start).ok()
+    }
+
+    /// `runs/ID/progress`: the latest progress line, empty when none was reported.
+    pub(super) fn progress_text(&self, id: i64) -> String {
+        match self.live.progress_line(id) {
+            Some(p) => format!("{p}\n"),
+            None => String::new(),
+        }
+    }
+
+    /// What `result` shows of a run still running: where it got, and how to wait for it
+    /// or stop it.
+    pub(super) fn running_text(&self, run: &Run) -> String {
+        let dir = self.absolute(&self.run_world_path(run));
+        let dir = super::names::shown(&dir);
+        let mut out = format!(
+            "running: {} on {} for {}",
+            run.op,
+            run.path,
+            self.run_age(run)
+                .map(took)
+                .unwrap_or_else(|| "a while".into())
+        );
+        if let Some(p) = self.live.progress_line(run.id) {
+            out.push_str(&format!(" · progress {p}"));
+        }
+        out.push_str(&format!(
+            "\nrun: {dir}\nwait for it: echo > {dir}/ops/wait/call (returns its result)\nstop it: echo > {dir}/ops/cancel/call\n"
+        ));
+        out
+    }
+
+    /// A run's `description`.
+    pub(super) fn run_description(&self, run: &Run) -> String {
+        let state = if is_running(run) {
+            format!(
+                "running for {}",
+                self.run_age(run)
+                    .map(took)
+                    .unwrap_or_else(|| "a while".into())
+            )
+        } else {
+            match self.run_age(run) {
+                Some(d) => format!("{} after {}", run.status, took(d)),
+                None => run.status.clone(),
+            }
+        };
+        let mut out = format!(
+            "Run {} of {} on {} by pid {} ({}), session {}, started {} · {state}",
+            run.seq,
+            run.op,
+            run.path,
+            run.pid,
+            run.command.split(' ').next().unwrap_or(""),
+            run.session,
+            run.started
+        );
+        if let Some(p) = self.live.progress_line(run.id) {
+            out.push_str(&format!(" · progress {p}"));
+        }
+        out
+    }
+
+    /// A run's `ref`: the journal's identity and the run's id in it.
+    pub(super) fn run_ref(&self, run: &Run) -> String {
+        format!("wip-run://{}/{}", self.journal.id(), run.id)
+    }
+
+    /// The guard of a run's op (no caller known: who may cancel is checked as it runs).
+    pub(super) fn run_guard(&self, id: i64, op: &str) -> WorldResult<Guard> {
+        let run = self.run(id)?;
+        let running = is_running(&run);
+        Ok(match op {
+            WAIT => Guard::new(vec![Condition::check(
+                "run",
+                true,
+                if running {
+                    "running: wait returns when it ends".to_string()
+                } else {
+                    format!("ended {}: wait returns its result at once", run.status)
+                },
+            )]),
+            CANCEL => {
+                let mut c = vec![Condition::check(
+                    "running",
+                    running,
+                    if running {
+                        format!("run {} is running", run.seq)
+                    } else {
+                        format!("run {} already ended {}", run.seq, run.status)
+                    },
+                )];
+                if running {
+                    let (ok, words) = match self.live.get(id) {
+                        Some(l) if l.stoppable() => (true, "its host can stop it".to_string()),
+                        Some(_) => (
+                            false,
+                            format!(
+                                "the host of {} cannot stop a call once it runs; it goes on until it ends",
+                                run.path
+                            ),
+                        ),
+                        None => (
+                            false,
+                            "it is not running on this mount (another mount of the shared world runs it, or it cannot be stopped); cancel it where it runs".to_string(),
+                        ),
+                    };
+                    c.push(Condition::check("stoppable", ok, words));
+                    c.push(Condition::check(
+                        "caller",
+                        true,
+                        format!(
+                            "its own session ({}) or the mount's owner (uid {}) may cancel it",
+                            run.session,
+                            owner_uid()
+                        ),
+                    ));
+                }
+                Guard::new(c)
+            }
+            other => return Err(WorldError::not_found(format!("no op {other:?} here"))),
+        })
+    }
+
+    /// Run a run's op (on a worker: `wait` blocks).
+    pub(super) fn run_call(
+        &self,
+        id: i64,
+        op: &str,
+        args: &Value,
+        caller: &Caller,
+    ) -> WorldResult<Outcome> {
+        match op {
+            WAIT => self.wait_for(id, args),
+            CANCEL => self.cancel_run(id, caller),
+            other => Err(WorldError::not_found(format!("no op {other:?} here"))),
+        }
+    }
+
+    /// How long a run's op may block: the caller's own wait, less a margin so the op
+    /// answers in its own words before the call's timeout does.
+    fn op_patience(&self) -> Duration {
+        let t = self.settings.call_timeout();
+        t.saturating_sub((t / 10).min(Duration::from_millis(100)))
+    }
+
+    fn wait_for(&self, id: i64, args: &Value) -> WorldResult<Outcome> {
+        let mut patience = self.op_patience();
+        if let Some(ms) = args.get("timeout_ms").and_then(Value::as_u64) {
+            patience = patience.min(Duration::from_millis(ms));
+        }
+        let deadline = Instant::now() + patience;
+        loop {
+            let run = self.run(id)?;
+            if !is_running(&run) && run.status != journal::PENDING {
+                return self.ended_outcome(&run);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let dir = self.absolute(&self.run_world_path(&run));
+                let dir = super::names::shown(&dir);
+                let mut words = format!(
+                    "run {} is still {} after waiting {}",
+                    run.seq,
+                    if is_running(&run) {
+                        "running"
+                    } else {
+                        "waiting for a person's sign-off"
+                    },
+                    took(patience)
+                );
+                if let Some(p) = self.live.progress_line(id) {
+                    words.push_str(&format!(" (progress {p})"));
+                }
+                words.push_str(&format!(
+                    "; wait again: echo > {dir}/ops/wait/call, or stop it: echo > {dir}/ops/cancel/call"
+                ));
+                return Err(WorldError::new(ErrorKind::TimedOut, words));
+            }
+            if self.live.get(id).is_some() {
+                self.live.wait_end(id, left);
+            } else {
+                // Another mount's run, or one between its end and its record.
+                std::thread::sleep(left.min(REMOTE_POLL));
+            }
+        }
+    }
+
+    /// What `wait` returns of a run that ended: its result, with its own errno.
+    fn ended_outcome(&self, run: &Run) -> WorldResult<Outcome> {
+        if run.status == "ok" {
+            return Ok(Outcome {
+                result: run.result.clone(),
+                ..Default::default()
+            });
+        }
+        let kind = ErrorKind::of_errno(run.errno).unwrap_or(ErrorKind::Backend);
+        let text = run.result.trim_end();
+        let text = text.strip_prefix("error: ").unwrap_or(text);
+        Err(WorldError::new(
+            kind,
+            format!("run {} ended {}: {text}", run.seq, run.status),
+        ))
+    }
+
+    fn cancel_run(&self, id: i64, caller: &Caller) -> WorldResult<Outcome> {
+        let run = self.run(id)?;
+        if !is_running(&run) {
+            return Ok(Outcome {
+                result: format!(
+                    "run {} had already ended {} before the cancel; nothing was stopped\n",
+                    run.seq, run.status
+                ),
+                ..Default::default()
+            });
+        }
+        let owner = owner_uid();
+        if caller.session != run.session && caller.uid != owner {
+            return Err(WorldError::new(
+                ErrorKind::Blocked,
+                format!(
+                    "blocked by guard caller: run {} belongs to session {} (uid {}); only that session or the mount's owner (uid {owner}) may cancel it",
+                    run.seq, run.session, run.uid
+                ),
+            ));
+        }
+        let Some(live) = self.live.get(id) else {
+            return Err(WorldError::new(
+                ErrorKind::Blocked,
+                "blocked by guard stoppable: it is not running on this mount; cancel it where it runs",
+            ));
+        };
+        if !live.request_cancel() {
+            return Err(WorldError::new(
+                ErrorKind::Blocked,
+                format!(
+                    "blocked by guard stoppable: the host of {} cannot stop a call once it runs; it goes on until it ends",
+                    run.path
+                ),
+            ));
+        }
+        self.live.wait_end(id, CANCEL_WAIT.min(self.op_patience()));
+        let after = self.run(id)?;
+        let dir = self.absolute(&self.run_world_path(&after));
+        let dir = super::names::shown(&dir);
+        let result = match after.status.as_str() {
+            journal::RUNNING => format!(
+                "asked the host to stop run {}; it has not ended yet (wait for it: echo > {dir}/ops/wait/call)\n",
+                after.seq
+            ),
+            "cancelled" => format!("run {} was cancelled: {}", after.seq, after.result),
+            other => format!(
+                "run {} ended {other} before the host could stop it:\n{}",
+                after.seq, after.result
+            ),
+        };
+        Ok(Outcome {
+            result,
+            ..Default::default()
+        })
+    }
+}
+
+/// The mount's owner: the daemon's user.
+fn owner_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
