@@ -307,11 +307,9 @@ fn misbehaving_world() -> Mount {
         processes_py()
     );
     for mode in ["crash", "hang", "junk", "mute"] {
-        // The hung call waits long enough that what runs meanwhile surely runs meanwhile.
-        let call_ms = if mode == "hang" { 10_000 } else { 1500 };
         manifest.push_str(&format!(
             "[[host]]\nkind = \"exec\"\npath = \"bad/{mode}\"\ncommand = [\"python3\", {py:?}, \"{mode}\"]\n\
-             timeout_ms = 1500\nstart_timeout_ms = 3000\ncall_timeout_ms = {call_ms}\n"
+             timeout_ms = 1500\nstart_timeout_ms = 3000\n"
         ));
     }
     Mount::start(Some(&manifest))
@@ -355,7 +353,9 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
             .any(|l| l.contains("\"/bad/crash\"") && l.contains("\"changed\""))
     });
 
-    // Never answers: ETIMEDOUT after call_timeout_ms, while the rest of the mount answers.
+    // Never answers, nor anything after: while the call waits, the silent host is pinged,
+    // and a ping unanswered within timeout_ms means it hung: EIO with those words, and the
+    // host is restarted. The rest of the mount answers meanwhile.
     let hung = {
         let op = m.path("bad/hang/ops/misbehave/call");
         std::thread::spawn(move || {
@@ -370,17 +370,16 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
             .any(|l| l.contains("/bad/hang misbehave") && l.contains("running"))
     });
     responsive(&m);
-    // The reads above were answered while the call still hung.
-    assert!(
-        !hung.is_finished(),
-        "the hung call ended before the reads did"
-    );
     let (r, took) = hung.join().unwrap();
-    assert_eq!(r, Err(Some(libc::ETIMEDOUT)));
-    // Bounded by the host's call_timeout_ms, which the words name.
-    assert!(took >= Duration::from_secs(10), "{took:?}");
+    assert_eq!(r, Err(Some(libc::EIO)));
+    // Silent for timeout_ms (1.5 s), then unanswered for 1.5 s more: about 3 s, well
+    // within the world's own call timeout.
+    assert!(took >= Duration::from_millis(2900), "{took:?}");
     let r = m.result("bad/hang/ops/misbehave");
-    assert!(r.contains("no answer to call within 10000 ms"), "{r}");
+    assert!(
+        r.contains("no answer to ping within 1500 ms while a call ran"),
+        "{r}"
+    );
 
     // Prints junk: EIO quoting it.
     assert_eq!(errno_of(m.call("bad/junk/ops/misbehave", "\n")), libc::EIO);
@@ -405,7 +404,7 @@ fn misbehaving_hosts_fail_with_words_and_the_mount_stays_responsive() {
     let log = m.read(".wip/log");
     for (path, status) in [
         ("/bad/crash misbehave", "failed"),
-        ("/bad/hang misbehave", "timed_out"),
+        ("/bad/hang misbehave", "failed"),
         ("/bad/junk misbehave", "failed"),
         ("/bad/crash echo", "ok"),
     ] {
@@ -643,4 +642,110 @@ fn a_process_body_is_its_status_and_reading_it_is_no_call() {
     );
     m.ok(&format!("! test -w processes/{pid}/body"));
     assert_eq!(m.journal_count(), 0);
+}
+
+/// A slow op of a host that answers other requests meanwhile: past the world's timeout the
+/// caller hears ETIMEDOUT with the run's path, the host reports progress, `wait` returns
+/// the result, `cancel` from another session stops it (the host is told), a killed
+/// caller's run is waited on by the next, and the host is never restarted for any of it.
+#[test]
+fn a_slow_exec_call_is_a_run_to_watch_wait_on_and_cancel() {
+    let py = misbehave_py();
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 2000\n\
+         [[host]]\nkind = \"exec\"\npath = \"slow\"\ncommand = [\"python3\", {py:?}, \"crash\"]\n\
+         timeout_ms = 1500\n"
+    )));
+    wait_for("the host to start", || {
+        !m.read("slow/description").contains("starting")
+    });
+    let pid_before = m.read("slow/description");
+    // 30 steps of 100 ms: past the 2 s the caller waits.
+    let out = m.sh(r#"echo '{"steps":30,"ms":100}' > slow/ops/slow/call; echo "rc=$?"; cat slow/ops/slow/result"#);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("Connection timed out"), "{stderr}");
+    let run = m.path("slow/ops/slow/runs/1").display().to_string();
+    assert!(
+        text.contains("rc=1") && text.contains(&format!("run: {run}\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("echo > {run}/ops/wait/call")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("echo > {run}/ops/cancel/call")),
+        "{text}"
+    );
+    let progress = m.read("slow/ops/slow/runs/1/progress");
+    assert!(progress.contains("/30 step"), "{progress}");
+    // The host answers meanwhile: the slow call holds no one.
+    assert_eq!(m.call("slow/ops/echo", "meanwhile\n"), Ok(()));
+    // wait: returns when the run ends, with its result.
+    let out = m.ok(
+        "echo > slow/ops/slow/runs/1/ops/wait/call && cat slow/ops/slow/runs/1/ops/wait/result",
+    );
+    assert_eq!(out, "30 steps done\n");
+    assert_eq!(m.read("slow/ops/slow/runs/1/status"), "ok\n");
+    assert_eq!(m.read("slow/ops/slow/result"), "30 steps done\n");
+
+    // A second run, cancelled from another session: the host is told and stops.
+    let caller = {
+        let op = m.path("slow/ops/slow/call");
+        std::thread::spawn(move || {
+            std::fs::write(op, r#"{"steps":300,"ms":100}"#).map_err(|e| e.raw_os_error())
+        })
+    };
+    wait_for("the second run to report progress", || {
+        std::fs::read_to_string(m.path("slow/ops/slow/runs/2/progress"))
+            .is_ok_and(|p| p.contains("/300"))
+    });
+    let out = m.ok("setsid bash -c 'echo > slow/ops/slow/runs/2/ops/cancel/call; cat slow/ops/slow/runs/2/ops/cancel/result'");
+    assert!(out.starts_with("run 2 was cancelled: error: "), "{out}");
+    assert!(out.contains("stopped at step"), "{out}");
+    assert_eq!(m.read("slow/ops/slow/runs/2/status"), "cancelled\n");
+    // Its caller had stopped waiting or hears the cancel.
+    let r = caller.join().unwrap();
+    assert!(
+        matches!(r, Err(Some(libc::ETIMEDOUT)) | Err(Some(libc::ECANCELED))),
+        "{r:?}"
+    );
+    let out = m.sh("echo > slow/ops/slow/runs/2/ops/cancel/call");
+    assert!(
+        !out.status.success(),
+        "a run that ended cannot be cancelled again"
+    );
+
+    // A killed caller's run goes on; the next caller waits for it.
+    let mut killed = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "echo '{{\"steps\":25,\"ms\":100}}' > {}/slow/ops/slow/call",
+            m.path("").display()
+        ))
+        .spawn()
+        .unwrap();
+    wait_for("the third run to start", || {
+        m.path("slow/ops/slow/runs/3").exists()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    killed.kill().unwrap();
+    let _ = killed.wait();
+    let out = m.ok("echo '{\"timeout_ms\":1800}' > slow/ops/slow/runs/3/ops/wait/call; cat slow/ops/slow/runs/3/ops/wait/result; true");
+    let out = if out.contains("still running") {
+        m.ok(
+            "echo > slow/ops/slow/runs/3/ops/wait/call && cat slow/ops/slow/runs/3/ops/wait/result",
+        )
+    } else {
+        out
+    };
+    assert_eq!(out, "25 steps done\n");
+    // Nothing of this restarted the host.
+    assert_eq!(m.read("slow/description"), pid_before);
+    // Reads of runs/ never act, and walkers do not enter it.
+    let before = m.journal_count();
+    m.ok("find slow > /dev/null; grep -r x slow > /dev/null; cat slow/ops/slow/runs/*/progress slow/ops/slow/runs/*/description > /dev/null; ls -R slow/ops/slow/runs > /dev/null");
+    assert_eq!(m.journal_count(), before);
+    assert!(!m.ok("find slow").contains("runs"));
 }

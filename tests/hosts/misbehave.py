@@ -3,8 +3,10 @@
 
     misbehave.py MODE
 
-It serves a root entry with two ops: `echo(text)` answers its text back, and `misbehave`
-does what MODE says:
+It serves a root entry with three ops: `echo(text)` answers its text back, `slow(steps, ms)`
+takes `steps` steps of `ms` each on a thread of its own, sending a `progress` notification
+after each and stopping at the runtime's `cancel` (error -32007), and `misbehave` does
+what MODE says:
     crash   exits with status 3 in the middle of the call
     hang    never answers (nor anything after it)
     junk    prints a line that is not JSON-RPC instead of an answer
@@ -19,14 +21,35 @@ appended to its root's description (to see a manifest's `env` arrive).
 import json
 import os
 import sys
+import threading
 import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "crash"
 
 
+OUT = threading.Lock()
+# Calls of `slow` in flight: request id -> an Event set by the runtime's `cancel`.
+RUNNING = {}
+
+
 def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
+    with OUT:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
+def slow(mid, steps, ms):
+    stop = RUNNING[mid]
+    for k in range(1, steps + 1):
+        if stop.wait(ms / 1000):
+            send({"jsonrpc": "2.0", "id": mid,
+                  "error": {"code": -32007, "message": f"stopped at step {k} of {steps}"}})
+            break
+        send({"jsonrpc": "2.0", "method": "progress",
+              "params": {"id": mid, "progress": k, "total": steps, "message": f"step {k}"}})
+    else:
+        ok(mid, {"result": f"{steps} steps done\n"})
+    RUNNING.pop(mid, None)
 
 
 def ok(mid, result):
@@ -37,6 +60,9 @@ OPS = [
     {"name": "echo", "description": "echo(text): answers the text",
      "schema": {"type": "object", "properties": {"text": {"type": "string"}},
                 "required": ["text"], "additionalProperties": False}},
+    {"name": "slow", "description": "slow(steps, ms): takes steps of ms each, reporting each",
+     "schema": {"type": "object", "properties": {"steps": {"type": "integer"}, "ms": {"type": "integer"}},
+                "required": ["steps", "ms"], "additionalProperties": False}},
     {"name": "misbehave", "description": f"misbehaves: {MODE}",
      "schema": {"type": "object", "properties": {}, "additionalProperties": False}},
 ]
@@ -64,6 +90,16 @@ def main():
             ok(mid, OPS if params.get("path") == [] else [])
         elif method == "guard":
             ok(mid, {"conditions": []})
+        elif method == "ping":
+            ok(mid, {})
+        elif method == "cancel" and mid is None:
+            stop = RUNNING.get(params.get("id"))
+            if stop is not None:
+                stop.set()
+        elif method == "call" and params.get("op") == "slow":
+            RUNNING[mid] = threading.Event()
+            args = params["args"]
+            threading.Thread(target=slow, args=(mid, args["steps"], args["ms"]), daemon=True).start()
         elif method == "call" and params.get("op") == "echo":
             ok(mid, {"result": f"echo: {params['args'].get('text', '')}\n"})
         elif method == "call" and params.get("op") == "misbehave":

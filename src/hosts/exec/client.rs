@@ -24,7 +24,23 @@ use super::protocol::{
 };
 use super::transport::{self, Endpoint, Link, Socket};
 use crate::hosts::lock;
-use crate::world::host::{Changes, HostError, HostResult, OpSpec};
+use crate::world::host::{Changes, HostError, HostResult, OpSpec, RunSignal};
+
+/// How often a long call looks at its run (a cancel) and at the host's liveness.
+const CALL_TICK: Duration = Duration::from_millis(100);
+/// How long a cancelled call waits for the host's answer before it stops waiting.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// `progress`: how far a call got (`id` is the call's request id).
+#[derive(serde::Deserialize)]
+struct ProgressParams {
+    id: u64,
+    progress: f64,
+    #[serde(default)]
+    total: Option<f64>,
+    #[serde(default)]
+    message: Option<String>,
+}
 
 /// The ops of each kind of entry, as the host declared them in `initialize`.
 pub type Kinds = HashMap<String, Vec<OpSpec>>;
@@ -80,6 +96,10 @@ struct Conn {
     socket: Option<Socket>,
     /// Why it was dropped.
     dropped: Mutex<Option<String>>,
+    /// When the host last sent anything (a long call's liveness: see `call`).
+    last_heard: Mutex<Instant>,
+    /// The runs of calls in flight, by request id, for the host's `progress`.
+    runs: Mutex<HashMap<u64, RunSignal>>,
 }
 
 impl Conn {
@@ -450,6 +470,8 @@ impl Client {
             child: Mutex::new(child),
             socket,
             dropped: Mutex::new(None),
+            last_heard: Mutex::new(Instant::now()),
+            runs: Mutex::new(HashMap::new()),
         });
         if let Some(err) = stderr {
             self.forward_stderr(err);
@@ -536,7 +558,9 @@ impl Client {
             .spawn(move || {
                 let mut reader = BufReader::with_capacity(64 * 1024, reader);
                 let why = loop {
-                    match read_message(&mut reader) {
+                    let message = read_message(&mut reader);
+                    *lock(&conn.last_heard) = Instant::now();
+                    match message {
                         Ok(Some(Incoming::Response { id, outcome })) => {
                             let waiter = lock(&conn.pending).as_mut().and_then(|p| p.remove(&id));
                             match waiter {
@@ -581,6 +605,14 @@ impl Client {
                     self.changes.changed(p.paths)
                 }
                 Err(e) => tracing::warn!(host = %self.name, "malformed changed notification: {e}"),
+            },
+            "progress" => match serde_json::from_value::<ProgressParams>(params) {
+                Ok(p) => {
+                    if let Some(run) = lock(&conn.runs).get(&p.id) {
+                        run.progress(p.progress, p.total, p.message);
+                    }
+                }
+                Err(e) => tracing::warn!(host = %self.name, "malformed progress notification: {e}"),
             },
             other => tracing::debug!(host = %self.name, "unknown notification {other:?} ignored"),
         }
@@ -717,6 +749,166 @@ impl Client {
                     )),
                     how: Failed::HostLost,
                 })
+            }
+        }
+    }
+
+    /// Run one `call`: it may take as long as `limit` (then it is cancelled, ETIMEDOUT),
+    /// reports its progress to `run`, and is cancelled when `run` is. The host is dropped
+    /// and restarted only when it stops answering altogether: while the call runs, a host
+    /// silent for `read_timeout` is pinged, and one that still sends nothing within
+    /// `read_timeout` more is hung.
+    pub fn call(
+        self: &Arc<Self>,
+        params: Value,
+        run: &RunSignal,
+        limit: Duration,
+    ) -> Result<Value, Failure> {
+        let conn = self.connection().map_err(|error| Failure {
+            error,
+            how: Failed::Unsent,
+        })?;
+        let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        match lock(&conn.pending).as_mut() {
+            Some(p) => {
+                p.insert(id, tx);
+            }
+            None => {
+                return Err(Failure {
+                    error: HostError::Backend(format!(
+                        "host {}: {}",
+                        self.name,
+                        conn.why_dropped()
+                    )),
+                    how: Failed::Unsent,
+                })
+            }
+        }
+        lock(&conn.runs).insert(id, run.clone());
+        let outcome = self.await_call(&conn, id, params, run, &rx, limit);
+        lock(&conn.runs).remove(&id);
+        if let Some(p) = lock(&conn.pending).as_mut() {
+            p.remove(&id);
+        }
+        match outcome {
+            Ok(v) => {
+                self.answered();
+                Ok(v)
+            }
+            Err(Waited::Error(e)) => {
+                self.answered();
+                Err(Failure {
+                    error: protocol::host_error(&self.name, "call", e),
+                    how: Failed::Answered,
+                })
+            }
+            Err(Waited::Lost(why)) => Err(Failure {
+                error: HostError::Backend(format!("host {}: {why} during call", self.name)),
+                how: Failed::HostLost,
+            }),
+            // The host is fine: only this call ran out of time, or was stopped.
+            Err(Waited::TimedOut) => Err(Failure {
+                error: HostError::TimedOut(format!(
+                    "host {}: the call ran longer than call_timeout_ms ({} ms) and was cancelled",
+                    self.name,
+                    limit.as_millis()
+                )),
+                how: Failed::Answered,
+            }),
+        }
+    }
+
+    fn await_call(
+        &self,
+        conn: &Arc<Conn>,
+        id: u64,
+        params: Value,
+        run: &RunSignal,
+        rx: &mpsc::Receiver<Reply>,
+        limit: Duration,
+    ) -> Result<Value, Waited> {
+        let mut line = serde_json::to_vec(&Request::new(id, "call", params))
+            .map_err(|e| Waited::Lost(format!("cannot encode the request: {e}")))?;
+        line.push(b'\n');
+        if !conn.send(line) {
+            return Err(Waited::Lost("the host stopped reading".into()));
+        }
+        let cancel = move |conn: &Conn| {
+            let mut line = serde_json::to_vec(&serde_json::json!({
+                "jsonrpc": "2.0", "method": "cancel", "params": {"id": id}
+            }))
+            .unwrap_or_default();
+            line.push(b'\n');
+            conn.send(line);
+        };
+        {
+            let conn = Arc::clone(conn);
+            run.on_cancel(move || cancel(&conn));
+        }
+        let started = Instant::now();
+        let mut stopping: Option<(Instant, bool)> = None;
+        let mut pinged: Option<Instant> = None;
+        loop {
+            match rx.recv_timeout(CALL_TICK) {
+                Ok(Reply::Done(Ok(v))) => return Ok(v),
+                Ok(Reply::Done(Err(e))) => return Err(Waited::Error(e)),
+                Ok(Reply::Lost(why)) => return Err(Waited::Lost(why)),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Waited::Lost(conn.why_dropped()))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let now = Instant::now();
+            if stopping.is_none() {
+                // A cancel reached the host through the run's hook; a call past its
+                // limit is cancelled here.
+                if run.cancelled() {
+                    stopping = Some((now, true));
+                } else if now.duration_since(started) >= limit {
+                    cancel(conn);
+                    stopping = Some((now, false));
+                }
+            }
+            if let Some((since, cancelled)) = stopping {
+                if now.duration_since(since) >= CANCEL_GRACE {
+                    if !cancelled {
+                        return Err(Waited::TimedOut);
+                    }
+                    return Err(Waited::Error(RpcError {
+                        code: protocol::code::CANCELLED,
+                        message: format!(
+                            "cancelled: the host was told and did not answer within {} s; the runtime stopped waiting",
+                            CANCEL_GRACE.as_secs()
+                        ),
+                        data: None,
+                    }));
+                }
+            }
+            // Liveness: anything the host sends counts; silence gets a ping, and silence
+            // after the ping means it hung.
+            let heard = *lock(&conn.last_heard);
+            match pinged {
+                Some(at) if heard >= at => pinged = None,
+                Some(at) if now.duration_since(at) >= self.read_timeout => {
+                    let why = format!(
+                        "no answer to ping within {} ms while a call ran (the host stopped answering)",
+                        self.read_timeout.as_millis()
+                    );
+                    self.fail(conn, why.clone());
+                    return Err(Waited::Lost(why));
+                }
+                Some(_) => {}
+                None if now.duration_since(heard) >= self.read_timeout => {
+                    let ping_id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+                    let mut line =
+                        serde_json::to_vec(&Request::new(ping_id, "ping", serde_json::json!({})))
+                            .unwrap_or_default();
+                    line.push(b'\n');
+                    conn.send(line);
+                    pinged = Some(now);
+                }
+                None => {}
             }
         }
     }

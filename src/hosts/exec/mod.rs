@@ -50,9 +50,10 @@ pub struct ExecSettings {
     /// How long starting (or reaching) the host and its `initialize` answer may take.
     #[serde(default = "default_start_timeout_ms")]
     pub start_timeout_ms: u64,
-    /// How long a `call` may wait for its answer. It must be below the world's
-    /// call_timeout_ms so the host's own words and restart happen before the runtime gives
-    /// up; by default it is that timeout less 5 s (at least 1 s).
+    /// How long one `call` may run before the runtime cancels it (default an hour). A
+    /// call longer than the world's call_timeout_ms goes on as a run its caller can wait
+    /// on; the host is restarted only when it stops answering altogether (see
+    /// docs/host-protocol.md, "Long calls").
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
     /// Extra environment variables for the command.
@@ -101,11 +102,6 @@ pub enum ExecError {
     EmptyCommand,
     #[error("{0}")]
     Connect(String),
-    #[error(
-        "call_timeout_ms ({call}) must be below the world's call_timeout_ms ({world}), or a \
-         hung host would end in the runtime's timeout instead of its own words and restart"
-    )]
-    CallTimeout { call: u64, world: u64 },
     #[error("timeout_ms, start_timeout_ms, call_timeout_ms, max_children and page_size must be at least 1")]
     Zero,
 }
@@ -126,14 +122,15 @@ pub struct ExecHost {
     crashes: CrashLog,
 }
 
+/// How long a call may run by default before the runtime cancels it.
+const DEFAULT_CALL_LIMIT_MS: u64 = 3_600_000;
+
 /// Paths whose ops are remembered (the memory is cleared when full).
 const LAST_OPS_MAX: usize = 1024;
 
 impl ExecHost {
     pub fn open(mount: &str, settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
-        let call_timeout_ms = ctx
-            .wait_within_call(settings.call_timeout_ms)
-            .map_err(|(call, world)| ExecError::CallTimeout { call, world })?;
+        let call_timeout_ms = settings.call_timeout_ms.unwrap_or(DEFAULT_CALL_LIMIT_MS);
         if settings.timeout_ms == 0
             || call_timeout_ms == 0
             || settings.max_children == 0
@@ -396,9 +393,9 @@ impl Host for ExecHost {
                 left.as_secs_f64()
             )));
         }
-        let sent = self.client.send(
-            "call",
+        let sent = self.client.call(
             json!({ "path": path, "op": op, "args": args, "caller": WireCaller::of(caller) }),
+            &caller.signal,
             self.client.call_timeout,
         );
         // Whatever happened, the call may have changed what its entry shows.
