@@ -207,17 +207,15 @@ fn everything_server_tools_as_ops() {
     m.call(&format!("{e}/ops/get-env"), "\n").unwrap();
     assert!(m.result(&format!("{e}/ops/get-env")).contains("PATH"));
 
-    // A tool that fails: EIO with the tool's own words.
-    assert_eq!(
-        m.call(
-            &format!("{e}/ops/simulate-research-query"),
-            "{\"topic\":\"fuse\"}"
-        ),
-        Err(EIO)
-    );
-    let err = m.result(&format!("{e}/ops/simulate-research-query"));
-    assert!(err.starts_with("error: tool error:"), "{err}");
-    assert!(err.contains("task"), "{err}");
+    // A tool that requires a task runs as one (see the task test for its progress and
+    // cancel).
+    m.call(
+        &format!("{e}/ops/simulate-research-query"),
+        "{\"topic\":\"fuse\"}",
+    )
+    .unwrap();
+    let r = m.result(&format!("{e}/ops/simulate-research-query"));
+    assert!(r.starts_with("# Research Report: fuse"), "{r}");
 
     // A long-running tool (progress notifications along the way).
     let t = Instant::now();
@@ -397,31 +395,148 @@ fn everything_server_resources_templates_prompts() {
     );
 }
 
+/// A caller's patience and a tool's run time are different things: past the world's
+/// call_timeout_ms the caller hears ETIMEDOUT naming the run, the tool goes on reporting
+/// its steps (every call carries a progress token), `wait` returns its result, and a run
+/// cancelled from another terminal ends `cancelled` with the server told.
 #[test]
-fn timeout_shorter_than_a_long_running_tool() {
-    let m = Mount::start(Some(&everything_host(
-        "mcp/everything",
-        "timeout_ms = 1000",
+fn a_long_running_tool_is_a_run_to_watch_wait_on_and_cancel() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 2000\n{}",
+        everything_host("mcp/everything", "")
     )));
     wait_ready(&m, "mcp/everything");
-    let e = "mcp/everything";
+    let op = "mcp/everything/ops/trigger-long-running-operation";
     let t = Instant::now();
-    assert_eq!(
-        m.call(
-            &format!("{e}/ops/trigger-long-running-operation"),
-            "{\"duration\":5,\"steps\":5}"
-        ),
-        Err(ETIMEDOUT)
-    );
-    assert!(t.elapsed() < Duration::from_secs(4));
-    let r = m.result(&format!("{e}/ops/trigger-long-running-operation"));
+    let out = m.sh(&format!(
+        r#"echo '{{"duration":6,"steps":6}}' > {op}/call; echo "rc=$?"; cat {op}/result"#
+    ));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(stderr.contains("Connection timed out"), "{stderr}");
+    let run = m.path(&format!("{op}/runs/1")).display().to_string();
     assert!(
-        r.contains("did not answer within 1.0s") && r.contains("timeout_ms"),
-        "{r}"
+        text.contains("rc=1") && text.contains(&format!("run: {run}\n")),
+        "{text}"
     );
-    // The server and the mount go on.
-    m.call(&format!("{e}/ops/echo"), "still here\n").unwrap();
-    assert_eq!(m.result(&format!("{e}/ops/echo")), "Echo: still here\n");
+    assert!(
+        text.contains(&format!("echo > {run}/ops/wait/call")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("echo > {run}/ops/cancel/call")),
+        "{text}"
+    );
+    // A step advancing while it runs.
+    let first = m.read(&format!("{op}/runs/1/progress"));
+    let step = |p: &str| {
+        p.split('/')
+            .next()
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = m.read(&format!("{op}/runs/1/progress"));
+        if step(&now) > step(&first) && now.contains("/6") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "progress never advanced: {first:?} then {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let d = m.read(&format!("{op}/runs/1/description"));
+    assert!(d.contains("running for") && d.contains("progress "), "{d}");
+    // wait: ETIMEDOUT again while it runs, then its result.
+    let out = m.ok(&format!(
+        "until echo > {op}/runs/1/ops/wait/call 2>/dev/null; do :; done; cat {op}/runs/1/ops/wait/result"
+    ));
+    assert!(
+        out.contains("Long running operation completed. Duration: 6 seconds, Steps: 6."),
+        "{out}"
+    );
+    assert_eq!(m.read(&format!("{op}/runs/1/status")), "ok\n");
+    assert!(m.read(&format!("{op}/runs/1/progress")).starts_with("6/6"));
+
+    // A second run, cancelled from another terminal session.
+    let caller = {
+        let call = m.path(&format!("{op}/call"));
+        std::thread::spawn(move || {
+            std::fs::write(call, r#"{"duration":30,"steps":30}"#).map_err(|e| e.raw_os_error())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !m.path(&format!("{op}/runs/2")).exists() {
+        assert!(Instant::now() < deadline, "the second run never began");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = m.ok(&format!(
+        "setsid bash -c 'echo > {op}/runs/2/ops/cancel/call && cat {op}/runs/2/ops/cancel/result'"
+    ));
+    assert!(out.starts_with("run 2 was cancelled: "), "{out}");
+    assert!(
+        out.contains("the server was told (notifications/cancelled)"),
+        "{out}"
+    );
+    assert_eq!(m.read(&format!("{op}/runs/2/status")), "cancelled\n");
+    let r = caller.join().unwrap();
+    assert!(
+        matches!(r, Err(Some(ETIMEDOUT)) | Err(Some(libc::ECANCELED))),
+        "{r:?}"
+    );
+    // The server goes on.
+    m.call("mcp/everything/ops/echo", "still here\n").unwrap();
+    assert_eq!(m.result("mcp/everything/ops/echo"), "Echo: still here\n");
+}
+
+/// A tool whose task support is `required` works through the mount: it runs as an MCP
+/// task (created, polled, its result fetched), its status messages are the run's progress,
+/// and a cancel sends `tasks/cancel`.
+#[test]
+fn a_task_tool_runs_as_a_task_to_completion_and_as_a_cancelled_task() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 2000\n{}",
+        everything_host("mcp/everything", "")
+    )));
+    wait_ready(&m, "mcp/everything");
+    let op = "mcp/everything/ops/simulate-research-query";
+    // Four stages of a second each: past the caller's two.
+    assert_eq!(m.call(op, "{\"topic\":\"rust\"}"), Err(ETIMEDOUT));
+    let r = m.result(op);
+    assert!(r.contains("runs/1/ops/wait/call"), "{r}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = m.read(&format!("{op}/runs/1/progress"));
+        if p.contains("Synthesizing findings") || p.contains("Generating report") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no task status in progress: {p:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = m.ok(&format!(
+        "until echo > {op}/runs/1/ops/wait/call 2>/dev/null; do :; done; cat {op}/runs/1/ops/wait/result"
+    ));
+    assert!(out.starts_with("# Research Report: rust"), "{out}");
+    assert!(out.contains("Stage 4: Generating report"), "{out}");
+    assert_eq!(m.read(&format!("{op}/runs/1/status")), "ok\n");
+
+    // Cancelled while it works: the server is told and the task ends cancelled.
+    assert_eq!(m.call(op, "{\"topic\":\"tasks\"}"), Err(ETIMEDOUT));
+    let out = m.ok(&format!(
+        "setsid bash -c 'echo > {op}/runs/2/ops/cancel/call && cat {op}/runs/2/ops/cancel/result'"
+    ));
+    assert!(out.starts_with("run 2 was cancelled: "), "{out}");
+    assert!(out.contains("tasks/cancel"), "{out}");
+    assert_eq!(m.read(&format!("{op}/runs/2/status")), "cancelled\n");
+    // The server goes on.
+    m.call("mcp/everything/ops/echo", "after\n").unwrap();
+    assert_eq!(m.result("mcp/everything/ops/echo"), "Echo: after\n");
 }
 
 #[test]

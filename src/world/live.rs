@@ -35,7 +35,8 @@ const LAST_KEPT: usize = 1000;
 /// What a host said of how far a call got.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Progress {
-    pub done: f64,
+    /// How far, where a number was given (a task's status message alone has none).
+    pub done: Option<f64>,
     pub total: Option<f64>,
     pub message: Option<String>,
 }
@@ -50,12 +51,15 @@ impl Progress {
                 format!("{v}")
             }
         };
-        let mut out = match self.total {
-            Some(t) => format!("{}/{}", n(self.done), n(t)),
-            None => n(self.done),
+        let mut out = match (self.done, self.total) {
+            (Some(d), Some(t)) => format!("{}/{}", n(d), n(t)),
+            (Some(d), None) => n(d),
+            (None, _) => String::new(),
         };
         if let Some(m) = self.message.as_deref().filter(|m| !m.trim().is_empty()) {
-            out.push(' ');
+            if !out.is_empty() {
+                out.push(' ');
+            }
             out.push_str(&super::names::printable(m.trim()).replace('\n', " "));
         }
         out
@@ -142,10 +146,23 @@ impl RunSignal {
     pub fn progress(&self, done: f64, total: Option<f64>, message: Option<String>) {
         if let Some(run) = &self.0 {
             run.lock().progress = Some(Progress {
-                done,
+                done: Some(done),
                 total,
                 message,
             });
+        }
+    }
+
+    /// Where the call is, in words only (a task's status message): the last numbers stay.
+    pub fn note(&self, message: String) {
+        if let Some(run) = &self.0 {
+            let mut st = run.lock();
+            let p = st.progress.get_or_insert(Progress {
+                done: None,
+                total: None,
+                message: None,
+            });
+            p.message = Some(message);
         }
     }
 

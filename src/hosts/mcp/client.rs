@@ -8,7 +8,7 @@
 //! with its exit status or signal; it watches the server's stdout for lines that are not
 //! JSON-RPC (rmcp skips them silently) and keeps the stderr of the current life only.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
@@ -19,16 +19,19 @@ use std::time::{Duration, Instant};
 use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
 #[allow(deprecated)]
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, Prompt, Resource,
-    ResourceTemplate, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, CreateMessageRequestParams,
+    CreateMessageResult, CustomRequest, ElicitRequestParams, ElicitResult, ErrorCode,
+    Implementation, ProgressNotificationParam, ProgressToken, Prompt, Resource, ResourceTemplate,
+    ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData, Peer, ServiceError, ServiceExt};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, ReadBuf};
 use tokio::sync::{mpsc, Notify};
 
-use crate::world::host::{path_of, Changes, HostError, HostResult};
+use crate::world::host::{path_of, Changes, HostError, HostResult, RunSignal};
 
 use super::McpSettings;
 
@@ -116,7 +119,96 @@ pub struct Shared {
     pub state: Mutex<State>,
     changes: Changes,
     shutdown: Notify,
+    /// Runs of the tool calls in flight, by the progress token their request carries.
+    runs: ProgressRuns,
+    /// The server's own JSON, where rmcp's types drop what a task call needs.
+    pub capture: Capture,
 }
+
+/// What rmcp's typed messages lose of the 2025-11-25 task protocol (a tool's
+/// `execution.taskSupport`, a `CreateTaskResult`, `tasks/get` and `tasks/result`
+/// answers), taken from the server's stdout as it passes: only while someone wants it
+/// (a listing of tools, a task call in flight), so other traffic is never parsed twice.
+#[derive(Default)]
+pub struct Capture {
+    active: std::sync::atomic::AtomicUsize,
+    /// Responses seen while active: (id, result or error), newest last.
+    responses: Mutex<VecDeque<(Value, Value)>>,
+    /// Tools that run as tasks: name → `taskSupport` (`optional`, `required`).
+    pub task_tools: Mutex<HashMap<String, String>>,
+}
+
+/// Keeps a capture on while it lives.
+pub struct Capturing<'a>(&'a Capture);
+
+impl Drop for Capturing<'_> {
+    fn drop(&mut self) {
+        self.0
+            .active
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Capture {
+    pub fn start(&self) -> Capturing<'_> {
+        self.active
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Capturing(self)
+    }
+
+    fn active(&self) -> bool {
+        self.active.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    /// One JSON line of the server's: a response is kept for its waiter; a tool listing
+    /// says which tools run as tasks.
+    fn line(&self, text: &[u8]) {
+        let Ok(msg) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) else {
+            return;
+        };
+        if let Some(tools) = msg.pointer("/result/tools").and_then(Value::as_array) {
+            let mut tasks = crate::hosts::lock(&self.task_tools);
+            for t in tools {
+                let Some(name) = t.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                match t.pointer("/execution/taskSupport").and_then(Value::as_str) {
+                    Some(s @ ("optional" | "required")) => {
+                        tasks.insert(name.to_string(), s.to_string());
+                    }
+                    _ => {
+                        tasks.remove(name);
+                    }
+                }
+            }
+        }
+        let body = msg
+            .get("result")
+            .or_else(|| msg.get("error"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let mut kept = crate::hosts::lock(&self.responses);
+        if kept.len() >= CAPTURED_MAX {
+            kept.pop_front();
+        }
+        kept.push_back((id.clone(), body));
+    }
+
+    /// The server's own answer to request `id`, once rmcp delivered its typed copy.
+    pub fn take(&self, id: &rmcp::model::RequestId) -> Option<Value> {
+        let id = serde_json::to_value(id).ok()?;
+        let mut kept = crate::hosts::lock(&self.responses);
+        let at = kept.iter().position(|(k, _)| *k == id)?;
+        kept.remove(at).map(|(_, v)| v)
+    }
+}
+
+/// Tool calls in flight by progress token: the server's `notifications/progress` go to
+/// their run.
+type ProgressRuns = Arc<Mutex<HashMap<ProgressToken, RunSignal>>>;
 
 impl Shared {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -157,8 +249,16 @@ enum LineState {
     /// At the start of a line (blanks skipped).
     Start,
     Json,
+    /// A JSON line kept whole while a task call or a tool listing wants the server's own
+    /// words (see `Capture`).
+    Kept(Vec<u8>),
     Junk(Vec<u8>),
 }
+
+/// Longest JSON line kept whole for a capture.
+const KEPT_MAX: usize = 16 << 20;
+/// How many captured responses are kept for their waiters.
+const CAPTURED_MAX: usize = 256;
 
 impl<R> WatchedStdout<R> {
     fn inspect(&mut self, bytes: &[u8]) {
@@ -166,11 +266,25 @@ impl<R> WatchedStdout<R> {
             match &mut self.line {
                 LineState::Start => match b {
                     b' ' | b'\t' | b'\r' | b'\n' => {}
+                    b'{' | b'[' if self.shared.capture.active() => {
+                        self.line = LineState::Kept(vec![b])
+                    }
                     b'{' | b'[' => self.line = LineState::Json,
                     other => self.line = LineState::Junk(vec![other]),
                 },
                 LineState::Json if b == b'\n' => self.line = LineState::Start,
                 LineState::Json => {}
+                LineState::Kept(_) if b == b'\n' => {
+                    if let LineState::Kept(text) =
+                        std::mem::replace(&mut self.line, LineState::Start)
+                    {
+                        self.shared.capture.line(&text);
+                    }
+                }
+                LineState::Kept(text) if text.len() >= KEPT_MAX => {
+                    self.line = LineState::Json;
+                }
+                LineState::Kept(text) => text.push(b),
                 LineState::Junk(_) if b == b'\n' => {
                     if let LineState::Junk(text) =
                         std::mem::replace(&mut self.line, LineState::Start)
@@ -260,6 +374,7 @@ enum Listing {
 /// for a model (sampling) or a person (elicitation) get an error saying why, at once.
 struct Handler {
     events: mpsc::UnboundedSender<Listing>,
+    runs: ProgressRuns,
 }
 
 // Sampling is deprecated by the protocol, but servers still ask for it: answer with words.
@@ -287,6 +402,19 @@ impl ClientHandler for Handler {
             "elicitation is not supported: this client (a wip mount) cannot ask a person",
             None,
         ))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let run = crate::hosts::lock(&self.runs)
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(run) = run {
+            run.progress(params.progress, params.total, params.message);
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -345,6 +473,8 @@ impl Client {
             }),
             changes,
             shutdown: Notify::new(),
+            runs: ProgressRuns::default(),
+            capture: Capture::default(),
         });
         runtime.spawn(supervise(Arc::clone(&shared), settings, timeout));
         Ok(Client {
@@ -388,6 +518,194 @@ impl Client {
     pub fn call_timeout(&self) -> Duration {
         self.timeout
     }
+
+    /// One tool call that runs as an MCP task (protocol 2025-11-25): `tools/call` with
+    /// `task` creates it, `tasks/get` is polled (its status message is the run's
+    /// progress) until it ends, `tasks/result` gives the result; a cancel or `limit`
+    /// sends `tasks/cancel`. Returns the server's own `CallToolResult`.
+    pub fn call_task(
+        &self,
+        what: &str,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+        run: &RunSignal,
+        limit: Duration,
+    ) -> HostResult<Value> {
+        let peer = self.peer()?;
+        let runs = Arc::clone(&self.shared.runs);
+        let shared = Arc::clone(&self.shared);
+        let timeout = self.timeout;
+        self.runtime.block_on(async move {
+            let capture = &shared.capture;
+            let _capturing = capture.start();
+            let params = serde_json::json!({
+                "name": name,
+                "arguments": arguments,
+                "task": {"ttl": u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)},
+            });
+            let request = ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(params)));
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
+            let (token, id) = (handle.progress_token.clone(), handle.id.clone());
+            crate::hosts::lock(&runs).insert(token.clone(), run.clone());
+            let stop = Arc::new(Notify::new());
+            {
+                let stop = Arc::clone(&stop);
+                run.on_cancel(move || stop.notify_one());
+            }
+            let deadline = tokio::time::Instant::now() + limit;
+            let ended = async {
+                let created = tokio::select! {
+                    r = handle.await_response() => r,
+                    _ = stop.notified() => {
+                        let param = CancelledNotificationParam::new(Some(id.clone()), Some("cancelled from the mount".into()));
+                        let _ = peer.notify_cancelled(param).await;
+                        return Err(HostError::Cancelled(format!("{what} was cancelled before its task was created; the server was told (notifications/cancelled)")));
+                    }
+                    _ = tokio::time::sleep_until(deadline) => {
+                        return Err(HostError::TimedOut(format!("{what}: the server did not create its task within call_timeout_ms ({} ms)", limit.as_millis())));
+                    }
+                };
+                created.map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
+                let created = capture.take(&id).unwrap_or(Value::Null);
+                let Some(task) = created.get("task") else {
+                    // The server ran it at once (a tool whose task support is optional).
+                    return Ok(created);
+                };
+                let task_id = task
+                    .get("taskId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| HostError::Backend(format!("protocol error: {what}: the task the server created has no taskId: {task}")))?
+                    .to_string();
+                let poll = Duration::from_millis(
+                    task.get("pollInterval").and_then(Value::as_u64).unwrap_or(1000).clamp(100, 5000),
+                );
+                let mut told: Option<(&str, tokio::time::Instant)> = None;
+                let mut cancel_sent = false;
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(poll) => {}
+                        _ = stop.notified(), if told.is_none() => {
+                            told = Some(("cancelled", tokio::time::Instant::now()));
+                        }
+                        _ = tokio::time::sleep_until(deadline), if told.is_none() => {
+                            told = Some(("limit", tokio::time::Instant::now()));
+                        }
+                    }
+                    if told.is_some() && !cancel_sent {
+                        cancel_sent = true;
+                        // Its answer is the task as it stands; the poll below reads it again.
+                        if let Err(e) = raw_request(&peer, capture, "tasks/cancel", serde_json::json!({"taskId": task_id}), timeout).await {
+                            tracing::warn!(target: "wip::mcp", "tasks/cancel of {task_id}: {e}");
+                        }
+                    }
+                    let got = raw_request(&peer, capture, "tasks/get", serde_json::json!({"taskId": task_id}), timeout).await?;
+                    if let Some(m) = got.get("statusMessage").and_then(Value::as_str) {
+                        run.note(m.to_string());
+                    }
+                    let status = got.get("status").and_then(Value::as_str).unwrap_or("");
+                    match status {
+                        "completed" | "failed" => {
+                            return raw_request(&peer, capture, "tasks/result", serde_json::json!({"taskId": task_id}), timeout).await;
+                        }
+                        "cancelled" => {
+                            return Err(match told {
+                                Some(("limit", _)) => HostError::TimedOut(format!("{what}: its task {task_id} ran longer than call_timeout_ms ({} ms); the server was told (tasks/cancel) and cancelled it", limit.as_millis())),
+                                Some(_) => HostError::Cancelled(format!("{what} was cancelled; the server was told (tasks/cancel) and its task {task_id} ended cancelled")),
+                                None => HostError::Cancelled(format!("{what}: the server cancelled its task {task_id}")),
+                            });
+                        }
+                        _ => {}
+                    }
+                    if let Some((why, at)) = told {
+                        if at.elapsed() >= CANCEL_CONFIRM {
+                            let words = format!("the server was told (tasks/cancel) but its task {task_id} is still {status} after {} s; the mount stopped waiting", CANCEL_CONFIRM.as_secs());
+                            return Err(if why == "limit" {
+                                HostError::TimedOut(format!("{what}: it ran longer than call_timeout_ms ({} ms); {words}", limit.as_millis()))
+                            } else {
+                                HostError::Cancelled(format!("{what} was cancelled; {words}"))
+                            });
+                        }
+                    }
+                }
+            };
+            let end = ended.await;
+            crate::hosts::lock(&runs).remove(&token);
+            end
+        })
+    }
+
+    /// One tool call as a run: it carries a progress token (rmcp gives every request
+    /// one) whose notifications report to `run`, and ends when the server answers, when
+    /// the run is cancelled, or after `limit`; the server is told of the last two with
+    /// `notifications/cancelled`. The caller's own patience does not end it.
+    pub fn call_tool(
+        &self,
+        what: &str,
+        params: CallToolRequestParams,
+        run: &RunSignal,
+        limit: Duration,
+    ) -> HostResult<CallToolResult> {
+        let peer = self.peer()?;
+        let runs = Arc::clone(&self.shared.runs);
+        self.runtime.block_on(async move {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
+            let (token, id) = (handle.progress_token.clone(), handle.id.clone());
+            crate::hosts::lock(&runs).insert(token.clone(), run.clone());
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            run.on_cancel(move || {
+                let _ = stop.send(());
+            });
+            enum End {
+                Answer(Box<Result<ServerResult, ServiceError>>),
+                Cancelled,
+                Limit,
+            }
+            let end = tokio::select! {
+                r = handle.await_response() => End::Answer(Box::new(r)),
+                // Outside a run nothing can cancel: the sender is dropped, which is no stop.
+                Ok(()) = stopped => End::Cancelled,
+                _ = tokio::time::sleep(limit) => End::Limit,
+            };
+            crate::hosts::lock(&runs).remove(&token);
+            let tell = |reason: &str| {
+                let param =
+                    CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
+                let peer = peer.clone();
+                async move { peer.notify_cancelled(param).await }
+            };
+            match end {
+                End::Answer(answer) => match *answer {
+                Ok(ServerResult::CallToolResult(r)) => Ok(r),
+                Ok(other) => Err(HostError::Backend(format!(
+                    "protocol error: {what}: the server answered with something other than a tool result: {}",
+                    serde_json::to_string(&other).unwrap_or_default().chars().take(200).collect::<String>()
+                ))),
+                Err(e) => Err(HostError::Backend(service_error_words(what, &e))),
+                },
+                End::Cancelled => {
+                    let told = tell("cancelled from the mount (runs/ID/ops/cancel)").await;
+                    Err(HostError::Cancelled(match told {
+                        Ok(()) => format!("{what} was cancelled; the server was told (notifications/cancelled)"),
+                        Err(e) => format!("{what} was cancelled, but telling the server failed: {e}"),
+                    }))
+                }
+                End::Limit => {
+                    let _ = tell("the call ran longer than the mount allows (call_timeout_ms)").await;
+                    Err(HostError::TimedOut(format!(
+                        "{what}: the call ran longer than call_timeout_ms ({} ms in the manifest); the server was told to cancel it",
+                        limit.as_millis()
+                    )))
+                }
+            }
+        })
+    }
 }
 
 impl Drop for Client {
@@ -399,6 +717,35 @@ impl Drop for Client {
             unsafe { libc::killpg(pgid, libc::SIGTERM) };
         }
     }
+}
+
+/// How long a cancelled task may take to say it ended before the mount stops waiting.
+const CANCEL_CONFIRM: Duration = Duration::from_secs(10);
+
+/// A request rmcp's types cannot carry (the task protocol): sent as is, answered with the
+/// server's own JSON (see `Capture`), bounded by `timeout`.
+async fn raw_request(
+    peer: &Peer<RoleClient>,
+    capture: &Capture,
+    method: &str,
+    params: Value,
+    timeout: Duration,
+) -> HostResult<Value> {
+    let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+        .await
+        .map_err(|e| HostError::Backend(service_error_words(method, &e)))?;
+    let id = handle.id.clone();
+    handle
+        .await_response()
+        .await
+        .map_err(|e| HostError::Backend(service_error_words(method, &e)))?;
+    capture.take(&id).ok_or_else(|| {
+        HostError::Backend(format!(
+            "protocol error: {method}: the server's answer was not seen whole"
+        ))
+    })
 }
 
 /// Words for a request that failed (JSON-RPC error, closed transport, …).
@@ -602,23 +949,31 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let startup = Duration::from_millis(settings.startup_timeout_ms);
-    let running =
-        match tokio::time::timeout(startup, Handler { events: tx }.serve((stdout, stdin))).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                let failed = format!("the server failed to initialize: {e}");
-                return match exit_status(&mut child).await {
-                    Some(status) => format!("{failed}; it {}", exit_words(status)),
-                    None => failed,
-                };
-            }
-            Err(_) => {
-                return format!(
-                    "the server did not initialize within {} (startup_timeout_ms)",
-                    seconds(startup)
-                )
-            }
-        };
+    let running = match tokio::time::timeout(
+        startup,
+        Handler {
+            events: tx,
+            runs: Arc::clone(&shared.runs),
+        }
+        .serve((stdout, stdin)),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let failed = format!("the server failed to initialize: {e}");
+            return match exit_status(&mut child).await {
+                Some(status) => format!("{failed}; it {}", exit_words(status)),
+                None => failed,
+            };
+        }
+        Err(_) => {
+            return format!(
+                "the server did not initialize within {} (startup_timeout_ms)",
+                seconds(startup)
+            )
+        }
+    };
     let peer = running.peer().clone();
     let info = peer.peer_info().map(|i| ServerInfo {
         name: i
@@ -640,7 +995,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         ..Catalog::default()
     };
     for listing in [Listing::Tools, Listing::Resources, Listing::Prompts] {
-        if let Err(e) = list(&peer, listing, timeout, &mut catalog).await {
+        if let Err(e) = list(&peer, listing, timeout, &mut catalog, &shared.capture).await {
             return e;
         }
     }
@@ -675,7 +1030,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
             }
             Some(listing) = rx.recv() => {
                 let mut catalog = Catalog::clone(&shared.lock().catalog);
-                match list(&peer, listing, timeout, &mut catalog).await {
+                match list(&peer, listing, timeout, &mut catalog, &shared.capture).await {
                     Ok(()) => {
                         let unknown = super::unknown_allowed(settings, &catalog);
                         for w in unknown.iter().filter(|w| !catalog.unknown_allowed.contains(w)) {
@@ -753,11 +1108,14 @@ async fn list(
     listing: Listing,
     timeout: Duration,
     catalog: &mut Catalog,
+    capture: &Capture,
 ) -> Result<(), String> {
     let caps = peer.peer_info().map(|i| i.capabilities.clone());
     let has = |f: fn(&rmcp::model::ServerCapabilities) -> bool| caps.as_ref().is_some_and(f);
     match listing {
         Listing::Tools if has(|c| c.tools.is_some()) => {
+            // Which tools run as tasks is in the server's own words only.
+            let _capturing = capture.start();
             match bounded("tools/list", timeout, peer.list_all_tools()).await {
                 Listed::Got(tools) => catalog.tools = tools,
                 Listed::Missing => {

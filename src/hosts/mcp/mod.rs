@@ -71,11 +71,16 @@ pub struct McpSettings {
     /// Resource templates whose reads are allowed by name, likewise.
     #[serde(default)]
     pub allow_templates: Vec<String>,
-    /// How long one request (a tool call, a read) may take. It must be below the world's
-    /// call_timeout_ms so the words are the server's; by default it is that timeout less
-    /// 5 s (at least 1 s).
+    /// How long one request other than a tool call (a read, a listing, a prompt) may
+    /// take. It must be below the world's call_timeout_ms so the words are the server's;
+    /// by default it is that timeout less 5 s (at least 1 s).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// How long one tool call may run before the server is told to cancel it (default an
+    /// hour). A call longer than the world's call_timeout_ms goes on as a run its caller
+    /// can wait on or cancel.
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
     /// How long the server may take to start and initialize (npx may download first).
     #[serde(default = "default_startup_timeout_ms")]
     pub startup_timeout_ms: u64,
@@ -130,7 +135,7 @@ pub enum McpError {
          slow tool would end in the runtime's timeout instead of the server's words"
     )]
     AboveCallTimeout { timeout: u64, world: u64 },
-    #[error("timeout_ms and startup_timeout_ms must be at least 1")]
+    #[error("timeout_ms, call_timeout_ms and startup_timeout_ms must be at least 1")]
     Timeout,
     #[error(
         "restart_delay_ms ({first}) must be at least 1 and at most restart_delay_max_ms ({max})"
@@ -193,7 +198,12 @@ pub struct McpHost {
     bodies: TtlCache<String, Arc<[u8]>>,
     /// Prompts' texts read as bodies, by prompt name, kept the same way.
     prompt_bodies: TtlCache<String, Arc<[u8]>>,
+    /// How long one tool call may run (`call_timeout_ms`).
+    call_limit: Duration,
 }
+
+/// How long a tool call may run by default before the server is told to cancel it.
+const DEFAULT_CALL_LIMIT_MS: u64 = 3_600_000;
 
 impl McpHost {
     pub fn open(mount: &str, settings: McpSettings, ctx: &HostContext) -> Result<Self, McpError> {
@@ -214,7 +224,10 @@ impl McpHost {
                 other => return Err(McpError::UnknownAllow(other.to_string())),
             }
         }
-        if settings.timeout_ms == Some(0) || settings.startup_timeout_ms == 0 {
+        if settings.timeout_ms == Some(0)
+            || settings.call_timeout_ms == Some(0)
+            || settings.startup_timeout_ms == 0
+        {
             return Err(McpError::Timeout);
         }
         if settings.restart_delay_ms == 0
@@ -235,6 +248,8 @@ impl McpHost {
             *dir = ctx.launch_dir.join(&*dir);
         }
         let command_line = settings.command.join(" ");
+        let call_limit =
+            Duration::from_millis(settings.call_timeout_ms.unwrap_or(DEFAULT_CALL_LIMIT_MS));
         let client = Client::start(
             Arc::new(settings),
             Duration::from_millis(timeout_ms),
@@ -249,6 +264,7 @@ impl McpHost {
             seen_uris: Mutex::new(HashSet::new()),
             bodies: TtlCache::new(Duration::from_secs(1), 256),
             prompt_bodies: TtlCache::new(Duration::from_secs(1), 256),
+            call_limit,
         })
     }
 
@@ -454,7 +470,12 @@ impl McpHost {
         Ok(self.policy.condition(name, &hints))
     }
 
-    fn call_tool(&self, name: &str, args: &Value) -> HostResult<CallOutcome> {
+    fn call_tool(
+        &self,
+        name: &str,
+        args: &Value,
+        run: &crate::world::host::RunSignal,
+    ) -> HostResult<CallOutcome> {
         let (c, phase) = self.catalog();
         self.check_guard(&c, &phase, &Node::Tool(name.to_string()), "call")?;
         let Some(tool) = c.tools.iter().find(|t| t.name == name) else {
@@ -462,19 +483,20 @@ impl McpHost {
         };
         let spec = Self::tool_op(tool, name);
         let args = spec.check_args(args)?;
-        let peer = self.client.peer()?;
-        let mut params = CallToolRequestParams::new(name.to_string());
-        params.arguments = Some(args);
         let what = format!("tool {name}");
-        let result = self
-            .client
-            .request(&what, self.client.call_timeout(), async {
-                peer.call_tool(params).await
-            })?;
-        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let as_task = crate::hosts::lock(&self.client.shared.capture.task_tools).contains_key(name);
+        let value = if as_task {
+            self.client
+                .call_task(&what, name, args, run, self.call_limit)?
+        } else {
+            let mut params = CallToolRequestParams::new(name.to_string());
+            params.arguments = Some(args);
+            let result = self.client.call_tool(&what, params, run, self.call_limit)?;
+            serde_json::to_value(&result).unwrap_or(Value::Null)
+        };
         let mut found = render::Found::default();
         let text = render::tool_result_text(&value, &mut found);
-        if result.is_error == Some(true) {
+        if value.get("isError").and_then(Value::as_bool) == Some(true) {
             return Err(HostError::Backend(format!(
                 "tool error: {}",
                 text.trim_end()
@@ -866,13 +888,13 @@ impl Host for McpHost {
         path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
         let node = Node::parse(path).ok_or_else(|| Self::not_found(path))?;
         let no_op = || HostError::NotFound(format!("no op {op} on {}", path.join("/")));
         match node {
-            Node::Root => self.call_tool(&Self::tool_name(op)?, args),
-            Node::Tool(n) if op == "call" => self.call_tool(&n, args),
+            Node::Root => self.call_tool(&Self::tool_name(op)?, args, &caller.signal),
+            Node::Tool(n) if op == "call" => self.call_tool(&n, args, &caller.signal),
             Node::Resource(ref uri) if op == "read_body" => {
                 let (c, phase) = self.catalog();
                 if self.resource_info(&c, uri).is_none() {

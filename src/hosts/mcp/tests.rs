@@ -447,6 +447,7 @@ fn settings(command: &[&str]) -> McpSettings {
         allow_prompts: Vec::new(),
         allow_templates: Vec::new(),
         timeout_ms: Some(1000),
+        call_timeout_ms: None,
         startup_timeout_ms: 2000,
         restart_delay_ms: 1000,
         restart_delay_max_ms: 60_000,
