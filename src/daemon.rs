@@ -579,15 +579,42 @@ fn wait_for_hosts(mount_point: &Path, limit: Duration) {
 
 /// The text of `wip status DIR`: the mount's `.wip/status`, or why there is none.
 pub fn status(dir: &Path) -> Result<String> {
+    wip_file(dir, "status")
+}
+
+/// `wip runs DIR`: the mount's `.wip/runs` (runs in flight first), only those running
+/// with `running`.
+pub fn runs(dir: &Path, running: bool) -> Result<String> {
+    let text = wip_file(dir, "runs")?;
+    if !running {
+        return Ok(text);
+    }
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("running ") || l.starts_with("pending "))
+        .map(|l| format!("{l}\n"))
+        .collect())
+}
+
+/// Where a run's `result` says it goes on (`run: DIR`), for `wip call --wait`.
+pub fn run_of(result: &str) -> Option<PathBuf> {
+    result
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .map(|p| PathBuf::from(p.trim_end()))
+}
+
+/// A file of a mount's `.wip/`, with words when DIR is not a live wip mount.
+fn wip_file(dir: &Path, name: &str) -> Result<String> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     match mounted_fs_type(&dir) {
         Some(t) if t.starts_with("fuse") => {}
         Some(t) => bail!("{} is a {t} mount, not a wip mount", dir.display()),
         None => bail!("{} is not mounted", dir.display()),
     }
-    std::fs::read_to_string(dir.join(".wip/status")).with_context(|| {
+    std::fs::read_to_string(dir.join(".wip").join(name)).with_context(|| {
         format!(
-            "{} is a FUSE mount but answers no .wip/status (not wip, or its daemon died: wip umount {})",
+            "{} is a FUSE mount but answers no .wip/{name} (not wip, or its daemon died: wip umount {})",
             dir.display(),
             dir.display()
         )

@@ -68,7 +68,22 @@ enum Cmd {
     ///
     /// ARGS is a JSON object, key=value lines or plain text; without ARGS, standard input
     /// if it is not a terminal, else no arguments. Exits 1 with the error words on failure.
-    Call { path: PathBuf, args: Option<String> },
+    Call {
+        path: PathBuf,
+        args: Option<String>,
+        /// A call that outlives the mount's call_timeout_ms goes on as a run: wait for it
+        /// (through its ops/wait, again and again) and print its result.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List runs across the world with their paths: those in flight, then the latest
+    /// (the mount's .wip/runs). Wait on one with RUN/ops/wait, stop it with RUN/ops/cancel.
+    Runs {
+        dir: PathBuf,
+        /// Only runs in flight (running, or pending a person's sign-off).
+        #[arg(long)]
+        running: bool,
+    },
     /// Approve a pending run: it is checked again and runs now; prints its result.
     ///
     /// RUN is the run's path in the mount (`…/ops/merge/runs/12`, as its `result` and
@@ -221,9 +236,22 @@ fn main() -> ExitCode {
             init_logging(false);
             daemon::umount(&dir)
         }
-        Cmd::Call { path, args } => {
+        Cmd::Call { path, args, wait } => {
             init_logging(false);
-            return run_call(path, args);
+            return run_call(path, args, wait);
+        }
+        Cmd::Runs { dir, running } => {
+            init_logging(false);
+            return match daemon::runs(&dir, running) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("wip: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Cmd::Approve { run, state } => {
             init_logging(false);
@@ -243,7 +271,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_call(path: PathBuf, args: Option<String>) -> ExitCode {
+fn run_call(path: PathBuf, args: Option<String>, wait: bool) -> ExitCode {
     let payload = match args {
         Some(a) => a.into_bytes(),
         None if !std::io::stdin().is_terminal() => {
@@ -256,7 +284,22 @@ fn run_call(path: PathBuf, args: Option<String>) -> ExitCode {
         }
         None => Vec::new(),
     };
-    match daemon::call(&path, &payload) {
+    let mut outcome = daemon::call(&path, &payload);
+    // Past the mount's timeout the call is a run: its `wait` answers when it ends (or
+    // times out again, and is asked again).
+    if wait {
+        while let Ok(out) = &outcome {
+            let timed_out = out
+                .error
+                .as_ref()
+                .is_some_and(|e| e.raw_os_error() == Some(libc::ETIMEDOUT));
+            let Some(run) = daemon::run_of(&out.result).filter(|_| timed_out) else {
+                break;
+            };
+            outcome = daemon::call(&run.join("ops/wait"), b"");
+        }
+    }
+    match outcome {
         Ok(out) => match out.error {
             None => {
                 print!("{}", out.result);

@@ -749,3 +749,64 @@ fn a_slow_exec_call_is_a_run_to_watch_wait_on_and_cancel() {
     assert_eq!(m.journal_count(), before);
     assert!(!m.ok("find slow").contains("runs"));
 }
+
+/// The command line over long runs: `wip call --wait` waits past the mount's timeout (as
+/// many waits as it takes) and prints the result; `wip runs` lists runs with their paths,
+/// `--running` those in flight, as `.wip/status` does.
+#[test]
+fn wip_call_wait_and_wip_runs_follow_long_runs() {
+    let py = misbehave_py();
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 1000\n\
+         [[host]]\nkind = \"exec\"\npath = \"slow\"\ncommand = [\"python3\", {py:?}, \"crash\"]\n"
+    )));
+    wait_for("the host to start", || {
+        !m.read("slow/description").contains("starting")
+    });
+    let wip = |args: &[&str]| {
+        let out = common::wip_command().args(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let op = m.path("slow/ops/slow").display().to_string();
+    // 25 steps of 100 ms: three of the mount's waits.
+    let (code, out, err) = wip(&["call", "--wait", &op, r#"{"steps":25,"ms":100}"#]);
+    assert_eq!((code, out.as_str()), (0, "25 steps done\n"), "{err}");
+    // Without --wait: ETIMEDOUT's words, with the run to wait on.
+    let (code, _, err) = wip(&["call", &op, r#"{"steps":30,"ms":100}"#]);
+    assert_eq!(code, 1);
+    let run = format!("{op}/runs/2");
+    assert!(
+        err.contains("Connection timed out") && err.contains(&format!("run: {run}")),
+        "{err}"
+    );
+    let dir = m.path("").display().to_string();
+    let (code, out, _) = wip(&["runs", &dir, "--running"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(
+        lines[0].starts_with("running ") && lines[0].contains(&run),
+        "{out}"
+    );
+    assert!(lines[0].contains("/30 step"), "progress: {out}");
+    let status = m.read(".wip/status");
+    assert!(
+        status.contains("runs in flight") && status.contains(&run),
+        "{status}"
+    );
+    let (_, out, _) = wip(&["runs", &dir]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("ok ") && l.contains(&format!("{op}/runs/1"))),
+        "{out}"
+    );
+    // Ended: --running lists nothing, the full list has it.
+    let (code, out, _) = wip(&["call", "--wait", &format!("{run}/ops/wait"), ""]);
+    assert_eq!((code, out.as_str()), (0, "30 steps done\n"));
+    let (_, out, _) = wip(&["runs", &dir, "--running"]);
+    assert!(out.lines().all(|l| !l.contains("/ops/slow/runs/")), "{out}");
+}

@@ -16,6 +16,10 @@ use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
 use crate::calendar::parse_iso;
 use crate::secrets::scrub;
 
+/// How many runs in flight `.wip/status` names (all are in `.wip/runs`).
+const STATUS_RUNS: usize = 20;
+/// How many runs `.wip/runs` shows of each kind (in flight, ended).
+const RUNS_SHOWN: usize = 200;
 /// How many characters of a call's arguments and result `.wip/log` shows.
 const LOG_CUT: usize = 300;
 
@@ -404,6 +408,7 @@ impl World {
                 WipFile::Log
                 | WipFile::Stats
                 | WipFile::Status
+                | WipFile::Runs
                 | WipFile::Known
                 | WipFile::Events
                 | WipFile::Pending,
@@ -520,6 +525,7 @@ impl World {
             NodeId::WipFile(WipFile::Control) => self.control_text(),
             NodeId::WipFile(WipFile::Known) => self.known_text()?,
             NodeId::WipFile(WipFile::Status) => self.status_text()?,
+            NodeId::WipFile(WipFile::Runs) => self.runs_text()?,
             NodeId::WipFile(WipFile::Events) => {
                 let mut out = String::new();
                 for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
@@ -710,14 +716,65 @@ impl World {
             ));
         }
         let bytes = self.journal.bytes()?;
+        let running = self.journal.running()?;
         out.push_str(&format!(
-            "calls in flight: {}\njournal: {} ({} runs)\ntitled names: {}\n",
-            self.journal.running()?,
+            "calls in flight: {running}\njournal: {} ({} runs)\ntitled names: {}\n",
             human_bytes(bytes),
             self.journal.count()?,
             if self.settings.titled { "on" } else { "off" }
         ));
+        if running > 0 {
+            out.push_str(
+                "runs in flight (wait: RUN/ops/wait, stop: RUN/ops/cancel; all in .wip/runs):\n",
+            );
+            for run in self.journal.running_runs(STATUS_RUNS)? {
+                out.push_str(&format!("  {}\n", self.run_line(&run)));
+            }
+            if running as usize > STATUS_RUNS {
+                out.push_str(&format!(
+                    "  … {} more in .wip/runs\n",
+                    running as usize - STATUS_RUNS
+                ));
+            }
+        }
         Ok(out)
+    }
+
+    /// `.wip/runs`: every run in flight (any mount's), then the latest that ended, one a
+    /// line: status, start, how long, the run's path, progress.
+    fn runs_text(&self) -> WorldResult<String> {
+        let running = self.journal.running_runs(RUNS_SHOWN)?;
+        let mut out = String::new();
+        for run in &running {
+            out.push_str(&self.run_line(run));
+            out.push('\n');
+        }
+        for run in self.journal.recent_brief(RUNS_SHOWN, 0)? {
+            if run.status != journal::RUNNING {
+                out.push_str(&self.run_line(&run));
+                out.push('\n');
+            }
+        }
+        if out.is_empty() {
+            out.push_str("no runs yet\n");
+        }
+        Ok(out)
+    }
+
+    /// One run on a line, as `.wip/runs` and `.wip/status` show it.
+    fn run_line(&self, run: &Run) -> String {
+        let dir = self.absolute(&self.run_world_path(run));
+        let mut line = format!(
+            "{:<10} {} {:>8} {}",
+            run.status,
+            run.started,
+            self.run_took(run),
+            names::shown(&dir)
+        );
+        if let Some(p) = self.progress_line(run.id) {
+            line.push_str(&format!(" · {p}"));
+        }
+        line
     }
 
     fn known_text(&self) -> WorldResult<String> {

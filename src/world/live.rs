@@ -366,6 +366,16 @@ impl World {
         end.duration_since(start).ok()
     }
 
+    /// How long a run took or has taken, as `.wip/runs` shows it.
+    pub(super) fn run_took(&self, run: &Run) -> String {
+        self.run_age(run).map(took).unwrap_or_else(|| "-".into())
+    }
+
+    /// The progress line of a run, if its host reported one on this mount.
+    pub(super) fn progress_line(&self, id: i64) -> Option<String> {
+        self.live.progress_line(id)
+    }
+
     /// `runs/ID/progress`: the latest progress line, empty when none was reported.
     pub(super) fn progress_text(&self, id: i64) -> String {
         match self.live.progress_line(id) {
@@ -539,7 +549,7 @@ impl World {
                     words.push_str(&format!(" (progress {p})"));
                 }
                 words.push_str(&format!(
-                    "; wait again: echo > {dir}/ops/wait/call, or stop it: echo > {dir}/ops/cancel/call"
+                    "\nrun: {dir}\nwait again: echo > {dir}/ops/wait/call\nstop it: echo > {dir}/ops/cancel/call"
                 ));
                 return Err(WorldError::new(ErrorKind::TimedOut, words));
             }

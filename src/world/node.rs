@@ -105,6 +105,8 @@ pub enum WipFile {
     Control,
     /// The mount at a glance: hosts and whether they are ready, calls running, journal.
     Status,
+    /// Runs across the world with their paths: those in flight, then the latest.
+    Runs,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -171,8 +173,9 @@ impl RunFile {
 }
 
 impl WipFile {
-    pub const ALL: [(&'static str, WipFile); 8] = [
+    pub const ALL: [(&'static str, WipFile); 9] = [
         ("status", WipFile::Status),
+        ("runs", WipFile::Runs),
         ("log", WipFile::Log),
         ("config", WipFile::Config),
         ("stats", WipFile::Stats),

@@ -636,7 +636,8 @@ impl World {
         let dir = self.run_dir(&self.target_path(target), op, id);
         let dir = names::shown(&dir);
         let words = format!(
-            "timed out after {:.1}s (call_timeout_ms); the call goes on as run {dir}\n\
+            "timed out after {:.1}s (call_timeout_ms); the call goes on as a run\n\
+             run: {dir}\n\
              wait for it: echo > {dir}/ops/wait/call (returns its result)\n\
              stop it: echo > {dir}/ops/cancel/call",
             timeout.as_secs_f64()
