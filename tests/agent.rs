@@ -227,10 +227,10 @@ fn cancel_stops_the_agent_and_everything_it_started() {
         d.contains("· cancelled: stopped by a call of cancel ·"),
         "{d}"
     );
-    // wait has no answer to give: EIO in words.
+    // wait has no answer to give: ECANCELED in words, as a cancelled run's wait is.
     assert_eq!(
         m.call("agents/echo/conversations/1/ops/wait", "\n"),
-        Err(EIO)
+        Err(libc::ECANCELED)
     );
     assert!(m
         .result("agents/echo/conversations/1/ops/wait")
@@ -403,4 +403,55 @@ fn conversations_and_messages_past_a_page_are_reached_by_path() {
     );
     m.ok(&format!("echo > {messages}/1/ops/read_body/call"));
     assert_eq!(m.result(&format!("{messages}/1/ops/read_body")), "hi 1\n");
+}
+
+/// By default a turn is a run like any other: `ask` waits for the answer, past the world's
+/// call_timeout_ms its caller hears ETIMEDOUT naming the run, the run's progress is the
+/// agent's status, the run's `wait` returns the answer and its `cancel` stops the agent.
+#[test]
+fn a_turn_is_a_run_to_wait_on_and_cancel() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 2000\n\
+         [[host]]\nkind = \"agent\"\npath = \"agents/echo\"\n\
+         command = [\"python3\", {script:?}]\nenv = {{ AGENT_PIDS = \"pids\" }}\n",
+        script = agent_script().display().to_string(),
+    )));
+    // A quick answer is the call's result, no "working".
+    m.ok("echo hello > agents/echo/ops/ask/call");
+    assert!(m
+        .result("agents/echo/ops/ask")
+        .starts_with("echo: hello [1 messages: user]"));
+    // A turn of 3 s outlives the caller's 2 s: ETIMEDOUT, the run goes on.
+    assert_eq!(
+        m.call("agents/echo/ops/ask", "slow 3\n"),
+        Err(libc::ETIMEDOUT)
+    );
+    let run = "agents/echo/ops/ask/runs/2";
+    assert!(m
+        .result("agents/echo/ops/ask")
+        .contains(&format!("{run}/ops/wait/call")));
+    let p = m.read(&format!("{run}/progress"));
+    assert!(p.starts_with("conversation 2: "), "{p}");
+    let out = m.ok(&format!(
+        "until echo > {run}/ops/wait/call 2>/dev/null; do :; done; cat {run}/ops/wait/result"
+    ));
+    assert!(out.starts_with("echo: slow 3 [1 messages: user]"), "{out}");
+    // A long one, cancelled through its run from another session: the agent stops.
+    assert_eq!(
+        m.call("agents/echo/ops/ask", "slow 60\n"),
+        Err(libc::ETIMEDOUT)
+    );
+    let run = "agents/echo/ops/ask/runs/3";
+    let out = m.ok(&format!(
+        "setsid bash -c 'echo > {run}/ops/cancel/call && cat {run}/ops/cancel/result'"
+    ));
+    assert!(out.starts_with("run 3 was cancelled: "), "{out}");
+    assert_eq!(m.read(&format!("{run}/status")), "cancelled\n");
+    let d = m.read("agents/echo/conversations/3/description");
+    assert!(
+        d.contains("· cancelled: stopped by a call of cancel ·"),
+        "{d}"
+    );
+    let agent = pids(&m).into_iter().rev().nth(1).unwrap();
+    assert!(!alive(agent), "the agent {agent} survived the cancel");
 }

@@ -363,7 +363,10 @@ fn wip_mount_waits_for_hosts_that_start_in_the_background() {
         "{status}"
     );
     let ops = sh_in(m.dir.path(), "ls slow/ops", Duration::from_secs(30));
-    assert_eq!(String::from_utf8_lossy(&ops.stdout), "echo\nmisbehave\n");
+    assert_eq!(
+        String::from_utf8_lossy(&ops.stdout),
+        "echo\nmisbehave\nslow\n"
+    );
     drop(m);
 
     // One that never answers: the wait ends at startup_wait_ms and says who is starting.

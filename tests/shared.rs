@@ -293,7 +293,8 @@ fn agents_on_both(db: &TestDb, tracker: &TestDb, a: &dyn Side, b: &dyn Side) {
     let mut pg = db.client();
     let rows = pg
         .query(
-            "SELECT id, args, status, origin FROM calls WHERE op = 'comment' ORDER BY id",
+            // The change feed names a run by its number among its op's runs (`runs/N`).
+            "SELECT seq, args, status, origin FROM calls WHERE op = 'comment' ORDER BY id",
             &[],
         )
         .unwrap();

@@ -622,7 +622,11 @@ class Session:
 
     # -- dispatch --
 
-    METHODS = ("initialize", "entry", "children", "ops", "guard", "call", "body")
+    METHODS = ("initialize", "entry", "children", "ops", "guard", "call", "body", "ping")
+
+    def ping(self, _params):
+        # The runtime asks while a call of ours runs and we have been silent: we are alive.
+        return {}
 
     def handle(self, line):
         try:

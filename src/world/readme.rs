@@ -72,7 +72,8 @@ file beside it); write the new content instead. `test -w` tells the truth; so do
   Everything you write through one `>` (several lines, `{{ …; }} >`, a heredoc) is ONE call.
   Opening and closing `call` without writing runs nothing.
 - Errors: EINVAL bad arguments, EPERM a guard is blocked, EACCES policy forbids, EIO the
-  backend failed, ETIMEDOUT it took too long, EFBIG too large, EINPROGRESS it waits for a
+  backend failed, ETIMEDOUT you waited `call_timeout_ms` and the call goes on as a run (see
+  Long calls), ECANCELED its run was cancelled, EFBIG too large, EINPROGRESS it waits for a
   person's approval. The words are always in `result` (yours: results are kept per
   terminal session).
 - Who sees the errno: an op blocked whatever you write is refused when `call` is opened,
@@ -90,12 +91,21 @@ terminal session: `{wip} approve RUN` runs it (checked again then), `{wip} deny 
 drops it. Read `RUN/status` and `RUN/result` later for the outcome; `.wip/pending` lists
 what waits. `✗ policy: denied by rule N` means never (EACCES).
 
+## Long calls
+A call that outlives `call_timeout_ms` answers ETIMEDOUT and goes on as its run; `result`
+names it (`run: …/ops/NAME/runs/3`). `cat RUN/progress` shows how far it got,
+`echo > RUN/ops/wait/call && cat RUN/ops/wait/result` waits for its result (ETIMEDOUT again
+if it still runs: wait again), `echo > RUN/ops/cancel/call` stops it (your own session's
+runs, or any if you own the mount). `.wip/runs` lists runs with their paths, those in
+flight first; `{wip} call --wait PATH ARGS` waits through it all.
+
 ## Results
 A call that creates or finds objects prints their absolute paths in `result`, one per line
-with a tab and their description. Every call is kept in `ops/NAME/runs/ID/` (args, status,
-result, guard, caller, discovered/ links). `runs/` is not listed by `ls ops/NAME/` so that
-`find` and `grep -r` stay out of it, but it is there: `ls ops/NAME/runs/` lists the newest
-1000. Reading never runs anything.
+with a tab and their description. Every call is kept in `ops/NAME/runs/ID/`, numbered per op
+from 1 (description, args, status, progress, result, guard, caller, discovered/ links, ops
+`wait` and `cancel`). `runs/` is not listed by `ls ops/NAME/` so that `find` and `grep -r`
+stay out of it, but it is there: `ls ops/NAME/runs/` lists the newest 1000. Reading never
+runs anything.
 
 ## More
 `ops/resolve`: give a ref, get every path where that object appears.

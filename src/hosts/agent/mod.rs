@@ -28,7 +28,7 @@ use crate::calendar::parse_iso;
 use crate::hosts::{lock, HostContext};
 use crate::world::host::{
     Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
-    HostResult, OpSpec,
+    HostResult, OpSpec, RunSignal,
 };
 
 use crate::hosts::text::{one_line, plural};
@@ -37,6 +37,8 @@ use crate::world::op::{Decl, NoArgs, Ops, Text};
 use store::{Conversation, State, Store};
 use turn::{End, Observer, Program, Turn};
 
+/// How often a call waiting for its turn looks at the turn's status line.
+const STATUS_POLL: Duration = Duration::from_millis(250);
 /// How long a cancel waits for the turn's thread after the process group was stopped.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// Status lines are reported to the change feed at most this often per turn.
@@ -53,9 +55,12 @@ pub struct AgentSettings {
     /// What this agent is for, shown on the host's root.
     #[serde(default)]
     pub description: Option<String>,
-    /// How long `ask` and `reply` wait for the answer before returning "working".
-    #[serde(default = "default_wait_ms")]
-    pub wait_ms: u64,
+    /// How long `ask` and `reply` wait for the answer before returning "working". By
+    /// default they wait for the turn to end, like any call: a turn longer than the
+    /// world's call_timeout_ms goes on as the call's run (wait on it, watch its progress,
+    /// cancel it there or through the conversation).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
     /// A turn's hard limit: then its process group is stopped and the conversation failed.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -74,10 +79,6 @@ pub struct AgentSettings {
     /// How many conversations (and messages) a listing shows.
     #[serde(default = "default_page_size")]
     pub page_size: usize,
-}
-
-fn default_wait_ms() -> u64 {
-    2_000
 }
 
 fn default_timeout_ms() -> u64 {
@@ -155,11 +156,13 @@ fn message_path(id: i64, n: i64) -> Vec<String> {
 }
 
 /// An entry as its ops see it: the node, and the waits their descriptions cite.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct At {
     node: Node,
-    wait: Duration,
+    wait: Option<Duration>,
     wait_limit: Duration,
+    /// The call's run: the turn's status lines are its progress, its cancel stops the turn.
+    signal: RunSignal,
 }
 
 /// The arguments of `ask`.
@@ -201,30 +204,38 @@ static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
         Decl::<Arc<Inner>, At, (), AskArgs> {
             name: "ask",
             offers: |at| at.node == Node::Root,
-            describe: |at| {
-                format!(
+            describe: |at| match at.wait {
+                Some(w) => format!(
                     "Ask the agent: message. Creates conversations/ID/ and prints the answer if \
                      it comes within {} s, else says working (then use the conversation's \
                      wait).",
-                    at.wait.as_secs_f64()
-                )
+                    w.as_secs_f64()
+                ),
+                None => "Ask the agent: message. Creates conversations/ID/ and prints the \
+                         answer when the agent is done; a longer turn goes on as this call's \
+                         run (its result says how to wait for it or cancel it)."
+                    .to_string(),
             },
             guard: |_, _, _, _| Ok(Vec::new()),
-            run: |h, _, _, args| h.ask(args.message.as_str()),
+            run: |h, _, at, args| h.ask(args.message.as_str(), &at.signal),
         }
         .into(),
         Decl::<Arc<Inner>, At, (), ReplyArgs> {
             name: "reply",
             offers: conversation,
-            describe: |at| {
-                format!(
+            describe: |at| match at.wait {
+                Some(w) => format!(
                     "Continue the conversation: message (the agent sees it all). Prints the \
                      answer if it comes within {} s, else says working.",
-                    at.wait.as_secs_f64()
-                )
+                    w.as_secs_f64()
+                ),
+                None => "Continue the conversation: message (the agent sees it all). Prints \
+                         the answer when the agent is done; a longer turn goes on as this \
+                         call's run."
+                    .to_string(),
             },
             guard: |h, _, at, _| h.not_working(conversation_id(at)?),
-            run: |h, _, at, args| h.reply(conversation_id(at)?, args.message.as_str()),
+            run: |h, _, at, args| h.reply(conversation_id(at)?, args.message.as_str(), &at.signal),
         }
         .into(),
         Decl::<Arc<Inner>, At, (), WaitArgs> {
@@ -277,7 +288,8 @@ struct Inner {
     mount_point: PathBuf,
     program: Program,
     description: Option<String>,
-    wait: Duration,
+    /// How long ask and reply wait before saying working; `None`: until the turn ends.
+    wait: Option<Duration>,
     wait_limit: Duration,
     page_size: usize,
     store: Store,
@@ -335,9 +347,9 @@ impl AgentHost {
                     limit,
                     call_timeout,
                 })?;
-        if settings.wait_ms > wait_limit_ms {
+        if let Some(wait) = settings.wait_ms.filter(|w| *w > wait_limit_ms) {
             return Err(AgentError::WaitAboveLimit {
-                wait: settings.wait_ms,
+                wait,
                 limit: wait_limit_ms,
             });
         }
@@ -378,7 +390,7 @@ impl AgentHost {
                     timeout: Duration::from_millis(settings.timeout_ms),
                 },
                 description: settings.description,
-                wait: Duration::from_millis(settings.wait_ms),
+                wait: settings.wait_ms.map(Duration::from_millis),
                 wait_limit: Duration::from_millis(wait_limit_ms),
                 page_size: settings.page_size,
                 store,
@@ -610,6 +622,7 @@ impl Inner {
             node,
             wait: self.wait,
             wait_limit: self.wait_limit,
+            signal: RunSignal::default(),
         }
     }
 
@@ -788,11 +801,47 @@ impl Inner {
         self.changes.changed(Self::turn_changes(id, answer));
     }
 
-    /// What `ask`/`reply` return once they waited `self.wait` for the turn.
-    fn answer_or_working(&self, turn: &Arc<Turn>, user_n: i64) -> HostResult<CallOutcome> {
+    /// What `ask`/`reply` return once they waited for the turn: until it ends (the call's
+    /// run shows the turn's status lines and its cancel stops the turn), or `self.wait`.
+    fn answer_or_working(
+        &self,
+        turn: &Arc<Turn>,
+        user_n: i64,
+        run: &RunSignal,
+    ) -> HostResult<CallOutcome> {
         let id = turn.conversation;
         let here = conversation_path(id);
-        let end = turn.wait(self.wait);
+        {
+            let turn = Arc::clone(turn);
+            run.on_cancel(move || turn.stop(false));
+        }
+        let end = match self.wait {
+            Some(wait) => turn.wait(wait),
+            None => {
+                let mut shown = String::new();
+                loop {
+                    let status = turn.status();
+                    if shown.is_empty() || status != shown {
+                        run.note(format!(
+                            "conversation {id}{}",
+                            if status.is_empty() {
+                                String::from(": working")
+                            } else {
+                                format!(": {status}")
+                            }
+                        ));
+                        shown = if status.is_empty() {
+                            " ".into()
+                        } else {
+                            status
+                        };
+                    }
+                    if let Some(end) = turn.wait(STATUS_POLL) {
+                        break Some(end);
+                    }
+                }
+            }
+        };
         let base = CallOutcome {
             discovered: vec![here.clone(), message_path(id, user_n)],
             changed: Self::turn_changes(id, None),
@@ -843,13 +892,13 @@ impl Inner {
         match end {
             End::Failed(why) => HostError::Backend(format!("the agent failed: {why} — {again}")),
             End::Cancelled => {
-                HostError::Backend(format!("conversation {id} was cancelled — {again}"))
+                HostError::Cancelled(format!("conversation {id} was cancelled — {again}"))
             }
             End::Done(_) => HostError::Backend("unreachable: done has an answer".to_string()),
         }
     }
 
-    fn ask(self: &Arc<Self>, message: &str) -> HostResult<CallOutcome> {
+    fn ask(self: &Arc<Self>, message: &str, run: &RunSignal) -> HostResult<CallOutcome> {
         let turn = {
             let mut running = lock(&self.running);
             let id = self.store.create(message)?;
@@ -858,10 +907,10 @@ impl Inner {
             turn
         };
         self.start(Arc::clone(&turn));
-        self.answer_or_working(&turn, 1)
+        self.answer_or_working(&turn, 1, run)
     }
 
-    fn reply(self: &Arc<Self>, id: i64, message: &str) -> HostResult<CallOutcome> {
+    fn reply(self: &Arc<Self>, id: i64, message: &str, run: &RunSignal) -> HostResult<CallOutcome> {
         let (turn, n) = {
             let mut running = lock(&self.running);
             match self.store.reply(id, message)? {
@@ -877,7 +926,7 @@ impl Inner {
             }
         };
         self.start(Arc::clone(&turn));
-        self.answer_or_working(&turn, n)
+        self.answer_or_working(&turn, n, run)
     }
 
     fn wait_for(&self, id: i64, timeout: Duration) -> HostResult<CallOutcome> {
@@ -1063,9 +1112,10 @@ impl Host for AgentHost {
         path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        let at = self.inner.at(self.inner.existing(path)?);
+        let mut at = self.inner.at(self.inner.existing(path)?);
+        at.signal = caller.signal.clone();
         OPS.call(&self.inner, &(), &at, op, args)
     }
 

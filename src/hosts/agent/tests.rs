@@ -33,7 +33,7 @@ fn settings(extra: &[&str]) -> AgentSettings {
         description: Some("Echoes what it is told".to_string()),
         // An instant agent answers within the call even when python takes seconds to
         // start on a loaded machine; tests of slow answers set their own, short wait.
-        wait_ms: 20_000,
+        wait_ms: Some(20_000),
         timeout_ms: 60_000,
         wait_limit_ms: Some(20_000),
         env: BTreeMap::new(),
@@ -251,7 +251,7 @@ fn a_slow_answer_returns_working_then_wait_gets_it() {
     let h = open(
         dir.path(),
         AgentSettings {
-            wait_ms: 300,
+            wait_ms: Some(300),
             ..settings(&[])
         },
     );
@@ -337,7 +337,7 @@ fn cancel_stops_the_whole_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let mut s = settings(&[]);
-    s.wait_ms = 500;
+    s.wait_ms = Some(500);
     s.env
         .insert("AGENT_PIDS".into(), pid_file.display().to_string());
     let h = open(dir.path(), s);
@@ -375,8 +375,9 @@ fn cancel_stops_the_whole_process_group() {
         call(&h, "conversations/1", "cancel", json!({})),
         Err(HostError::Blocked(_))
     ));
+    // As a run's wait does: a cancelled turn's wait is ECANCELED.
     match call(&h, "conversations/1", "wait", json!({})) {
-        Err(HostError::Backend(w)) => assert!(w.contains("cancelled"), "{w}"),
+        Err(HostError::Cancelled(w)) => assert!(w.contains("cancelled"), "{w}"),
         other => panic!("{other:?}"),
     }
     // The conversation goes on after a cancel.
@@ -468,7 +469,7 @@ fn a_turn_past_its_limit_is_stopped_and_failed() {
         dir.path(),
         AgentSettings {
             timeout_ms: 400,
-            wait_ms: 3_000,
+            wait_ms: Some(3_000),
             ..settings(&[])
         },
     );
@@ -487,7 +488,7 @@ fn conversations_persist_and_a_cut_turn_is_interrupted() {
     let pid_file = dir.path().join("pids");
     {
         let mut s = settings(&[]);
-        s.wait_ms = 200;
+        s.wait_ms = Some(200);
         s.env
             .insert("AGENT_PIDS".into(), pid_file.display().to_string());
         let h = open(dir.path(), s);
@@ -541,14 +542,14 @@ fn a_background_end_is_reported_once_and_a_waited_one_by_the_call() {
     let (patient, patient_rx) = open_with_changes(
         patient_dir.path(),
         AgentSettings {
-            wait_ms: 20_000,
+            wait_ms: Some(20_000),
             ..settings(&[])
         },
     );
     let (h, rx) = open_with_changes(
         dir.path(),
         AgentSettings {
-            wait_ms: 300,
+            wait_ms: Some(300),
             ..settings(&[])
         },
     );
@@ -600,7 +601,7 @@ fn settings_are_checked() {
             ..settings(&[])
         },
         AgentSettings {
-            wait_ms: 30_000,
+            wait_ms: Some(30_000),
             ..settings(&[])
         },
         AgentSettings {
@@ -616,7 +617,10 @@ fn settings_are_checked() {
         assert!(AgentHost::open("a", bad, &c).is_err());
     }
     let parsed: AgentSettings = toml::from_str("command = [\"python3\", \"x.py\"]\n").unwrap();
-    assert_eq!(parsed.wait_ms, 2_000);
+    assert_eq!(
+        parsed.wait_ms, None,
+        "by default a call waits for its turn: it is a run"
+    );
     let host = AgentHost::open("a", parsed, &c).unwrap();
     // The default wait limit follows the world's call timeout (30 s by default).
     assert_eq!(host.inner.wait_limit, Duration::from_secs(25));
