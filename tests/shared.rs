@@ -392,7 +392,7 @@ fn agents_on_both(db: &TestDb, tracker: &TestDb, a: &dyn Side, b: &dyn Side) {
     );
     assert!(b.read(".wip/events").len() > feed_len);
     let last: i64 = pg
-        .query_one("SELECT max(id) FROM calls WHERE op = 'comment'", &[])
+        .query_one("SELECT max(seq) FROM calls WHERE op = 'comment'", &[])
         .unwrap()
         .get(0);
     let deadline = Instant::now() + Duration::from_secs(30);

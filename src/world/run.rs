@@ -225,6 +225,7 @@ impl Flight {
                             .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
                     *st = FlightState::Cancelled;
                     drop(st);
+                    self.world.live.end(self.id);
                     reply(report);
                 }
                 other => *st = other,
@@ -564,7 +565,18 @@ impl World {
         });
         self.watch.add(&flight);
         let job = Arc::clone(&flight);
-        if let Err(err) = self.pool.run(move || job.work()) {
+        let started = if let Target::Run(_) = target {
+            // A run's own ops never queue behind the calls they wait for or stop (a full
+            // pool would starve a cancel of the very call that fills it): a thread each.
+            std::thread::Builder::new()
+                .name("run-op".into())
+                .spawn(move || job.work())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            self.pool.run(move || job.work()).map_err(|e| e.to_string())
+        };
+        if let Err(err) = started {
             let mut st = flight.lock();
             if let FlightState::Queued(reply) = std::mem::replace(&mut *st, FlightState::Finished) {
                 drop(st);

@@ -718,6 +718,51 @@ fn a_run_its_host_cannot_stop_says_so_and_goes_on() {
 }
 
 #[test]
+fn a_call_cancelled_while_it_waits_for_a_worker_never_runs() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 5000,
+        max_call_threads: 1,
+        ..WorldSettings::default()
+    });
+    let first = open(&f, "sleep", 1);
+    let (tx, rx) = mpsc::channel();
+    first.write(b"{\"ms\":1000}", move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f.host.calls.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    // The second waits for the only worker; its caller waits too.
+    let second = open(&f, "steps", 2);
+    let (tx2, rx2) = mpsc::channel();
+    second.write(b"{\"n\":1,\"ms\":1}", move |r| {
+        tx2.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    let id = loop {
+        let runs = f.world.journal().recent(1).unwrap();
+        if runs.first().is_some_and(|r| r.op == "steps") {
+            break runs[0].id;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let guard = file(&f, "/mem/ops/steps/runs/1/ops/cancel/guard", 2);
+    assert!(guard.contains("its host can stop it"), "{guard}");
+    let text = run_op(&f, id, "cancel", b"", &caller(2)).unwrap();
+    assert!(text.contains("never ran"), "{text}");
+    assert_eq!(
+        rx2.recv_timeout(Duration::from_secs(5)).unwrap(),
+        Err(libc::ECANCELED)
+    );
+    assert_eq!(ended(&f, id).status, "cancelled");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(11));
+    // The host saw the first call only.
+    assert_eq!(f.host.calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
 fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
     let f = world_with(WorldSettings {
         call_timeout_ms: 300,
