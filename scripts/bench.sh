@@ -23,7 +23,7 @@ ISSUES=${ISSUES:-1500}
 # peer (not in the default run: it takes long) reads one tree natively, through bindfs,
 # rclone mount and wip's files host (PEER_TREES: include = a copy of /usr/include, gen = a
 # generated tree of PEER_FILES files), each task cold (a fresh mount) and warm.
-SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,mcp,github,titled,shared}
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared}
 PEER_TREES=${PEER_TREES:-include,gen}
 PEER_FILES=${PEER_FILES:-100000}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
@@ -43,7 +43,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
+  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/longworld" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -454,6 +454,39 @@ echo "cat processes/1/ops/signal/guard p50: ${r_idle} us idle, ${r_hung} us whil
 echo "a host that never shakes hands: ls bad/mute fails in ${r_mute} us (p50), cat bad/mute/description ${r_root} us; vs the healthy guard read $(ratio "$r_mute" "$r_idle")"
 "$bin/wip" umount "$bm"
 wait "$hung" 2> /dev/null || true
+fi
+
+if on long; then
+echo "# long calls: a run outlives its caller's wait; wait wakes at its end; progress reads while it runs"
+lm=$work/longworld
+cat > "$work/long.toml" <<TOML
+[world]
+call_timeout_ms = 500
+[[host]]
+kind = "exec"
+path = "slow"
+command = ["python3", "$PWD/tests/hosts/misbehave.py", "crash"]
+TOML
+mkdir -p "$lm"
+(cd "$work/files" && "$bin/wip" mount "$lm" --state "$work/longstate" --manifest "$work/long.toml" > /dev/null)
+until grep -q "misbehaves" "$lm/slow/description"; do sleep 0.05; done
+# 20 steps of 100 ms: the host's own 2.0 s, through four of the caller's 0.5 s waits.
+t_wait=$(secs "$bin/wip" call --wait "$lm/slow/ops/slow" '{"steps":20,"ms":100}')
+echo "wip call --wait of a 2.0 s call (call_timeout_ms 500): ${t_wait} s end to end; beyond the host's own time $(echo "scale=3; $t_wait - 2.0" | bc) s"
+# ETIMEDOUT is the point: the caller stops waiting, the run goes on.
+(echo '{"steps":100,"ms":100}' > "$lm/slow/ops/slow/call") 2> /dev/null || true
+run=$lm/slow/ops/slow/runs/2
+"$bin/wip-bench" mount-read "$run/progress" 500 | tee "$work/progress.txt"
+"$bin/wip-bench" mount-read "$lm/slow/description" 500 | tee "$work/longdesc.txt"
+echo "cat RUN/progress p50 while the run runs: $(p50 read "$work/progress.txt") us; the host root's description $(p50 read "$work/longdesc.txt") us (ratio $(ratio "$(p50 read "$work/progress.txt")" "$(p50 read "$work/longdesc.txt")"))"
+t_cancel=$(secs bash -c "echo > '$run/ops/cancel/call' || true")
+echo "cancel of a running run (the host told, the run ended cancelled): ${t_cancel} s; status $(cat "$run/status")"
+"$bin/wip-bench" mount-call "$lm/slow/ops/echo/call" 'hi' "$CALLS" | tee "$work/long-echo.txt"
+"$bin/wip" umount "$lm"
+"$bin/wip-bench" host-call --state "$work/longstate" --manifest "$work/long.toml" "/slow" echo '{"text":"hi"}' "$CALLS" | tee "$work/long-echo-in.txt"
+l_mount=$(p50 "through the mount" "$work/long-echo.txt")
+l_in=$(p50 "in-process host.call" "$work/long-echo-in.txt")
+echo "a quick exec call (a run with its signal, progress routing and cancel hook) p50: ${l_mount} us through the mount, ${l_in} us calling the host without FUSE; ratio $(ratio "$l_mount" "$l_in")"
 fi
 
 if on mcp; then

@@ -54,6 +54,11 @@ approvers = [4242]
 match = "tracker/issues/*/ops/get_metadata"
 action = "approve"
 expires_after = "1s"
+
+[[policy]]
+match = "tracker/issues/*/ops/edit_body"
+action = "approve"
+expires_after = "1s"
 "#;
 
 /// The uid of the second approver (no user of that id is needed: setpriv sets it).
@@ -250,6 +255,20 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
         "{out}"
     );
     let run = run_path(&out);
+    // Nothing inside the mount decides, tried while the run still waits: no file of the
+    // run takes a decision, and writing the op's call again makes a new run, not a yes.
+    for file in ["approval", "status", "result"] {
+        let (_, err) = agent(&m, &format!("echo approved > {run}/{file}"));
+        assert!(
+            !err.is_empty(),
+            "writing {file} of a pending run was accepted"
+        );
+    }
+    // The run's own cancel is no decision either: it is refused while a person decides.
+    let (_, err) = agent(&m, &format!("echo > {run}/ops/cancel/call"));
+    assert!(err.contains("Operation not permitted"), "{err}");
+    assert_eq!(in_mount(&m, &run, "status"), "pending\n");
+    assert!(!comments_of_42(&m).contains("via wip call"));
     person(&m, &format!("$WIP deny {run}"));
     assert_eq!(m.read(".wip/pending"), "no pending runs\n");
     assert_eq!(
@@ -264,9 +283,6 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
             "{kind} missing from {events}"
         );
     }
-    // Nothing inside the mount decides: there is no file to write a decision into.
-    let (_, err) = agent(&m, &format!("echo yes > {run}/approval"));
-    assert!(!err.is_empty());
     assert_eq!(in_mount(&m, &run, "status"), "denied\n");
 }
 
@@ -426,9 +442,14 @@ fn approvers_by_uid_decide_over_their_own_socket() {
 #[test]
 fn a_pending_run_nobody_decides_expires_and_never_runs() {
     let m = mount();
-    let (_, err) = agent(&m, "echo > tracker/issues/42/ops/get_metadata/call");
+    // An op whose running would show: it replaces the issue's text.
+    let before = m.read("tracker/issues/42/body");
+    let (_, err) = agent(
+        &m,
+        "echo 'body=replaced while nobody looked' > tracker/issues/42/ops/edit_body/call; echo > tracker/issues/42/ops/get_metadata/call",
+    );
     assert!(err.contains("Operation now in progress"), "{err}");
-    let result = m.result("tracker/issues/42/ops/get_metadata");
+    let result = m.result("tracker/issues/42/ops/edit_body");
     assert!(result.contains("(after 1s)"), "{result}");
     let run = run_path(&result);
     // Bounded wait for the expiry (due after one second).
@@ -438,12 +459,21 @@ fn a_pending_run_nobody_decides_expires_and_never_runs() {
     assert_eq!(in_mount(&m, &run, "status"), "expired\n");
     assert!(in_mount(&m, &run, "result").contains("nobody decided in time"));
     assert!(m.read(".wip/events").contains("\"kind\":\"expired\""));
-    assert_eq!(m.read(".wip/pending"), "no pending runs\n");
+    // It never ran: the text is what it was, and no later moment runs it.
+    assert_eq!(m.read("tracker/issues/42/body"), before);
+    common::wait_until(
+        "the other pending run's expiry",
+        Duration::from_secs(60),
+        || m.read(".wip/pending") == "no pending runs\n",
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(m.read("tracker/issues/42/body"), before);
     let err = refused(&m, &format!("$WIP approve {run}"));
     assert!(
         err.contains("already decided") && err.contains("expired at"),
         "{err}"
     );
+    assert_eq!(m.read("tracker/issues/42/body"), before);
 }
 
 #[test]

@@ -320,8 +320,10 @@ fn a_caller_killed_while_waiting_leaves_at_once_and_its_call_goes_on() {
     wait_until("the agent running", Duration::from_secs(30), || {
         started(marks.path()) == 1
     });
+    let killed = std::time::Instant::now();
     child.kill().unwrap();
-    // Bounded: a caller held in the kernel would never be reaped.
+    // Bounded: a caller held in the kernel would never be reaped (the call itself is held
+    // until `go` below, so a daemon that kept the caller waiting would hold it past this).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait());
@@ -329,6 +331,14 @@ fn a_caller_killed_while_waiting_leaves_at_once_and_its_call_goes_on() {
     let status = rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the killed caller stayed in the kernel");
+    let took = killed.elapsed();
+    println!(
+        "a killed caller left the kernel {took:?} after the kill (the watch looks every 0.1 s)"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the killed caller left only after {took:?}; the promise is about 0.1 s"
+    );
     assert!(!status.unwrap().success());
     // The call goes on: released, it finishes and is recorded.
     std::fs::write(marks.path().join("go"), "").unwrap();
@@ -350,13 +360,16 @@ fn a_payload_past_max_call_bytes_is_refused_and_memory_stays_bounded() {
             .unwrap()
     };
     let before = peak();
-    let out = m.sh("head -c 52428800 /dev/zero | tr '\\0' x > tracker/issues/43/ops/comment/call");
+    // 200 MiB offered: a daemon that buffered it (or the 50 MiB a slower writer gets in)
+    // would grow far past the bound below, which leaves room for the 8 MiB it may keep.
+    let out = m.sh("head -c 209715200 /dev/zero | tr '\\0' x > tracker/issues/43/ops/comment/call");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("File too large"));
     let r = m.result("tracker/issues/43/ops/comment");
     assert!(r.contains("max_call_bytes (8388608 bytes)"), "{r}");
     let grown_kb = peak().saturating_sub(before);
-    assert!(grown_kb < 64 * 1024, "peak RSS grew {grown_kb} kB");
+    println!("peak RSS grew {grown_kb} kB for a refused 200 MiB payload (max_call_bytes 8 MiB)");
+    assert!(grown_kb < 40 * 1024, "peak RSS grew {grown_kb} kB");
     let runs = runs_since(&m, 0, "comment");
     assert_eq!(runs.last().map(|r| r.1.as_str()), Some("too_large"));
     assert!(

@@ -764,10 +764,30 @@ fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
 
 #[test]
 fn wip_dir_shows_log_and_redacted_config() {
-    let m = Mount::start(Some(
-        "[world]\nname = \"t\"\n[[host]]\nkind = \"files\"\npath = \"files\"\n# api_token = \"s3cret\"\n",
-    ));
+    // Real secrets in values the daemon uses (a host's environment), by name and by shape,
+    // and one in a comment.
+    let processes =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hosts/processes.py");
+    let m = Mount::start(Some(&format!(
+        "[world]\nname = \"t\"\n[[host]]\nkind = \"files\"\npath = \"files\"\n# api_token = \"c0mment-s3cret\"\n\
+         [[host]]\nkind = \"exec\"\npath = \"processes\"\ncommand = [\"python3\", {:?}]\n\
+         env = {{ API_TOKEN = \"s3cret-value-123\", NOTE = \"ghp_abcdefghijklmnopqrstuvwxyz0123456789\" }}\n",
+        processes.display().to_string()
+    )));
     m.ok("echo > files/hello.txt/ops/stat/call");
     assert!(m.read(".wip/log").contains("/files/hello.txt stat"));
-    assert!(!m.read(".wip/config").contains("s3cret"));
+    let config = m.read(".wip/config");
+    for secret in [
+        "c0mment-s3cret",
+        "s3cret-value-123",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    ] {
+        assert!(!config.contains(secret), "{secret} in:\n{config}");
+    }
+    // What is not secret is shown, and where a secret was, it says so.
+    assert!(
+        config.contains("processes.py") && config.contains("API_TOKEN"),
+        "{config}"
+    );
+    assert!(config.matches("<redacted>").count() >= 2, "{config}");
 }

@@ -462,6 +462,12 @@ impl World {
                     running,
                     if running {
                         format!("run {} is running", run.seq)
+                    } else if run.status == journal::PENDING {
+                        format!(
+                            "run {} waits for a person's sign-off; it has not started, and only a person decides it (wip deny {})",
+                            run.seq,
+                            super::names::shown(&self.absolute(&self.run_world_path(&run)))
+                        )
                     } else {
                         format!("run {} already ended {}", run.seq, run.status)
                     },
@@ -581,6 +587,15 @@ impl World {
 
     fn cancel_run(&self, id: i64, caller: &Caller) -> WorldResult<Outcome> {
         let run = self.run(id)?;
+        if run.status == journal::PENDING {
+            return Err(WorldError::new(
+                ErrorKind::Blocked,
+                format!(
+                    "blocked by guard running: run {} waits for a person's sign-off; only a person decides it (wip deny)",
+                    run.seq
+                ),
+            ));
+        }
         if !is_running(&run) {
             return Ok(Outcome {
                 result: format!(

@@ -829,13 +829,32 @@ fn results_are_per_session_even_interleaved_on_one_op() {
 
 #[test]
 fn bounded_hosts_answer_on_the_callers_thread() {
-    // The root's ops are bounded (SQLite): locate with no query is EINVAL at once.
+    // Which thread answers a write: the caller's for the root's ops (bounded: SQLite), a
+    // worker's for a host whose calls may block (MemHost is not bounded).
     let f = world();
+    let answered_on = |doc: &CallDoc, bytes: &'static [u8]| {
+        let (tx, rx) = mpsc::channel();
+        doc.write(bytes, move |r| {
+            tx.send((std::thread::current().id(), r.map_err(|e| e.errno())))
+                .unwrap()
+        });
+        rx.recv_timeout(Duration::from_secs(20)).unwrap()
+    };
+    let here = std::thread::current().id();
     let doc = f
         .world
         .open_call(&Target::Root, "locate", &caller(1))
         .unwrap();
-    assert_eq!(write(&doc, b"\n"), Err(libc::EINVAL));
+    let (thread, r) = answered_on(&doc, b"{\"query\":\"nothing-like-this\"}");
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        thread, here,
+        "a bounded call answers on its caller's thread"
+    );
+    let doc = open(&f, "note", 1);
+    let (thread, r) = answered_on(&doc, b"{\"text\":\"x\"}");
+    assert!(r.is_ok(), "{r:?}");
+    assert_ne!(thread, here, "a call that may block runs on a worker");
 }
 
 #[test]

@@ -321,11 +321,11 @@ pub(super) fn counts(conn: &Store, kind: Kind) -> HostResult<(i64, i64, i64)> {
     Ok((r.int(0)?, r.int(1)?, r.int(2)?))
 }
 
+/// An item's labels, in order (the statement is shared with its test).
+pub(super) const LABELS_OF: &str = "SELECT label FROM item_labels WHERE number = ?1 ORDER BY label";
+
 pub(super) fn labels_of(conn: &Store, number: i64) -> HostResult<Vec<String>> {
-    conn.strings(
-        "SELECT label FROM item_labels WHERE number = ?1 ORDER BY label",
-        args![number],
-    )
+    conn.strings(LABELS_OF, args![number])
 }
 
 pub(super) fn assignees_of(conn: &Store, number: i64) -> HostResult<Vec<String>> {

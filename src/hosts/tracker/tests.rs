@@ -1369,11 +1369,19 @@ fn cached_statements_are_not_re_prepared_for_issue_1() {
             let Store::Lite(conn) = s else {
                 unreachable!("the default tracker is on SQLite")
             };
-            let st = conn
-                .prepare_cached("SELECT label FROM item_labels WHERE number = ?1 ORDER BY label")
-                .unwrap();
-            Ok(st.get_status(rusqlite::StatementStatus::RePrepare))
+            // The very statement production runs (its text is shared, so a drift cannot
+            // make this a fresh, never-run one).
+            let st = conn.prepare_cached(super::db::LABELS_OF).unwrap();
+            Ok((
+                st.get_status(rusqlite::StatementStatus::Run),
+                st.get_status(rusqlite::StatementStatus::RePrepare),
+            ))
         })
         .unwrap();
+    let (runs, reprepared) = reprepared;
+    assert!(
+        runs >= 2,
+        "the cached statement ran {runs} times: it is not the one used"
+    );
     assert_eq!(reprepared, 0);
 }
