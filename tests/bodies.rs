@@ -103,13 +103,39 @@ fn writing_a_body_is_one_journaled_call_with_guards() {
     let out = m.sh("echo x > tracker/issues/42/description");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
-    // sed -i needs a temporary file beside the body: it fails, clearly.
+    // sed -i needs a temporary file beside the body: it fails, clearly, and changes
+    // nothing (no content, no call).
+    let calls = m.journal_count();
     let sed = m.sh("sed -i s/a/b/ files/hello.txt/body");
     assert!(!sed.status.success());
     assert!(
         String::from_utf8_lossy(&sed.stderr).contains("Permission denied"),
         "{}",
         String::from_utf8_lossy(&sed.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
+        "cat wrote this\n"
+    );
+    assert_eq!(m.journal_count(), calls, "sed -i made no call");
+    // A body whose write the guard refuses (an issue's text, for a reader): the writer
+    // hears it, and the text is as it was.
+    let reader = Mount::start(Some(
+        "[identity]\nuser = \"rita\"\nrole = \"reader\"\n[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n",
+    ));
+    let text = reader.read("tracker/issues/42/body");
+    let calls = reader.journal_count();
+    let out = reader.sh("printf 'changed by a reader\\n' > tracker/issues/42/body");
+    assert!(!out.status.success(), "a refused body write succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Permission denied") || err.contains("Operation not permitted"),
+        "{err}"
+    );
+    assert_eq!(reader.read("tracker/issues/42/body"), text);
+    assert!(
+        reader.journal_count() <= calls + 1,
+        "at most the refusal is journaled"
     );
 }
 
@@ -135,16 +161,29 @@ fn a_bad_body_write_is_refused_at_close_with_its_errno() {
 #[test]
 fn saving_from_vim_reaches_the_file() {
     let m = Mount::start(None);
+    // One save is one call: a write of the whole file, journaled once.
+    let writes = |m: &Mount| {
+        m.read(".wip/log")
+            .lines()
+            .filter(|l| l.contains("/files/hello.txt write"))
+            .count()
+    };
+    let (calls, before) = (m.journal_count(), writes(&m));
     m.ok("HOME=$(mktemp -d) timeout 60 vim -N -u NONE -es -c 'normal! Goadded in vim' -c wq files/hello.txt/body </dev/null");
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "hello\nworld\nadded in vim\n"
     );
+    assert_eq!(writes(&m), before + 1, "one save, one write call");
+    assert_eq!(m.journal_count(), calls + 1, "and no other call");
     // With the distribution's defaults (backups, swap files) too.
+    let calls = m.journal_count();
     m.ok("HOME=$(mktemp -d) timeout 60 vim -es -c 'normal! Goand again' -c wq files/hello.txt/body </dev/null");
     assert!(std::fs::read_to_string(m.root.join("hello.txt"))
         .unwrap()
         .ends_with("added in vim\nand again\n"));
+    assert_eq!(writes(&m), before + 2, "one save, one write call");
+    assert_eq!(m.journal_count(), calls + 1, "and no other call");
 }
 
 #[test]
@@ -192,27 +231,48 @@ fn an_issue_mtime_moves_when_it_changes() {
             .parse::<u64>()
             .unwrap()
     };
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
     let before = mtime("tracker/issues/42");
+    let listing_before = mtime("tracker/issues/42/comments");
     assert_eq!(mtime("tracker/issues/42/description"), before);
+    // A second later than the mount's start and anything seeded: a time that is the
+    // mount's start (or stayed put) cannot pass for the call's.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let called = now();
     m.call("tracker/issues/42/ops/comment", "seen it too\n")
         .unwrap();
+    let done = now();
     let after = mtime("tracker/issues/42");
-    assert!(after > before, "{before} → {after}");
+    assert!(
+        after > before && after >= called,
+        "{before} → {after} (called at {called})"
+    );
     assert_eq!(mtime("tracker/issues/42/description"), after);
     assert_eq!(mtime("tracker/issues/42/body"), after);
+    // A folder's time moves with its listing: the comments it lists.
+    let listing = mtime("tracker/issues/42/comments");
+    assert!(
+        listing > listing_before && listing >= called,
+        "{listing_before} → {listing}"
+    );
     // A run's time is its end; result shows the caller's last call; the change feed its
-    // last event.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    // last event: each the call's moment, not the mount's.
     for p in [
         "tracker/issues/42/ops/comment/runs/1",
+        "tracker/issues/42/ops/comment/runs/1/status",
         "tracker/issues/42/ops/comment/result",
         ".wip/events",
     ] {
         let t = mtime(p);
-        assert!(t + 120 > now && t <= now + 1, "{p}: {t} vs {now}");
+        assert!(
+            t >= called && t <= done,
+            "{p}: {t}, the call ran {called}..={done}"
+        );
     }
 }
 

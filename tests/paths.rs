@@ -89,19 +89,54 @@ fn search_hits_on_reserved_names_are_escaped_and_exist() {
 fn a_tree_walk_reaches_every_reserved_name_through_its_escape() {
     let dir = tempfile::tempdir().unwrap();
     let m = world(dir.path());
-    let listing = m.ok("ls files db/tables");
-    for name in ["ops~", "description~", "body~"] {
-        assert!(listing.contains(name), "{name} missing:\n{listing}");
+    // A walker (grep -r) reaches every file of the root, each through the escape its name
+    // needs, and nothing else: exactly these bodies, by their exact paths.
+    let walked: std::collections::BTreeSet<String> = m
+        .ok("grep -rl zebrafinch files")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: std::collections::BTreeSet<String> = [
+        "files/README.md/body",
+        "files/description~/body",
+        "files/body~/body",
+        "files/ops~/x.txt/body",
+        "files/docs/README.md/body",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    assert_eq!(walked, expected);
+    // find sees each escaped entry as a directory of its own, and the reserved names
+    // themselves as the entry's files.
+    let entries: std::collections::BTreeSet<String> = m
+        .ok("find files db/tables -mindepth 1 -maxdepth 1 -type d -printf '%p\n'")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for e in [
+        "files/ops~",
+        "files/description~",
+        "files/body~",
+        "files/README.md",
+        "db/tables/ops~",
+        "db/tables/body~",
+    ] {
+        assert!(entries.contains(e), "{e} not walked: {entries:?}");
     }
-    // README.md is the world root's alone: a host's README.md is listed as it is.
-    assert!(
-        listing.lines().any(|l| l == "README.md") && !listing.contains("README.md~"),
-        "{listing}"
+    assert_eq!(
+        m.ok("find files -maxdepth 1 -name description -type f"),
+        "files/description\n"
     );
-    assert_eq!(m.ok("cat files/ops~/x.txt/body"), "zebrafinch under ops\n");
-    let body = m.ok("cat files/README.md/body");
-    assert_eq!(body, "zebrafinch in README.md\n");
-    // The reserved names themselves stay the entry's own.
+    // What the walk found reads as the files it came from.
+    for (path, word) in [
+        ("files/README.md/body", "README.md"),
+        ("files/description~/body", "description"),
+        ("files/body~/body", "body"),
+        ("files/ops~/x.txt/body", "under ops"),
+    ] {
+        assert!(m.read(path).contains(word), "{path}");
+    }
     assert!(m.read("files/description").contains("files"));
 }
 

@@ -765,16 +765,28 @@ mod tests {
                 })
             })
             .collect();
-        // A reader following the feed while it is written never sees a cursor out of order.
+        // A reader following the feed while it is written sees every event, in cursor
+        // order and without a gap: an event that became visible after a later one would
+        // show as a skipped cursor (it would never be read again).
         let reader = Arc::clone(&journals[0]);
         let follow = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
             let mut cursor = 0;
             let mut seen = Vec::new();
             while seen.len() < 100 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the feed stopped at cursor {cursor} after {} of 100 events",
+                    seen.len()
+                );
                 for e in reader.events_after(cursor, 1000).unwrap() {
-                    assert!(e.cursor > cursor);
+                    assert_eq!(
+                        e.cursor,
+                        cursor + 1,
+                        "a gap in the feed after cursor {cursor}"
+                    );
                     cursor = e.cursor;
-                    seen.push(e.run.unwrap());
+                    seen.push((e.path.clone(), e.run.unwrap()));
                 }
             }
             seen
@@ -783,9 +795,10 @@ mod tests {
             t.join().unwrap();
         }
         let mut seen = follow.join().unwrap();
+        let all = seen.len();
         seen.sort();
         seen.dedup();
-        assert_eq!(seen.len(), 100, "every call once in the feed");
+        assert_eq!((all, seen.len()), (100, 100), "every call once in the feed");
     }
 
     #[test]
@@ -833,7 +846,7 @@ mod tests {
         assert!(!a
             .decide(id, "denied", &who, Some("late"), &change, &[])
             .unwrap());
-        assert_eq!(a.approval(id).unwrap().unwrap().decider, Some(who));
+        assert_eq!(a.approval(id).unwrap().unwrap().decider, Some(who.clone()));
         assert_eq!(a.get(id).unwrap().unwrap().status, RUNNING);
 
         let due = hold(&a, Some(Duration::from_millis(1)));
@@ -849,6 +862,57 @@ mod tests {
         assert_eq!(a.get(later).unwrap().unwrap().status, PENDING);
         let next = a.next_expiry().unwrap().unwrap();
         assert!(next > Duration::from_secs(3000) && next <= Duration::from_secs(3600));
+
+        // At once, for real: two mounts decide each of 20 runs at the same moment (a
+        // barrier lets them go together), and four mounts expire 20 due runs together.
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let ids: Vec<i64> = (0..20).map(|_| hold(&a, None)).collect();
+        for id in ids {
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            let racers: Vec<_> = [(Arc::clone(&a), "approved"), (Arc::clone(&b), "denied")]
+                .into_iter()
+                .map(|(j, state)| {
+                    let (gate, who) = (Arc::clone(&gate), who.clone());
+                    std::thread::spawn(move || {
+                        let change = RunChange {
+                            status: RUNNING,
+                            errno: 0,
+                            result: None,
+                            guard: Some("allowed"),
+                        };
+                        gate.wait();
+                        j.decide(id, state, &who, None, &change, &[]).unwrap()
+                    })
+                })
+                .collect();
+            let won: Vec<bool> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(won.iter().filter(|w| **w).count(), 1, "run {id}: {won:?}");
+        }
+        let due: Vec<i64> = (0..20)
+            .map(|_| hold(&a, Some(Duration::from_millis(1))))
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        let mounts: Vec<Arc<Journal>> = (0..4)
+            .map(|i| Arc::new(open(&db, &format!("x{i}")).0))
+            .collect();
+        let gate = Arc::new(std::sync::Barrier::new(mounts.len()));
+        let takers: Vec<_> = mounts
+            .iter()
+            .map(|j| {
+                let (j, gate) = (Arc::clone(j), Arc::clone(&gate));
+                std::thread::spawn(move || {
+                    gate.wait();
+                    j.expire_due(|_| "expired".into()).unwrap()
+                })
+            })
+            .collect();
+        let mut taken: Vec<i64> = takers
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .map(|x| x.approval.run)
+            .collect();
+        taken.sort();
+        assert_eq!(taken, due, "each due run expired exactly once");
     }
 
     #[test]
