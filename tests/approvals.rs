@@ -549,3 +549,37 @@ fn a_merge_whose_side_effect_a_rule_denies_is_refused() {
         .read("tracker/pulls/53/ops/merge/guard")
         .contains("side_effects"));
 }
+
+/// A person's yes runs the call checked again: `wip approve` exits 2 when the approved call
+/// fails (an unknown user to assign), and a rule added to the manifest since the call was
+/// held refuses it at approval (the run is forbidden, nothing changes).
+#[test]
+fn an_approved_call_that_fails_exits_2_and_a_rule_added_since_refuses_it() {
+    let mut m = mount();
+    let (_, err) = agent(
+        &m,
+        r#"echo '{"user":"ghost-user"}' > tracker/issues/42/ops/assign/call"#,
+    );
+    assert!(err.contains("Operation now in progress"), "{err}");
+    let run = run_path(&m.result("tracker/issues/42/ops/assign"));
+    let (code, out, err) = person(&m, &format!("$WIP approve {run}"));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("ghost-user"), "{out}");
+    assert_eq!(in_mount(&m, &run, "status"), "invalid\n");
+
+    let run = pending_comment(&m, "before the new rule");
+    m.unmount();
+    let stricter = MANIFEST.replacen(
+        "[[policy]]",
+        "[[policy]]\nmatch = \"tracker/issues/*/ops/comment\"\naction = \"deny\"\nreason = \"comments are closed\"\n\n[[policy]]",
+        1,
+    );
+    std::fs::write(m.state.join("manifest.toml"), stricter).unwrap();
+    m.remount();
+    assert_eq!(in_mount(&m, &run, "status"), "pending\n");
+    let (code, out, err) = person(&m, &format!("$WIP approve {run}"));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("comments are closed"), "{out}");
+    assert_eq!(in_mount(&m, &run, "status"), "forbidden\n");
+    assert!(!comments_of_42(&m).contains("before the new rule"));
+}

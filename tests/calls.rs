@@ -502,3 +502,72 @@ fn a_key_given_twice_is_einval_in_every_form() {
         .contains("body is given twice"));
     assert_eq!(m.read("tracker/issues/42/description"), before);
 }
+
+/// `max_call_threads` bounds the calls running at once: the rest wait for a worker,
+/// run when one frees, and a call still waiting at its caller's timeout never runs.
+#[test]
+fn max_call_threads_queues_calls_beyond_it_and_a_queued_call_timed_out_never_runs() {
+    let marks = tempfile::tempdir().unwrap();
+    let m = Mount::start(Some(&format!(
+        "[world]\nmax_call_threads = 2\ncall_timeout_ms = 4000\n\
+         [[host]]\nkind = \"agent\"\npath = \"slow\"\n\
+         command = [\"sh\", \"-c\", \"cat > /dev/null; touch $MARK/in.$$; while [ ! -e $MARK/go ]; do sleep 0.02; done; echo released\"]\n\
+         env = {{ MARK = {mark:?} }}\n",
+        mark = marks.path().display().to_string()
+    )));
+    let mount = m.mount.clone();
+    let runner = std::thread::spawn(move || {
+        common::sh_in(
+            &mount,
+            "for i in 1 2 3; do (echo q$i > slow/ops/ask/call) & done; wait",
+            Duration::from_secs(60),
+        )
+    });
+    wait_until("two calls running", Duration::from_secs(30), || {
+        started(marks.path()) == 2
+    });
+    // The third waits for a worker: it has not reached the host.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        started(marks.path()),
+        2,
+        "a third call ran beside the two workers"
+    );
+    let status = m.read(".wip/status");
+    assert!(status.contains("calls in flight: 3"), "{status}");
+    std::fs::write(marks.path().join("go"), "").unwrap();
+    assert!(runner.join().unwrap().status.success());
+    assert_eq!(
+        started(marks.path()),
+        3,
+        "the queued call ran once a worker was free"
+    );
+
+    // One worker, held: a second call waits its caller's whole timeout and never runs.
+    let marks = tempfile::tempdir().unwrap();
+    let m = Mount::start(Some(&format!(
+        "[world]\nmax_call_threads = 1\ncall_timeout_ms = 1500\n\
+         [[host]]\nkind = \"agent\"\npath = \"slow\"\n\
+         command = [\"sh\", \"-c\", \"cat > /dev/null; touch $MARK/in.$$; while [ ! -e $MARK/go ]; do sleep 0.02; done; echo released\"]\n\
+         env = {{ MARK = {mark:?} }}\n",
+        mark = marks.path().display().to_string()
+    )));
+    let held = {
+        let call = m.path("slow/ops/ask/call");
+        std::thread::spawn(move || std::fs::write(call, "held\n").map_err(|e| e.raw_os_error()))
+    };
+    wait_until("the held call running", Duration::from_secs(30), || {
+        started(marks.path()) == 1
+    });
+    let out = m.sh("echo second > slow/ops/ask/call; cat slow/ops/ask/result");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("waiting for a free worker") && text.contains("it did not run"),
+        "{text}"
+    );
+    assert_eq!(started(marks.path()), 1);
+    std::fs::write(marks.path().join("go"), "").unwrap();
+    let _ = held.join();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(started(marks.path()), 1, "the timed-out call ran after all");
+}

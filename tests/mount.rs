@@ -791,3 +791,32 @@ fn wip_dir_shows_log_and_redacted_config() {
     );
     assert!(config.matches("<redacted>").count() >= 2, "{config}");
 }
+
+/// `runs/ID/caller` names who called: the writing process's pid, uid, kernel session and
+/// command line, and when the run started and finished.
+#[test]
+fn a_runs_caller_file_names_the_process_that_wrote_the_call() {
+    let m = Mount::start(None);
+    let out = m.ok(
+        "python3 -c \"import os; print(os.getpid(), os.getuid(), os.getsid(0)); \
+         open('tracker/issues/42/ops/comment/call', 'w').write('from python\\n')\"",
+    );
+    let ids: Vec<u32> = out.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    let (pid, uid, sid) = (ids[0], ids[1], ids[2]);
+    let caller = m.read("tracker/issues/42/ops/comment/runs/1/caller");
+    let lines: Vec<&str> = caller.lines().collect();
+    assert_eq!(lines.len(), 3, "{caller}");
+    assert!(
+        lines[0].starts_with(&format!("pid {pid} · uid {uid} · session {sid} · "))
+            && lines[0].contains("python3 -c import os; print(os.getpid()"),
+        "{caller}"
+    );
+    let stamp = |l: &str, word: &str| {
+        let t = l.strip_prefix(word).unwrap_or_else(|| panic!("{l}")).trim();
+        assert!(t.len() >= 20 && t.ends_with('Z') && t.contains('T'), "{t}");
+        t.to_string()
+    };
+    let started = stamp(lines[1], "started");
+    let finished = stamp(lines[2], "finished");
+    assert!(started <= finished, "{caller}");
+}
