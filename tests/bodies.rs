@@ -356,3 +356,57 @@ fn a_body_write_refused_midway_replaces_nothing() {
     );
     assert_eq!(m.journal_count(), before + 1, "one refusal, no write");
 }
+
+/// What cannot change says so with the errno tools expect: removing or setting an xattr is
+/// EPERM, an xattr that is not there ENODATA, chown and chgrp EPERM, touching a read-only
+/// file EACCES, setting its times EPERM; the access time is the change time (the mount is
+/// noatime: reading moves no time).
+#[test]
+fn xattrs_times_and_ownership_refuse_what_cannot_change() {
+    let m = Mount::start(None);
+    let refused = |script: &str, words: &str| {
+        let out = m.sh(script);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{script} succeeded");
+        assert!(err.contains(words), "{script}: {err}");
+    };
+    refused(
+        "setfattr -x user.xdg.comment tracker/issues/42",
+        "Operation not permitted",
+    );
+    refused(
+        "setfattr -n user.mine -v 1 tracker/issues/42",
+        "Operation not permitted",
+    );
+    refused(
+        "getfattr -n user.nope tracker/issues/42",
+        "No such attribute",
+    );
+    refused(
+        "chown 1234 tracker/issues/42/description",
+        "Operation not permitted",
+    );
+    refused("chgrp 1234 tracker/issues/42", "Operation not permitted");
+    refused("touch tracker/issues/42/description", "Permission denied");
+    refused(
+        "python3 -c \"import os; os.utime('tracker/issues/42/description', (0, 0))\"",
+        "Operation not permitted",
+    );
+    // The description xattr is still there after the refused removal.
+    assert!(m
+        .ok("getfattr --only-values -n user.xdg.comment tracker/issues/42")
+        .starts_with("Issue #42"));
+    let times = || m.ok("stat -c '%X %Y' tracker/issues/42/description");
+    let before = times();
+    let (atime, mtime) = before.trim().split_once(' ').unwrap();
+    assert_eq!(atime, mtime, "atime is mtime");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    m.ok("cat tracker/issues/42/description > /dev/null");
+    assert_eq!(times(), before, "a read moved a time");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let line = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == Some(m.mount.to_str().unwrap()))
+        .unwrap();
+    assert!(line.contains("noatime"), "{line}");
+}

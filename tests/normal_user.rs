@@ -68,3 +68,40 @@ fn a_closed_dev_fuse_is_reported_in_fusermount3_words() {
         "a wrong hint: {stderr}"
     );
 }
+
+/// Only the mounting user reaches the mount (another user and root are refused, as FUSE
+/// does without allow_other); with `user_allow_other` in fuse.conf (bound over
+/// /etc/fuse.conf inside the test's namespace only) and `-o allow_other`, others get in.
+/// Without `--state`, the state lives in `$XDG_STATE_HOME/wip`.
+#[test]
+fn only_the_mounting_user_reaches_a_mount_unless_allow_other_and_state_is_under_xdg() {
+    let (dir, d) = sandbox();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "timeout 90 unshare -m --propagation private bash -c '
+              printf \"user_allow_other\\n\" > {d}/fuse.conf && mount --bind {d}/fuse.conf /etc/fuse.conf
+              mkdir -p {d}/xdg && chown 65534:65534 {d}/xdg
+              cd {d}/root
+              as() {{ setpriv --reuid=$1 --regid=$1 --clear-groups env HOME={d} XDG_STATE_HOME={d}/xdg bash -c \"$2\"; }}
+              as 65534 \"{d}/wip mount {d}/mnt >/dev/null\" || exit 3
+              as 65534 \"cat {d}/mnt/files/a.txt/body\" && echo owner-reads
+              as 65533 \"ls {d}/mnt\" 2>/dev/null || echo other-refused
+              ls {d}/mnt 2>/dev/null || echo root-refused
+              test -s {d}/xdg/wip/journal.db && echo state-under-xdg
+              as 65534 \"{d}/wip umount {d}/mnt\"
+              as 65534 \"{d}/wip mount --state {d}/state -o allow_other {d}/mnt >/dev/null\" || exit 4
+              as 65533 \"cat {d}/mnt/files/a.txt/body\" && echo other-reads
+              as 65534 \"{d}/wip umount {d}/mnt\"
+              grep -c \" {d}/mnt \" /proc/self/mountinfo || true'"
+        ),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout,
+        "hi\nowner-reads\nother-refused\nroot-refused\nstate-under-xdg\nhi\nother-reads\n0\n",
+        "{out:?}"
+    );
+}
