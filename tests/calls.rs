@@ -571,3 +571,19 @@ fn max_call_threads_queues_calls_beyond_it_and_a_queued_call_timed_out_never_run
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(started(marks.path()), 1, "the timed-out call ran after all");
 }
+
+/// `call` reports a 1 MiB block size (stdio and bash's builtins buffer by it, so a large
+/// payload arrives in few writes); other files the usual 4 KiB.
+#[test]
+fn call_files_report_a_one_mib_block_size() {
+    let m = Mount::start(None);
+    let out = m.ok(
+        "stat -c '%o' tracker/issues/42/ops/comment/call tracker/issues/42/ops/comment/result tracker/issues/42/description",
+    );
+    assert_eq!(out, "1048576\n4096\n4096\n");
+    // A 3 MiB document through bash's builtin echo is one call, whole.
+    let calls = last_run(&m);
+    m.ok("big=$(head -c 3145728 /dev/zero | tr '\\0' y); echo \"{\\\"path\\\":\\\"big.txt\\\",\\\"content\\\":\\\"$big\\\"}\" > files/ops/write/call");
+    assert_eq!(last_run(&m), calls + 1);
+    assert_eq!(std::fs::metadata(m.root.join("big.txt")).unwrap().len(), 3145728);
+}

@@ -105,3 +105,34 @@ fn only_the_mounting_user_reaches_a_mount_unless_allow_other_and_state_is_under_
         "{out:?}"
     );
 }
+
+/// A daemon that is not root cannot give another uid a control socket of its own: a policy
+/// naming another approver is refused at mount time, in words, and nothing is mounted.
+#[test]
+fn a_normal_users_daemon_refuses_a_policy_naming_other_approvers() {
+    let (dir, d) = sandbox();
+    std::fs::write(
+        dir.path().join("m.toml"),
+        "[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n\
+         [[policy]]\nmatch = \"tracker/issues/*/ops/comment\"\naction = \"approve\"\napprovers = [0]\n",
+    )
+    .unwrap();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "chmod 644 {d}/m.toml; timeout 90 unshare -m --propagation private bash -c '
+              cd {d}/root
+              setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={d} \
+                {d}/wip mount --manifest {d}/m.toml --state {d}/state {d}/mnt; echo rc=$?
+              grep -c \" {d}/mnt \" /proc/self/mountinfo || true'"
+        ),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("rc=1") && stdout.ends_with("0\n"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("uid 0") && stderr.contains("run the daemon as root"),
+        "{stderr}"
+    );
+}
