@@ -585,5 +585,8 @@ fn call_files_report_a_one_mib_block_size() {
     let calls = last_run(&m);
     m.ok("big=$(head -c 3145728 /dev/zero | tr '\\0' y); echo \"{\\\"path\\\":\\\"big.txt\\\",\\\"content\\\":\\\"$big\\\"}\" > files/ops/write/call");
     assert_eq!(last_run(&m), calls + 1);
-    assert_eq!(std::fs::metadata(m.root.join("big.txt")).unwrap().len(), 3145728);
+    assert_eq!(
+        std::fs::metadata(m.root.join("big.txt")).unwrap().len(),
+        3145728
+    );
 }

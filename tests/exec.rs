@@ -45,6 +45,12 @@ impl Drop for Server {
 }
 
 fn serve(listen: &str) -> Server {
+    try_serve(listen).unwrap_or_else(|why| panic!("{listen}: {why}"))
+}
+
+/// Start the processes host listening on `listen`; `Err` if it exits first (its port was
+/// taken, say).
+fn try_serve(listen: &str) -> Result<Server, String> {
     let child = Command::new("python3")
         .arg(processes_py())
         .arg("--listen")
@@ -54,19 +60,40 @@ fn serve(listen: &str) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let server = Server(child);
+    let mut server = Server(child);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        if let Ok(Some(status)) = server.0.try_wait() {
+            return Err(format!("the server exited ({status})"));
+        }
         let up = match listen.strip_prefix("unix:") {
             Some(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
             None => std::net::TcpStream::connect(listen.trim_start_matches("tcp:")).is_ok(),
         };
-        if up {
-            return server;
+        // Up, and still ours: a port another process took would answer too.
+        if up && matches!(server.0.try_wait(), Ok(None)) {
+            return Ok(server);
         }
-        assert!(Instant::now() < deadline, "{listen} never came up");
+        if Instant::now() >= deadline {
+            return Err("it never came up".into());
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The processes host on a free loopback TCP port: a port found free may be taken before
+/// the server binds it, so another is tried then.
+fn serve_tcp() -> (Server, u16) {
+    for _ in 0..5 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        if let Ok(server) = try_serve(&format!("tcp:127.0.0.1:{port}")) {
+            return (server, port);
+        }
+    }
+    panic!("no free port took the processes host in five tries");
 }
 
 fn sleeper() -> Server {
@@ -278,12 +305,8 @@ fn a_process_that_exits_on_its_own_reaches_the_change_feed() {
 fn processes_over_a_unix_socket_and_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("processes.sock");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
     let _unix = serve(&format!("unix:{}", sock.display()));
-    let _tcp = serve(&format!("tcp:127.0.0.1:{port}"));
+    let (_tcp, port) = serve_tcp();
     let m = Mount::start(Some(&format!(
         "[[host]]\nkind = \"exec\"\npath = \"far/unix\"\nconnect = \"unix:{}\"\n\
          [[host]]\nkind = \"exec\"\npath = \"far/tcp\"\nconnect = \"tcp:127.0.0.1:{port}\"\n",
@@ -540,13 +563,10 @@ fn a_call_that_keeps_crashing_the_host_is_refused_and_named_on_its_root() {
 fn hosts_on_a_unix_socket_and_tcp_that_restart_are_reached_again() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("processes.sock");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
     let unix = format!("unix:{}", sock.display());
+    let (tcp_server, port) = serve_tcp();
     let tcp = format!("tcp:127.0.0.1:{port}");
-    let servers = (serve(&unix), serve(&tcp));
+    let servers = (serve(&unix), tcp_server);
     let m = Mount::start(Some(&format!(
         "[[host]]\nkind = \"exec\"\npath = \"far/unix\"\nconnect = {unix:?}\n\
          [[host]]\nkind = \"exec\"\npath = \"far/tcp\"\nconnect = {tcp:?}\n"

@@ -130,7 +130,10 @@ fn a_normal_users_daemon_refuses_a_policy_naming_other_approvers() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.contains("rc=1") && stdout.ends_with("0\n"), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("rc=1") && stdout.ends_with("0\n"),
+        "{stdout}{stderr}"
+    );
     assert!(
         stderr.contains("uid 0") && stderr.contains("run the daemon as root"),
         "{stderr}"

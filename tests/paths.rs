@@ -157,10 +157,15 @@ fn call_results_and_discovered_entries_print_existing_paths() {
     let w = m.read("files/ops/write/result");
     all_exist(&m, "write", &w, &["files/ops~/new.txt"]);
     // Every discovered link of those runs resolves.
-    let broken = m.ok(
+    let out = m.sh(
         "for r in db/ops/query db/tables/body~/ops/insert files/ops/write; do \
-           find -L \"$r/runs\" -path '*/discovered/*' -type l 2>/dev/null; done",
+           find -L \"$r/runs\" -path '*/discovered/*' -type l || exit 1; done",
     );
+    let (broken, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success() && err.is_empty(), "find failed: {err}");
     assert_eq!(broken.trim(), "", "broken discovered links:\n{broken}");
 }
 

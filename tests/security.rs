@@ -101,6 +101,8 @@ fn no_secret_reaches_the_world_or_a_child() {
     )
     .unwrap();
     let misbehave = repo().join("tests/hosts/misbehave.py");
+    // GitHub is a port nothing listens on, reserved for the test (refused at once).
+    let (_github_port, github) = common::refused_port();
     let manifest = format!(
         "[[host]]\nkind = \"agent\"\npath = \"agents/env\"\ncommand = [\"python3\", {agent:?}]\n\
          wait_ms = 20000\n\
@@ -111,7 +113,7 @@ fn no_secret_reaches_the_world_or_a_child() {
          [[host]]\nkind = \"mcp\"\npath = \"mcp/everything\"\ncommand = [\"node\", {mcp:?}, \"stdio\"]\n\
          env = {{ OPENAI_API_KEY = \"{MANIFEST_CANARY}\" }}\n\
          [[host]]\nkind = \"github\"\npath = \"github\"\nrepos = [\"octo/demo\"]\n\
-         base_uri = \"http://127.0.0.1:9\"\ngh = false\n",
+         base_uri = \"http://127.0.0.1:{github}\"\ngh = false\n",
         agent = agent.display().to_string(),
         mis = misbehave.display().to_string(),
         mcp = everything_js(),
@@ -170,7 +172,19 @@ fn no_secret_reaches_the_world_or_a_child() {
     // What the world shows: the whole mount (indexable part), then what is reachable only
     // by path: the results, the agent's conversation, the runtime's files.
     let mut shown = Vec::new();
-    let walk = m.sh("grep -r -a . . 2>/dev/null | head -c 50000000");
+    // The walk must read everything it meets (an error would hide what a file shows),
+    // except the listings of the GitHub host, which is unreachable by design: EIO, with
+    // its root's description saying why (and read by the walk like any file).
+    let walk = m.sh("grep -r -a . . | head -c 50000000");
+    let errors = String::from_utf8_lossy(&walk.stderr);
+    let unexpected: Vec<&str> = errors
+        .lines()
+        .filter(|l| !(l.starts_with("grep: ./github/") && l.ends_with(": Input/output error")))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "the walk failed somewhere: {unexpected:?}"
+    );
     shown.push((PathBuf::from("grep -r ."), walk.stdout));
     for p in [
         ".wip/config",
@@ -182,7 +196,12 @@ fn no_secret_reaches_the_world_or_a_child() {
     }
     for line in ask.lines().filter(|l| l.starts_with('/')) {
         let path = line.split_whitespace().next().unwrap_or("");
-        let out = m.sh(&format!("grep -r -a . {path:?} 2>/dev/null"));
+        let out = m.sh(&format!("grep -r -a . {path:?}"));
+        assert!(
+            out.stderr.is_empty(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         shown.push((PathBuf::from(path), out.stdout));
     }
     let mut state = Vec::new();

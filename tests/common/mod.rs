@@ -449,7 +449,25 @@ impl Background {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = child.wait_with_output().unwrap();
+        // Bounded, as every wait on a mount is: a `wip mount` that never returns is killed
+        // and its mount point detached, and the test fails with words.
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(Duration::from_secs(90)) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                // SAFETY: kill(2) of the child this function started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                lazy_umount(dir.path());
+                panic!(
+                    "wip mount {} did not return within 90 s",
+                    dir.path().display()
+                );
+            }
+        };
         Background {
             dir,
             _state: state,
@@ -474,5 +492,30 @@ impl Drop for Background {
                 lazy_umount(self.dir.path());
             }
         }
+    }
+}
+
+/// A loopback TCP port nothing listens on, reserved for as long as the returned socket
+/// lives (bound, never listening: a connection to it is refused at once, and no other
+/// process can take the port meanwhile).
+pub fn refused_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor this function owns; the address structs
+    // are fully initialised and their sizes passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut got_len = len;
+        let rc = libc::getsockname(fd, &mut got as *mut _ as *mut libc::sockaddr, &mut got_len);
+        assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, u16::from_be(got.sin_port))
     }
 }
