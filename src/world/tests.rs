@@ -1322,3 +1322,95 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
     }
     assert_eq!(shown.as_deref(), Some(told.as_str()));
 }
+
+/// Children whose titled names collide: `1` titled `apple` would be listed as `1 apple`,
+/// which is another child's bare name.
+struct Fruit;
+
+impl Host for Fruit {
+    fn entry(&self, path: &[String]) -> HostResult<Option<EntryInfo>> {
+        Ok(match path {
+            [] => Some(EntryInfo::new("fruit", "fruit://")),
+            [n] if ["1", "1 apple", "2"].contains(&n.as_str()) => Some(self.info(n)),
+            _ => None,
+        })
+    }
+
+    fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
+        Ok(if path.is_empty() {
+            ["1", "1 apple", "2"]
+                .iter()
+                .map(|n| Child {
+                    name: n.to_string(),
+                    info: self.info(n),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        })
+    }
+
+    fn ops(&self, _path: &[String]) -> HostResult<Vec<OpSpec>> {
+        Ok(Vec::new())
+    }
+
+    fn guard(&self, _path: &[String], _op: &str, _args: Option<&Value>) -> HostResult<Guard> {
+        Ok(Guard::default())
+    }
+
+    fn call(&self, _: &[String], op: &str, _: &Value, _: &Caller) -> HostResult<CallOutcome> {
+        Err(HostError::NotFound(op.into()))
+    }
+}
+
+impl Fruit {
+    fn info(&self, name: &str) -> EntryInfo {
+        let e = EntryInfo::new(format!("fruit {name}"), format!("fruit://{name}"));
+        match name {
+            "1" => e.titled("apple"),
+            "2" => e.titled("pear"),
+            _ => e,
+        }
+    }
+}
+
+#[test]
+fn a_titled_name_that_would_collide_keeps_its_bare_name() {
+    let state = tempfile::tempdir().unwrap();
+    let world = World::new(
+        WorldSettings {
+            titled: true,
+            ..WorldSettings::default()
+        },
+        Identity::default(),
+        vec![Mounted {
+            path: vec!["fruit".into()],
+            kind: "fruit".into(),
+            host: Arc::new(Fruit),
+        }],
+        state.path(),
+        None,
+        "/mnt/w".into(),
+        String::new(),
+    )
+    .unwrap();
+    let dir = world.resolve_path("/fruit").unwrap();
+    let mut names: Vec<String> = world
+        .list(&dir)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !["description", "ref", "ops"].contains(&n.as_str()))
+        .collect();
+    names.sort();
+    // `1` keeps its bare name (its titled one is taken); `2` shows its title.
+    assert_eq!(names, ["1", "1 apple", "2 pear"]);
+    let desc = |p: &str| {
+        let node = world.resolve_path(&format!("{p}/description")).unwrap();
+        String::from_utf8(world.read(&node, 0).unwrap()).unwrap()
+    };
+    assert_eq!(desc("/fruit/1 apple"), "fruit 1 apple\n");
+    assert_eq!(desc("/fruit/1"), "fruit 1\n");
+    assert_eq!(desc("/fruit/2 pear"), "fruit 2\n");
+    assert_eq!(desc("/fruit/2"), "fruit 2\n");
+}
