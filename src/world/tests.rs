@@ -807,7 +807,20 @@ fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
         assert!(std::time::Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(50));
+    // Every worker idle and nothing queued: the queued call's job was taken and ended
+    // (a verdict that does not depend on how long a loaded machine takes to get there).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = f.world.pool.stats();
+        if p.queued == 0 && p.idle == p.threads {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool never went idle"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(notes(&f).is_empty(), "the timed-out queued call ran");
 }
 
@@ -1297,8 +1310,17 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
     let doc = open(&f, "sleep", 1);
     // The connection the call was journaled on is cut while the host works.
     let cut = std::thread::scope(|s| {
+        // Cut once the call is inside the host (journaled, not yet finished), however
+        // long a loaded machine took to get there.
         let cutter = s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while f.host.calls.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the call never started"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
             db.cut_connections();
         });
         let written = write(&doc, br#"{"ms": 800}"#);
