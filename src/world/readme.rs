@@ -114,7 +114,8 @@ runs anything.
 `ops/events` resumes from a cursor). `.wip/log`: the recent calls. `.wip/config`: the
 effective manifest (secrets redacted). `.wip/stats`: nodes held, calls made.
 `.wip/pending`: runs waiting for a person's sign-off. `.wip/status`: the hosts (ready,
-starting, down), calls in flight, the journal's size (`{wip} status DIR` prints it).
+starting, down), calls and runs in flight, the journal's size (`{wip} status DIR` prints
+it). `.wip/runs`: runs with their paths, those in flight first (`{wip} runs DIR`).
 This world is mounted at {mount}.
 {shared}"#,
         description = world.description(),
