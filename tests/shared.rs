@@ -366,8 +366,9 @@ fn agents_on_both(db: &TestDb, tracker: &TestDb, a: &dyn Side, b: &dyn Side) {
         .filter(|r| r.get::<_, String>(1).contains("mount A"))
         .map(|r| r.get(0))
         .collect();
+    // Every call returned long ago: about a second is the promise, five the bound.
     let mut heard = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(5);
     while !a_runs.is_subset(&heard) && Instant::now() < deadline {
         if let Ok(line) = tail.lines.recv_timeout(Duration::from_millis(100)) {
             let e: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -928,16 +929,17 @@ fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
     let (a, b) = two_mounts_with(&db, &tracker, policy);
     let out = a.sh("echo '{\"user\":\"sam\"}' > tracker/issues/42/ops/assign/call");
     assert!(!out.status.success(), "held, not run");
-    let id: i64 = db
+    // The journal's id names the run to `wip approve`; its path has its number (`runs/N`).
+    let row = db
         .client()
         .query_one(
-            "SELECT id FROM calls WHERE op = 'assign' AND status = 'pending'",
+            "SELECT id, seq FROM calls WHERE op = 'assign' AND status = 'pending'",
             &[],
         )
-        .unwrap()
-        .get(0);
+        .unwrap();
+    let (id, seq): (i64, i64) = (row.get(0), row.get(1));
     wait_until("B lists A's pending run", Duration::from_secs(20), || {
-        b.read(".wip/pending").contains(&format!("/runs/{id}"))
+        b.read(".wip/pending").contains(&format!("/runs/{seq}"))
     });
     let decided = b.ok(&format!("$WIP approve {id} --state {}", b.state.display()));
     assert!(decided.contains(&format!("approved run {id}")), "{decided}");
@@ -945,12 +947,12 @@ fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
     wait_until(
         "A sees the approved run finished",
         Duration::from_secs(20),
-        || a.read(&format!("tracker/issues/42/ops/assign/runs/{id}/status")) == "ok\n",
+        || a.read(&format!("tracker/issues/42/ops/assign/runs/{seq}/status")) == "ok\n",
     );
     wait_until(
         "A's cached issue shows the assignee",
         Duration::from_secs(20),
         || a.read("tracker/issues/42/description").contains("sam"),
     );
-    assert!(!a.read(".wip/pending").contains(&format!("/runs/{id}")));
+    assert!(!a.read(".wip/pending").contains(&format!("/runs/{seq}")));
 }
