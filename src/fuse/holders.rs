@@ -51,7 +51,7 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
     match (opened.last_pid, last_pid()) {
         // The closer and its ancestors need no look of their own: one that holds a copy
         // is the opener or was created since.
-        (Some(then), Some(now)) if now >= then => candidates.extend(processes_after(then)),
+        (Some(then), Some(now)) if now >= then => candidates.extend(processes_after(then, now)),
         _ => {
             candidates.extend(ancestors(pid));
             if let Some(sid) = session_of(pid) {
@@ -84,9 +84,19 @@ fn pids() -> impl Iterator<Item = u32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
 }
 
-/// The processes whose pid is above `last`: those created since it was handed out (the
-/// names of /proc alone, nothing read).
-fn processes_after(last: u32) -> Vec<u32> {
+/// How many pids handed out since the open are probed one by one; past it, /proc is
+/// listed instead.
+const PROBED_PIDS: u32 = 64;
+
+/// The processes whose pid is above `last` and at most `now`: those created since it was
+/// handed out. A few are probed by name (most closes follow their open with no process
+/// created in between: nothing to look at); many, from the names of /proc.
+fn processes_after(last: u32, now: u32) -> Vec<u32> {
+    if now - last <= PROBED_PIDS {
+        return (last + 1..=now)
+            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+    }
     pids().filter(|p| *p > last).collect()
 }
 
