@@ -114,7 +114,13 @@ pub(crate) struct SqliteJournal {
     ran: Mutex<RanSet>,
     /// This journal's identity (see `fresh_journal_id`).
     id: String,
+    /// The last run number of each (path, op) lately called (bounded; read again when
+    /// missing).
+    seqs: Mutex<std::collections::HashMap<(String, String), i64>>,
 }
+
+/// How many (path, op) pairs' last run numbers are kept.
+const SEQS_KEPT: usize = 65_536;
 
 /// Hashes of the (path, op) pairs with runs. A collision only costs a query.
 #[derive(Default)]
@@ -192,6 +198,7 @@ impl SqliteJournal {
                 conn: Mutex::new(conn),
                 ran: Mutex::new(ran),
                 id,
+                seqs: Mutex::new(std::collections::HashMap::new()),
             },
             interrupted,
         ))
@@ -213,15 +220,25 @@ impl SqliteJournal {
         guard: &str,
     ) -> WorldResult<Began> {
         let conn = self.conn()?;
-        // One writer (this daemon, under the connection's lock): the next number is free.
-        let (id, seq) = conn
-            .prepare_cached(
-                "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status, seq)
-                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
-                   coalesce((SELECT max(seq) FROM calls WHERE path = ?5 AND op = ?6), 0) + 1)
-                 RETURNING id, seq",
-            )?
-            .query_row(params![
+        // One writer (this daemon, under the connection's lock): the next number is the
+        // last one given plus one, kept in memory (a statement that computes it would be
+        // planned again at every call: its plan depends on the bound path).
+        let key = (path.to_string(), op.to_string());
+        let last = self.seqs.lock().ok().and_then(|s| s.get(&key).copied());
+        let last = match last {
+            Some(n) => n,
+            None => conn
+                .prepare_cached(
+                    "SELECT coalesce(max(seq), 0) FROM calls WHERE path = ?1 AND op = ?2",
+                )?
+                .query_row(params![path, op], |r| r.get::<_, i64>(0))?,
+        };
+        let seq = last + 1;
+        conn.prepare_cached(
+            "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status, seq)
+             VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
             caller.pid,
             caller.uid,
             caller.session,
@@ -230,8 +247,16 @@ impl SqliteJournal {
             op,
             args,
             guard,
-            RUNNING
-        ], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            RUNNING,
+            seq
+        ])?;
+        let id = conn.last_insert_rowid();
+        if let Ok(mut seqs) = self.seqs.lock() {
+            if seqs.len() >= SEQS_KEPT {
+                seqs.clear();
+            }
+            seqs.insert(key, seq);
+        }
         if let Ok(mut ran) = self.ran.lock() {
             let key = ran.key(path, op);
             ran.pairs.insert(key);

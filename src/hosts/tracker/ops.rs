@@ -181,6 +181,9 @@ struct Related {
 
 type Op<A> = Decl<TrackerHost, Here, Store, A>;
 
+/// The ops that change nothing: their calls run in a read transaction.
+pub(super) const READS_ONLY: &[&str] = &["read_body", "get_metadata", "diff", "read_log", "issues"];
+
 /// The guard of an op that only reads.
 fn reading<A>(h: &TrackerHost, _: &Store, _: &Here, _: Option<&A>) -> HostResult<Vec<Condition>> {
     Ok(vec![h.can_read()])

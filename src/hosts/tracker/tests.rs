@@ -133,6 +133,32 @@ fn a_committed_call_keeps_its_run_and_a_refused_one_none(e: Engine) {
         h.settle(&p("issues/42"), "comment", "other:1").unwrap(),
         Some(Settled::NotRun)
     );
+    // A read changes nothing and keeps no run (no write transaction): settled, it is
+    // `not_run`, which for a read is the truth.
+    h.call(&p("issues/42"), "get_metadata", &json!({}), &as_run("j:3"))
+        .unwrap();
+    assert_eq!(
+        h.settle(&p("issues/42"), "get_metadata", "j:3").unwrap(),
+        Some(Settled::NotRun)
+    );
+    // Every op named as read-only is one the tracker offers (a drift would make it a no-op).
+    let mut offered: Vec<String> = Vec::new();
+    for path in [
+        "issues/42",
+        "pulls/50",
+        "pulls/50/checks/test",
+        "labels/bug",
+    ] {
+        if let Ok(ops) = h.ops(&p(path)) {
+            offered.extend(ops.into_iter().map(|o| o.name));
+        }
+    }
+    for op in super::ops::READS_ONLY {
+        assert!(
+            offered.iter().any(|o| o == op),
+            "{op} is offered nowhere: {offered:?}"
+        );
+    }
 }
 
 fn exists_agrees_with_entry(e: Engine) {
