@@ -18,7 +18,7 @@ pub struct Journal {
 }
 
 enum Store {
-    Sqlite(SqliteJournal),
+    Sqlite(Box<SqliteJournal>),
     Postgres(PgJournal),
 }
 
@@ -38,7 +38,7 @@ impl Journal {
         let (j, n) = SqliteJournal::open(path)?;
         Ok((
             Journal {
-                store: Store::Sqlite(j),
+                store: Store::Sqlite(Box::new(j)),
             },
             n,
         ))
