@@ -65,8 +65,8 @@ pub struct Invalidator {
 
 impl Invalidator {
     /// Tell the kernel to drop what it cached of these nodes (attributes, pages, listings)
-    /// and, for entries, their names in their parents (one removed or replaced is looked
-    /// up again).
+    /// and the names of entries that appeared, went or were replaced (`EntryName`): one
+    /// removed or replaced is looked up again.
     pub fn invalidate(&self, nodes: &[NodeId]) {
         let Some(notifier) = self.notifier.get() else {
             return;
@@ -77,7 +77,7 @@ impl Invalidator {
                 nodes
                     .iter()
                     .filter_map(|n| match n {
-                        NodeId::Entry(e) => {
+                        NodeId::EntryName(e) => {
                             let (last, parent) = e.path.split_last()?;
                             let parent = NodeId::Entry(EntryRef::new(e.host, parent));
                             Some((t.known(&parent)?, names::escape(last)))

@@ -105,6 +105,26 @@ impl Event {
     }
 }
 
+/// Wait for another connection's write lock in short steps, at most `limit` in all.
+/// SQLite's own `busy_timeout` sleeps a millisecond at once, while the lock holder (the
+/// known world's writer on the same file, a snapshot reader) usually lets go within tens
+/// of microseconds: that first millisecond was most of a contended call's time.
+pub fn wait_when_busy(conn: &mut Connection, limit: std::time::Duration) -> rusqlite::Result<()> {
+    let mut since = std::time::Instant::now();
+    conn.busy_handler(Some(move |n: i32| {
+        if n == 0 {
+            since = std::time::Instant::now();
+        }
+        let step = if n < 100 {
+            std::time::Duration::from_micros(20)
+        } else {
+            std::time::Duration::from_millis(2)
+        };
+        std::thread::sleep(step);
+        since.elapsed() < limit
+    }))
+}
+
 /// The journal in one SQLite file of the state directory (the embedded default).
 pub(crate) struct SqliteJournal {
     conn: Mutex<Connection>,
@@ -140,8 +160,14 @@ const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, 
 impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
     pub fn open(path: &Path) -> WorldResult<(SqliteJournal, Vec<i64>)> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let mut conn = Connection::open(path)?;
+        wait_when_busy(&mut conn, std::time::Duration::from_secs(10))?;
+        // Plans stay as prepared (as the tracker's): a cached statement is never planned
+        // again because a bound value changed.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         // WAL survives a killed daemon; synchronous=NORMAL trades only OS-crash durability
         // of the last calls for a call overhead far below an fsync. Ids and cursors are
         // plain rowids: no row is ever deleted, so they only grow, and AUTOINCREMENT would

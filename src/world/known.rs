@@ -93,8 +93,8 @@ impl Recent {
 
 impl Known {
     pub fn open(path: &Path) -> WorldResult<Known> {
-        let setup = |conn: &Connection| -> rusqlite::Result<()> {
-            conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let setup = |conn: &mut Connection| -> rusqlite::Result<()> {
+            super::journal::wait_when_busy(conn, std::time::Duration::from_secs(10))?;
             conn.execute_batch(
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
                  CREATE TABLE IF NOT EXISTS known(
@@ -103,10 +103,10 @@ impl Known {
                  CREATE INDEX IF NOT EXISTS known_by_ref ON known(ref);",
             )
         };
-        let writer_conn = Connection::open(path)?;
-        setup(&writer_conn)?;
-        let reader = Connection::open(path)?;
-        setup(&reader)?;
+        let mut writer_conn = Connection::open(path)?;
+        setup(&mut writer_conn)?;
+        let mut reader = Connection::open(path)?;
+        setup(&mut reader)?;
         let (tx, rx) = mpsc::channel::<Msg>();
         let writer = std::thread::Builder::new()
             .name("known-world".into())

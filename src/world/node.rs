@@ -117,6 +117,11 @@ pub enum NodeId {
     /// The `description` of such a folder: which hosts it holds.
     BranchDescription(Vec<String>),
     Entry(EntryRef),
+    /// Not a node of the tree: an entry's name in its parent, published when the entry
+    /// appeared, went or was replaced, so that a name the kernel keeps (a removed entry's,
+    /// or the one of the entry removed before) is looked up again. A change that keeps the
+    /// entry in place publishes `Entry` alone, and the path through it stays cached.
+    EntryName(EntryRef),
     /// An entry's content (`Host::body`), read lazily; writable where the host can
     /// replace it.
     Body(EntryRef),

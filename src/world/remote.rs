@@ -132,6 +132,9 @@ impl World {
             "changed" | "removed" => {
                 if let Some(entry) = entry {
                     self.entry_changed_nodes(entry.host, &entry.path, nodes);
+                    if e.kind == "removed" {
+                        nodes.push(NodeId::EntryName(entry));
+                    }
                 }
             }
             "discovered" => {
@@ -139,6 +142,7 @@ impl World {
                     if let Some((_, parent)) = entry.path.split_last() {
                         nodes.push(NodeId::Entry(EntryRef::new(entry.host, parent)));
                     }
+                    nodes.push(NodeId::EntryName(entry.clone()));
                     nodes.push(NodeId::Entry(entry));
                 }
             }

@@ -823,9 +823,11 @@ impl World {
             if let Some((_, parent)) = rel.split_last() {
                 changed.push(NodeId::Entry(EntryRef::new(*h, parent)));
             }
+            // A name the kernel may hold for it (the removed one's, made again) goes.
+            let e = EntryRef::new(*h, rel.as_slice());
+            changed.push(NodeId::EntryName(e.clone()));
             // Made again where a call had removed one: what the kernel holds of the
             // removed one (its ops that ran, and nothing else) goes.
-            let e = EntryRef::new(*h, rel.as_slice());
             if self.is_gone(&e) {
                 self.gone.forget(&e);
                 self.entry_changed_nodes(*h, rel, &mut changed);
@@ -854,6 +856,9 @@ impl World {
                 ..Default::default()
             });
             self.entry_changed_nodes(*h, p, &mut changed);
+            if gone {
+                changed.push(NodeId::EntryName(EntryRef::new(*h, p.as_slice())));
+            }
         }
         (changed, events)
     }

@@ -248,7 +248,7 @@ fn open_sqlite(file: &Path, shown: &str) -> Result<Connection, TrackerError> {
         path: shown.to_string(),
         source,
     };
-    let conn = if file.as_os_str() == ":memory:" {
+    let mut conn = if file.as_os_str() == ":memory:" {
         Connection::open_in_memory().map_err(wrap)?
     } else {
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -259,8 +259,9 @@ fn open_sqlite(file: &Path, shown: &str) -> Result<Connection, TrackerError> {
         }
         Connection::open(file).map_err(wrap)?
     };
-    // Other processes (a second daemon, a test) may share the file: wait rather than fail.
-    conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
+    // Other processes (a second daemon, a test) and the tracker's own snapshot readers
+    // may share the file: wait rather than fail, in short steps.
+    crate::world::journal::wait_when_busy(&mut conn, Duration::from_secs(10)).map_err(wrap)?;
     // Every query is a cached statement; the default cache (16) would re-prepare.
     conn.set_prepared_statement_cache_capacity(256);
     // Plans stay as prepared: SQLite otherwise re-prepares a cached statement whenever a
