@@ -19,14 +19,6 @@ pub fn parse_and_validate(bytes: &[u8], schema: &Value) -> WorldResult<Value> {
     Ok(args)
 }
 
-/// Whether `bytes` so far look like a complete JSON document (cheap test first).
-pub fn is_complete_json(bytes: &[u8]) -> bool {
-    let trimmed = bytes.trim_ascii();
-    trimmed.first() == Some(&b'{')
-        && trimmed.last() == Some(&b'}')
-        && serde_json::from_slice::<Value>(trimmed).is_ok()
-}
-
 /// JSON text as a value, refusing an object that names a key twice (at any depth): which
 /// of the two was meant is the writer's to say, never last-wins.
 pub fn strict_json(text: &str) -> Result<Value, serde_json::Error> {
@@ -552,12 +544,5 @@ mod tests {
         assert!(parse_and_validate(b"[1]", &label_schema()).is_err());
         let open = json!({"type":"object","properties":{"a":{"type":"integer"}}});
         assert!(parse_and_validate(b"{\"b\":1}", &open).is_err());
-    }
-
-    #[test]
-    fn complete_json_detection() {
-        assert!(is_complete_json(b"{\"a\": 1}\n"));
-        assert!(!is_complete_json(b"{\"a\": "));
-        assert!(!is_complete_json(b"a=1\n"));
     }
 }

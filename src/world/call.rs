@@ -80,14 +80,16 @@ enum Waiter {
 
 /// Whether a buffer is a document that cannot grow.
 #[derive(Debug, PartialEq, Eq)]
-enum Shape {
+pub enum Shape {
     /// Run it now.
     Final,
     /// More may follow: run at the last close.
     Open,
 }
 
-fn shape(buf: &[u8]) -> Shape {
+/// What the buffer of a `call` is so far: a document that runs now, or one that may grow
+/// (the fuzzer drives this, as every write does).
+pub fn shape(buf: &[u8]) -> Shape {
     let trimmed = buf.trim_ascii();
     if trimmed.is_empty() {
         // Only a first write can leave the buffer blank (a blank one ran already).
@@ -218,12 +220,6 @@ impl CallDoc {
             return done(Ok(len));
         }
         self.start(st, Waiter::Write(len, Box::new(done)));
-    }
-
-    /// Whether bytes are buffered that have not run yet (a flush must then ask whether it
-    /// is the descriptor's last close).
-    pub fn has_pending(&self) -> bool {
-        Self::pending(&self.state())
     }
 
     fn pending(st: &State) -> bool {

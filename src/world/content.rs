@@ -853,11 +853,6 @@ impl World {
             None => self.journal.latest(&self.target_path(target), op),
         }
     }
-
-    /// The text of one run's result (what `call` returns when read back on its descriptor).
-    pub fn run_result(&self, id: i64) -> WorldResult<String> {
-        Ok(self.run(id)?.result)
-    }
 }
 
 /// An entry's description as the world prints it: the host's words, then, when the tree

@@ -22,7 +22,6 @@ pub mod code {
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
     /// A guard condition failed at call time; `data` is the guard (EPERM, EACCES for policy).
     pub const BLOCKED: i64 = -32001;
     /// A policy forbids it (EACCES).

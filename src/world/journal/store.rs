@@ -56,11 +56,6 @@ impl Journal {
         ))
     }
 
-    /// Whether other mounts may write this journal too.
-    pub fn is_shared(&self) -> bool {
-        matches!(self.store, Store::Postgres(_))
-    }
-
     /// This journal's identity: hosts that keep a run's id with its change name the run
     /// `ID:RUN` (see `Caller::run`).
     pub fn id(&self) -> &str {
