@@ -368,7 +368,8 @@ impl World {
         );
         let change = RunChange {
             status: DENIED,
-            errno: libc::EACCES,
+            // A person's no is a refusal by policy: the one table's EACCES.
+            errno: ErrorKind::Forbidden.errno(),
             result: Some(&text),
             guard: None,
         };

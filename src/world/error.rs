@@ -46,7 +46,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The one errno of each kind.
-    pub fn errno(self) -> i32 {
+    pub const fn errno(self) -> i32 {
         match self {
             ErrorKind::InvalidArgs => libc::EINVAL,
             ErrorKind::Blocked => libc::EPERM,

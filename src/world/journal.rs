@@ -20,6 +20,10 @@ pub use store::Journal;
 pub const INTERRUPTED: &str = "interrupted";
 /// A run cut off by a crash whose host says its change never committed: nothing changed.
 pub const NOT_RUN: &str = "not_run";
+/// The errno of a run cut off by a crash (the backend's: EIO), from the one table.
+pub const INTERRUPTED_ERRNO: i32 = crate::world::error::ErrorKind::Backend.errno();
+/// The errno of a pending run nobody decided in time (ETIMEDOUT), from the one table.
+pub const EXPIRED_ERRNO: i32 = crate::world::error::ErrorKind::TimedOut.errno();
 /// The result of a run marked interrupted at start-up.
 pub const INTERRUPTED_WORDS: &str = "error: interrupted: the daemon stopped before this call finished; check the object before calling again\n";
 
@@ -204,7 +208,7 @@ impl SqliteJournal {
                    result = ?4
                  WHERE status = ?3 RETURNING id",
             )?
-            .query_map(params![INTERRUPTED, libc::EIO, RUNNING, INTERRUPTED_WORDS], |r| {
+            .query_map(params![INTERRUPTED, INTERRUPTED_ERRNO, RUNNING, INTERRUPTED_WORDS], |r| {
                 r.get::<_, i64>(0)
             })?
             .collect::<Result<Vec<i64>, _>>()?;

@@ -272,7 +272,8 @@ impl World {
                 ),
                 Ok(Some(host::Settled::NotRun)) => (
                     journal::NOT_RUN,
-                    libc::ECANCELED,
+                    // Nothing ran, as a call stopped before it started: ECANCELED.
+                    ErrorKind::Cancelled.errno(),
                     format!(
                         "error: not run: the daemon stopped before this call's change was made ({} has no record of it); nothing changed, and calling again is safe\n",
                         m.path.join("/")

@@ -245,7 +245,7 @@ impl SqliteJournal {
                 a.run,
                 &RunChange {
                     status: EXPIRED,
-                    errno: libc::ETIMEDOUT,
+                    errno: super::EXPIRED_ERRNO,
                     result: Some(&text),
                     guard: None,
                 },

@@ -14,7 +14,7 @@ use postgres::Transaction;
 
 use super::{
     Approval, Began, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED,
-    INTERRUPTED_WORDS, PENDING, RUNNING,
+    INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING, RUNNING,
 };
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::host::Caller;
@@ -131,7 +131,7 @@ impl PgJournal {
                     ),
                     &[
                         &INTERRUPTED,
-                        &libc::EIO,
+                        &INTERRUPTED_ERRNO,
                         &RUNNING,
                         &j.origin,
                         &INTERRUPTED_WORDS,
@@ -578,7 +578,7 @@ impl PgJournal {
                     a.run,
                     &RunChange {
                         status: EXPIRED,
-                        errno: libc::ETIMEDOUT,
+                        errno: super::EXPIRED_ERRNO,
                         result: Some(&text),
                         guard: None,
                     },
