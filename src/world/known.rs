@@ -319,12 +319,28 @@ fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<K
 }
 
 /// Take what is queued (up to `BATCH`), after the first message.
+/// How long the writer gathers records after the first before it writes them: calls one
+/// after another then share one transaction instead of one each (each would take the
+/// state file's write lock the journal wants next). A flush writes at once.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(20);
+
 fn next_batch(first: Msg, rx: &mpsc::Receiver<Msg>) -> Vec<Msg> {
+    let deadline = std::time::Instant::now() + GATHER;
+    let mut flushing = matches!(first, Msg::Flush(_));
     let mut batch = vec![first];
     while batch.len() < BATCH {
-        match rx.try_recv() {
-            Ok(m) => batch.push(m),
-            Err(_) => break,
+        let got = if flushing {
+            rx.try_recv().ok()
+        } else {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            rx.recv_timeout(left).ok()
+        };
+        match got {
+            Some(m) => {
+                flushing |= matches!(m, Msg::Flush(_));
+                batch.push(m);
+            }
+            None => break,
         }
     }
     batch
