@@ -710,13 +710,25 @@ fn a_slow_exec_call_is_a_run_to_watch_wait_on_and_cancel() {
     assert_eq!(m.read("slow/ops/slow/runs/1/status"), "ok\n");
     assert_eq!(m.read("slow/ops/slow/result"), "30 steps done\n");
 
-    // A second run, cancelled from another session: the host is told and stops.
+    // A second run, cancelled from another session: the host is told and stops. (The
+    // listing of runs/ is read first, so the kernel holds it: the new run must still show.)
+    assert_eq!(m.ok("ls slow/ops/slow/runs"), "1\n");
     let caller = {
         let op = m.path("slow/ops/slow/call");
         std::thread::spawn(move || {
             std::fs::write(op, r#"{"steps":300,"ms":100}"#).map_err(|e| e.raw_os_error())
         })
     };
+    // Listed in runs/ while it runs, well before its caller's 2 s wait ends.
+    let spawned = Instant::now();
+    wait_for("the second run listed in runs/", || {
+        m.ok("ls slow/ops/slow/runs").lines().any(|l| l == "2")
+    });
+    assert!(
+        spawned.elapsed() < Duration::from_millis(1500),
+        "runs/ listed the run only after {:?}",
+        spawned.elapsed()
+    );
     wait_for("the second run to report progress", || {
         std::fs::read_to_string(m.path("slow/ops/slow/runs/2/progress"))
             .is_ok_and(|p| p.contains("/300"))

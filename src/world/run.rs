@@ -539,6 +539,8 @@ impl World {
             Target::Run(_) => {}
         }
         let (live, signal) = self.live.start(id);
+        // A call that may take long is listed in its op's `runs/` while it runs.
+        self.publish(&[NodeId::Runs(target.clone(), intern(op))]);
         let caller = &Caller {
             run: format!("{}:{id}", self.journal.id()),
             signal,
