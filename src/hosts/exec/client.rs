@@ -722,7 +722,30 @@ impl Client {
             error,
             how: Failed::Unsent,
         })?;
-        match self.send_and_wait(&conn, method, params, timeout) {
+        let waited = self.send_and_wait(&conn, method, params, timeout);
+        self.settled(method, waited, || {
+            let why = format!("no answer to {method} within {} ms", timeout.as_millis());
+            // A host that leaves a request unanswered cannot be trusted with the next.
+            self.fail(&conn, why.clone());
+            Failure {
+                error: HostError::TimedOut(format!(
+                    "host {}: {why}; it is being restarted",
+                    self.name
+                )),
+                how: Failed::HostLost,
+            }
+        })
+    }
+
+    /// What a request's wait ended with, as its caller hears it; `timed_out` says what a
+    /// timeout means (a read's: the host is dropped; a call's: only the call ran out).
+    fn settled(
+        &self,
+        method: &str,
+        waited: Result<Value, Waited>,
+        timed_out: impl FnOnce() -> Failure,
+    ) -> Result<Value, Failure> {
+        match waited {
             Ok(v) => {
                 self.answered();
                 Ok(v)
@@ -738,18 +761,7 @@ impl Client {
                 error: HostError::Backend(format!("host {}: {why} during {method}", self.name)),
                 how: Failed::HostLost,
             }),
-            Err(Waited::TimedOut) => {
-                let why = format!("no answer to {method} within {} ms", timeout.as_millis());
-                // A host that leaves a request unanswered cannot be trusted with the next.
-                self.fail(&conn, why.clone());
-                Err(Failure {
-                    error: HostError::TimedOut(format!(
-                        "host {}: {why}; it is being restarted",
-                        self.name
-                    )),
-                    how: Failed::HostLost,
-                })
-            }
+            Err(Waited::TimedOut) => Err(timed_out()),
         }
     }
 
@@ -791,32 +803,15 @@ impl Client {
         if let Some(p) = lock(&conn.pending).as_mut() {
             p.remove(&id);
         }
-        match outcome {
-            Ok(v) => {
-                self.answered();
-                Ok(v)
-            }
-            Err(Waited::Error(e)) => {
-                self.answered();
-                Err(Failure {
-                    error: protocol::host_error(&self.name, "call", e),
-                    how: Failed::Answered,
-                })
-            }
-            Err(Waited::Lost(why)) => Err(Failure {
-                error: HostError::Backend(format!("host {}: {why} during call", self.name)),
-                how: Failed::HostLost,
-            }),
-            // The host is fine: only this call ran out of time, or was stopped.
-            Err(Waited::TimedOut) => Err(Failure {
-                error: HostError::TimedOut(format!(
-                    "host {}: the call ran longer than call_timeout_ms ({} ms) and was cancelled",
-                    self.name,
-                    limit.as_millis()
-                )),
-                how: Failed::Answered,
-            }),
-        }
+        // The host is fine when only this call ran out of time.
+        self.settled("call", outcome, || Failure {
+            error: HostError::TimedOut(format!(
+                "host {}: the call ran longer than call_timeout_ms ({} ms) and was cancelled",
+                self.name,
+                limit.as_millis()
+            )),
+            how: Failed::Answered,
+        })
     }
 
     fn await_call(
