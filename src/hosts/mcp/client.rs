@@ -544,17 +544,8 @@ impl Client {
                 "task": {"ttl": u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)},
             });
             let request = ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(params)));
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await
-                .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
-            let (token, id) = (handle.progress_token.clone(), handle.id.clone());
-            crate::hosts::lock(&runs).insert(token.clone(), run.clone());
-            let stop = Arc::new(Notify::new());
-            {
-                let stop = Arc::clone(&stop);
-                run.on_cancel(move || stop.notify_one());
-            }
+            let (handle, routed) = send_as_run(&peer, request, what, run, runs).await?;
+            let (id, stop) = (routed.id.clone(), Arc::clone(&routed.stop));
             let deadline = tokio::time::Instant::now() + limit;
             let ended = async {
                 let created = tokio::select! {
@@ -631,9 +622,7 @@ impl Client {
                     }
                 }
             };
-            let end = ended.await;
-            crate::hosts::lock(&runs).remove(&token);
-            end
+            ended.await
         })
     }
 
@@ -652,16 +641,8 @@ impl Client {
         let runs = Arc::clone(&self.shared.runs);
         self.runtime.block_on(async move {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await
-                .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
-            let (token, id) = (handle.progress_token.clone(), handle.id.clone());
-            crate::hosts::lock(&runs).insert(token.clone(), run.clone());
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            run.on_cancel(move || {
-                let _ = stop.send(());
-            });
+            let (handle, routed) = send_as_run(&peer, request, what, run, runs).await?;
+            let id = routed.id.clone();
             enum End {
                 Answer(Box<Result<ServerResult, ServiceError>>),
                 Cancelled,
@@ -669,11 +650,11 @@ impl Client {
             }
             let end = tokio::select! {
                 r = handle.await_response() => End::Answer(Box::new(r)),
-                // Outside a run nothing can cancel: the sender is dropped, which is no stop.
-                Ok(()) = stopped => End::Cancelled,
+                // Outside a run nothing cancels: nobody wakes it.
+                _ = routed.stop.notified() => End::Cancelled,
                 _ = tokio::time::sleep(limit) => End::Limit,
             };
-            crate::hosts::lock(&runs).remove(&token);
+            drop(routed);
             let tell = |reason: &str| {
                 let param =
                     CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
@@ -717,6 +698,48 @@ impl Drop for Client {
             unsafe { libc::killpg(pgid, libc::SIGTERM) };
         }
     }
+}
+
+/// A request sent as a run's: its progress token routed to the run (until this drops)
+/// and a cancel of the run waking `stop` (once, even before anyone waits for it).
+struct Routed {
+    runs: ProgressRuns,
+    token: ProgressToken,
+    id: rmcp::model::RequestId,
+    stop: Arc<Notify>,
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        crate::hosts::lock(&self.runs).remove(&self.token);
+    }
+}
+
+/// Send `request` as `run`'s: see `Routed`.
+async fn send_as_run(
+    peer: &Peer<RoleClient>,
+    request: ClientRequest,
+    what: &str,
+    run: &RunSignal,
+    runs: ProgressRuns,
+) -> HostResult<(rmcp::service::RequestHandle<RoleClient>, Routed)> {
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
+    crate::hosts::lock(&runs).insert(handle.progress_token.clone(), run.clone());
+    let stop = Arc::new(Notify::new());
+    {
+        let stop = Arc::clone(&stop);
+        run.on_cancel(move || stop.notify_one());
+    }
+    let routed = Routed {
+        runs,
+        token: handle.progress_token.clone(),
+        id: handle.id.clone(),
+        stop,
+    };
+    Ok((handle, routed))
 }
 
 /// How long a cancelled task may take to say it ended before the mount stops waiting.
