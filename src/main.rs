@@ -216,16 +216,7 @@ fn main() -> ExitCode {
         }
         Cmd::Status { dir } => {
             init_logging(false);
-            return match daemon::status(&dir) {
-                Ok(text) => {
-                    print!("{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("wip: {e:#}");
-                    ExitCode::FAILURE
-                }
-            };
+            return printed(daemon::status(&dir));
         }
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
@@ -242,16 +233,7 @@ fn main() -> ExitCode {
         }
         Cmd::Runs { dir, running } => {
             init_logging(false);
-            return match daemon::runs(&dir, running) {
-                Ok(text) => {
-                    print!("{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("wip: {e:#}");
-                    ExitCode::FAILURE
-                }
-            };
+            return printed(daemon::runs(&dir, running));
         }
         Cmd::Approve { run, state } => {
             init_logging(false);
@@ -264,6 +246,20 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wip: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command's text on stdout, or its error's words on stderr and exit 1.
+fn printed(text: anyhow::Result<String>) -> ExitCode {
+    match text {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("wip: {e:#}");
             ExitCode::FAILURE
