@@ -160,8 +160,7 @@ impl World {
     /// The absolute path of a run's folder.
     /// The absolute path of a run's folder: run `id` (journal) is `runs/SEQ` of its op.
     pub(super) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
-        let base = if entry_path == "/" { "" } else { entry_path };
-        self.absolute(&format!("{base}/ops/{op}/runs/{}", self.seq_of(id)))
+        self.absolute(&super::live::run_path(entry_path, op, self.seq_of(id)))
     }
 
     fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {

@@ -299,6 +299,12 @@ pub(super) fn run_ops() -> Vec<OpSpec> {
     ]
 }
 
+/// The world path of run number `seq` of `op` on the entry at `entry_path` (`/` the root).
+pub(super) fn run_path(entry_path: &str, op: &str, seq: i64) -> String {
+    let base = if entry_path == "/" { "" } else { entry_path };
+    format!("{base}/ops/{op}/runs/{seq}")
+}
+
 /// `3.2 s`, `12 s`, `4 min 3 s`.
 fn took(d: Duration) -> String {
     let s = d.as_secs_f64();
@@ -349,8 +355,7 @@ impl World {
 
     /// The world path of a run's folder (`/tracker/issues/1/ops/close/runs/3`).
     pub(super) fn run_world_path(&self, run: &Run) -> String {
-        let base = if run.path == "/" { "" } else { &run.path };
-        format!("{base}/ops/{}/runs/{}", run.op, run.seq)
+        run_path(&run.path, &run.op, run.seq)
     }
 
     /// How long a run took, or has taken so far.

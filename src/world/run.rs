@@ -656,11 +656,7 @@ impl World {
              stop it: echo > {dir}/ops/cancel/call",
             timeout.as_secs_f64()
         );
-        if let Ok(mut results) = self.results.lock() {
-            let r = results.entry((target.clone(), op.to_string())).or_default();
-            r.latest = r.latest.max(id);
-            r.by_session.insert(caller.session, id);
-        }
+        self.keep_result(target, op, caller.session, id);
         let mut nodes = Self::changed_by_any_call(target, op).to_vec();
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
         self.publish(&nodes);
@@ -894,6 +890,16 @@ impl World {
         changed.push(NodeId::Entry(e));
     }
 
+    /// Run `id` is what `session` (and, as the latest, every session without a call of
+    /// its own) reads in `op`'s `result`.
+    fn keep_result(&self, target: &Target, op: &str, session: u32, id: i64) {
+        if let Ok(mut results) = self.results.lock() {
+            let r = results.entry((target.clone(), op.to_string())).or_default();
+            r.latest = r.latest.max(id);
+            r.by_session.insert(session, id);
+        }
+    }
+
     /// Record a finished call, keep it as its session's result, and publish what changed.
     pub(super) fn complete(
         &self,
@@ -910,11 +916,7 @@ impl World {
                 self.note_if_gone(e, op);
             }
         }
-        if let Ok(mut results) = self.results.lock() {
-            let r = results.entry((target.clone(), op.to_string())).or_default();
-            r.latest = r.latest.max(id);
-            r.by_session.insert(caller.session, id);
-        }
+        self.keep_result(target, op, caller.session, id);
         // A failed call may have found the world other than its cached guards said (a
         // server that exited): ask again rather than let the next open trust them.
         if !changed.is_empty() || result.is_err() {
