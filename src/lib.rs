@@ -11,4 +11,5 @@ pub mod fuzz;
 pub mod hosts;
 pub mod manifest;
 pub mod secrets;
+pub mod sqlite;
 pub mod world;

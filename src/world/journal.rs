@@ -109,26 +109,6 @@ impl Event {
     }
 }
 
-/// Wait for another connection's write lock in short steps, at most `limit` in all.
-/// SQLite's own `busy_timeout` sleeps a millisecond at once, while the lock holder (the
-/// known world's writer on the same file, a snapshot reader) usually lets go within tens
-/// of microseconds: that first millisecond was most of a contended call's time.
-pub fn wait_when_busy(conn: &mut Connection, limit: std::time::Duration) -> rusqlite::Result<()> {
-    let mut since = std::time::Instant::now();
-    conn.busy_handler(Some(move |n: i32| {
-        if n == 0 {
-            since = std::time::Instant::now();
-        }
-        let step = if n < 100 {
-            std::time::Duration::from_micros(20)
-        } else {
-            std::time::Duration::from_millis(2)
-        };
-        std::thread::sleep(step);
-        since.elapsed() < limit
-    }))
-}
-
 /// The journal in one SQLite file of the state directory (the embedded default).
 pub(crate) struct SqliteJournal {
     conn: Mutex<Connection>,
@@ -165,7 +145,7 @@ impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
     pub fn open(path: &Path) -> WorldResult<(SqliteJournal, Vec<i64>)> {
         let mut conn = Connection::open(path)?;
-        wait_when_busy(&mut conn, std::time::Duration::from_secs(10))?;
+        crate::sqlite::wait_when_busy(&mut conn, std::time::Duration::from_secs(10))?;
         // Plans stay as prepared (as the tracker's): a cached statement is never planned
         // again because a bound value changed.
         conn.set_db_config(

@@ -94,7 +94,7 @@ impl Recent {
 impl Known {
     pub fn open(path: &Path) -> WorldResult<Known> {
         let setup = |conn: &mut Connection| -> rusqlite::Result<()> {
-            super::journal::wait_when_busy(conn, std::time::Duration::from_secs(10))?;
+            crate::sqlite::wait_when_busy(conn, std::time::Duration::from_secs(10))?;
             conn.execute_batch(
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
                  CREATE TABLE IF NOT EXISTS known(

@@ -261,7 +261,7 @@ fn open_sqlite(file: &Path, shown: &str) -> Result<Connection, TrackerError> {
     };
     // Other processes (a second daemon, a test) and the tracker's own snapshot readers
     // may share the file: wait rather than fail, in short steps.
-    crate::world::journal::wait_when_busy(&mut conn, Duration::from_secs(10)).map_err(wrap)?;
+    crate::sqlite::wait_when_busy(&mut conn, Duration::from_secs(10)).map_err(wrap)?;
     // Every query is a cached statement; the default cache (16) would re-prepare.
     conn.set_prepared_statement_cache_capacity(256);
     // Plans stay as prepared: SQLite otherwise re-prepares a cached statement whenever a
