@@ -240,13 +240,21 @@ fn vim_saving_a_failing_call_reports_it_every_time() {
 
 /// An agent that tells it started (a file `in.PID` in $MARK) and answers only once
 /// `$MARK/go` exists.
-fn blocking_world(dir: &Path, extra: &str) -> String {
+/// An agent at `slow` whose every turn marks `dir/in.PID` and waits for `dir/go`, with
+/// more lines of its table (`settings`).
+fn blocking_agent(dir: &Path, settings: &str) -> String {
     format!(
         "[[host]]\nkind = \"agent\"\npath = \"slow\"\n\
          command = [\"sh\", \"-c\", \"cat > /dev/null; touch $MARK/in.$$; while [ ! -e $MARK/go ]; do sleep 0.02; done; echo released\"]\n\
-         wait_ms = 20000\nenv = {{ MARK = {mark:?} }}\n\
-         [[host]]\nkind = \"tracker\"\npath = \"tracker\"\n{extra}",
+         {settings}env = {{ MARK = {mark:?} }}\n",
         mark = dir.display().to_string()
+    )
+}
+
+fn blocking_world(dir: &Path, extra: &str) -> String {
+    format!(
+        "{}[[host]]\nkind = \"tracker\"\npath = \"tracker\"\n{extra}",
+        blocking_agent(dir, "wait_ms = 20000\n")
     )
 }
 
@@ -509,11 +517,8 @@ fn a_key_given_twice_is_einval_in_every_form() {
 fn max_call_threads_queues_calls_beyond_it_and_a_queued_call_timed_out_never_runs() {
     let marks = tempfile::tempdir().unwrap();
     let m = Mount::start(Some(&format!(
-        "[world]\nmax_call_threads = 2\ncall_timeout_ms = 4000\n\
-         [[host]]\nkind = \"agent\"\npath = \"slow\"\n\
-         command = [\"sh\", \"-c\", \"cat > /dev/null; touch $MARK/in.$$; while [ ! -e $MARK/go ]; do sleep 0.02; done; echo released\"]\n\
-         env = {{ MARK = {mark:?} }}\n",
-        mark = marks.path().display().to_string()
+        "[world]\nmax_call_threads = 2\ncall_timeout_ms = 4000\n{}",
+        blocking_agent(marks.path(), "")
     )));
     let mount = m.mount.clone();
     let runner = std::thread::spawn(move || {
@@ -546,11 +551,8 @@ fn max_call_threads_queues_calls_beyond_it_and_a_queued_call_timed_out_never_run
     // One worker, held: a second call waits its caller's whole timeout and never runs.
     let marks = tempfile::tempdir().unwrap();
     let m = Mount::start(Some(&format!(
-        "[world]\nmax_call_threads = 1\ncall_timeout_ms = 1500\n\
-         [[host]]\nkind = \"agent\"\npath = \"slow\"\n\
-         command = [\"sh\", \"-c\", \"cat > /dev/null; touch $MARK/in.$$; while [ ! -e $MARK/go ]; do sleep 0.02; done; echo released\"]\n\
-         env = {{ MARK = {mark:?} }}\n",
-        mark = marks.path().display().to_string()
+        "[world]\nmax_call_threads = 1\ncall_timeout_ms = 1500\n{}",
+        blocking_agent(marks.path(), "")
     )));
     let held = {
         let call = m.path("slow/ops/ask/call");

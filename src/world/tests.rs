@@ -484,6 +484,18 @@ fn calls_of_one_op_run_side_by_side() {
     }
 }
 
+/// Wait (bounded) until the host has been called: a call is inside it.
+fn until_a_call_is_inside(f: &Fixture) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f.host.calls.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no call reached the host"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Wait (bounded) until run `id` is no longer running; returns it.
 fn ended(f: &Fixture, id: i64) -> crate::world::journal::Run {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -729,17 +741,14 @@ fn a_call_cancelled_while_it_waits_for_a_worker_never_runs() {
     first.write(b"{\"ms\":1000}", move |r| {
         tx.send(r.map_err(|e| e.errno())).unwrap()
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while f.host.calls.load(Ordering::SeqCst) == 0 {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::yield_now();
-    }
+    until_a_call_is_inside(&f);
     // The second waits for the only worker; its caller waits too.
     let second = open(&f, "steps", 2);
     let (tx2, rx2) = mpsc::channel();
     second.write(b"{\"n\":1,\"ms\":1}", move |r| {
         tx2.send(r.map_err(|e| e.errno())).unwrap()
     });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let id = loop {
         let runs = f.world.journal().recent(1).unwrap();
         if runs.first().is_some_and(|r| r.op == "steps") {
@@ -775,11 +784,7 @@ fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
         tx.send(r.map_err(|e| e.errno())).unwrap()
     });
     // Wait (bounded) until the first call is inside the host, so the second one queues.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while f.host.calls.load(Ordering::SeqCst) == 0 {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::yield_now();
-    }
+    until_a_call_is_inside(&f);
     let second = open(&f, "note", 2);
     assert_eq!(
         write(&second, b"{\"text\":\"queued\"}"),
@@ -1313,14 +1318,7 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
         // Cut once the call is inside the host (journaled, not yet finished), however
         // long a loaded machine took to get there.
         let cutter = s.spawn(|| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while f.host.calls.load(Ordering::SeqCst) == 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the call never started"
-                );
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            until_a_call_is_inside(&f);
             db.cut_connections();
         });
         let written = write(&doc, br#"{"ms": 800}"#);

@@ -519,3 +519,15 @@ pub fn refused_port() -> (std::os::fd::OwnedFd, u16) {
         (owned, u16::from_be(got.sin_port))
     }
 }
+
+/// What a caller reads once its call outlived `call_timeout_ms` (the `result`, or what
+/// `wip call` prints): the run it goes on as, and how to wait for it and stop it.
+pub fn assert_names_the_run(text: &str, run: &str) {
+    for line in [
+        format!("run: {run}\n"),
+        format!("echo > {run}/ops/wait/call"),
+        format!("echo > {run}/ops/cancel/call"),
+    ] {
+        assert!(text.contains(&line), "{line:?} not in:\n{text}");
+    }
+}
