@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS calls(
 CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS seq BIGINT;
 CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);
+-- Runs not numbered yet (journals from before numbering): found at open without a scan.
+CREATE INDEX IF NOT EXISTS calls_unnumbered ON calls(id) WHERE seq IS NULL;
 CREATE INDEX IF NOT EXISTS calls_running ON calls(origin, status);
 CREATE TABLE IF NOT EXISTS events(
   cursor BIGSERIAL PRIMARY KEY,
