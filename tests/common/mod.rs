@@ -204,8 +204,9 @@ impl Mount {
         self.watchdog = Some(std::thread::spawn(move || {
             if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WATCHDOG) {
                 eprintln!(
-                    "watchdog: test overran {WATCHDOG:?}; unmounting {}",
-                    dir.display()
+                    "watchdog: test overran {WATCHDOG:?}; unmounting {}\n{}",
+                    dir.display(),
+                    pid.map(where_it_waits).unwrap_or_default()
                 );
                 lazy_umount(&dir);
                 if let Some(pid) = pid {
@@ -247,7 +248,12 @@ impl Mount {
 
     /// Run a bash script in the mount with a bounded wait.
     pub fn sh(&self, script: &str) -> Output {
-        sh_in(&self.mount, script, Duration::from_secs(120))
+        sh_watched(
+            &self.mount,
+            script,
+            Duration::from_secs(120),
+            self.daemon_pid(),
+        )
     }
 
     /// Run a bash script; panic with its output if it fails.
@@ -370,6 +376,38 @@ impl Drop for Mount {
 
 /// Run `bash -c script` in `dir`, killed after `limit`.
 pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
+    sh_watched(dir, script, limit, None)
+}
+
+/// Where process `pid` and each of its threads wait (name, state, kernel wait channel and
+/// stack): printed when a test overruns, so a hang says where it hangs.
+pub fn where_it_waits(pid: u32) -> String {
+    let mut out = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("process {pid}: gone\n");
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let stat = read("stat");
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        out.push_str(&format!(
+            "task {} ({}) state {} wchan {}\n{}",
+            task.file_name().to_string_lossy(),
+            read("comm").trim(),
+            state.unwrap_or("?"),
+            read("wchan"),
+            read("stack")
+        ));
+    }
+    out
+}
+
+/// `sh_in`, naming where the script and the daemon `daemon` wait if it overruns.
+pub fn sh_watched(dir: &Path, script: &str, limit: Duration, daemon: Option<u32>) -> Output {
     let mut cmd = Command::new("bash");
     scrub_env(&mut cmd);
     let child = cmd
@@ -391,8 +429,13 @@ pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
     match rx.recv_timeout(limit) {
         Ok(out) => out.expect("bash output"),
         Err(_) => {
+            let report = format!(
+                "the script (bash {pid}):\n{}the daemon:\n{}",
+                where_it_waits(pid),
+                daemon.map(where_it_waits).unwrap_or_default()
+            );
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("script overran {limit:?}: {script}");
+            panic!("script overran {limit:?}: {script}\n{report}");
         }
     }
 }
