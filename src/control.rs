@@ -19,9 +19,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::world::host::Caller;
-use crate::world::journal::Decider;
-use crate::world::{caller, Person, Verb, World};
+use crate::host::Caller;
+use crate::proc as caller;
+use crate::state::Decider;
+use crate::world::{Person, Verb, World};
 
 /// The owner's socket, in the state directory.
 pub const SOCKET: &str = "control.sock";

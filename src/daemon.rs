@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::host::Changes;
 use crate::hosts::{self, HostContext};
 use crate::manifest::{Manifest, DEFAULT_MANIFEST};
-use crate::world::host::Changes;
 use crate::world::{Mounted, World};
 
 /// How long `wip mount` waits for the background daemon to be ready.

@@ -2,9 +2,9 @@
 //! writer gets, from the world's own kinds, through what hosts report (a guard condition,
 //! a policy), to GitHub's answers. The same mapping through a mount is in tests/github.rs.
 
+use wip::host::{Condition, Guard, HostError};
 use wip::hosts::github::GhError;
 use wip::world::error::{ErrorKind, WorldError};
-use wip::world::host::{Condition, Guard, HostError};
 
 /// Every kind, as the library lists them. A kind added to `ErrorKind` fails to compile
 /// in `expected` below, whose match has no catch-all: then add it there and to the list.

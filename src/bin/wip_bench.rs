@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 
 use wip::daemon::{build_world, MountOptions};
-use wip::world::host::Caller;
+use wip::host::Caller;
 use wip::world::node::{NodeId, Target};
 
 fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
@@ -257,7 +257,7 @@ fn mcp_call(args: &[String]) -> Result<()> {
         toml::from_str(&format!("command = {}", serde_json::to_string(command)?))?;
     let ctx = host_context()?;
     let host = wip::hosts::mcp::McpHost::open("mcp", settings, &ctx)?;
-    use wip::world::host::Host;
+    use wip::host::Host;
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
     while !host
         .guard(&[], tool, None)

@@ -18,7 +18,9 @@
 use std::fs;
 use std::path::Path;
 
-use crate::world::caller::{proc_stat, read_proc, session_of, PROC_READ};
+use crate::proc::{
+    ancestors, last_pid, processes_after, read_proc, session_members, session_of, PROC_READ,
+};
 
 /// Who opened a writer, and the last pid handed out then.
 #[derive(Clone, Copy, Debug)]
@@ -34,13 +36,6 @@ impl Opened {
             last_pid: last_pid(),
         }
     }
-}
-
-/// The last pid the kernel handed out in this pid namespace.
-fn last_pid() -> Option<u32> {
-    let mut buf = [0u8; PROC_READ];
-    let text = read_proc("/proc/sys/kernel/ns_last_pid", &mut buf)?;
-    std::str::from_utf8(text).ok()?.trim().parse().ok()
 }
 
 /// Whether a process that may hold a copy of the descriptor opened as `opened` still has
@@ -74,50 +69,6 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
         );
     }
     found.is_some()
-}
-
-/// Every process's pid: the numeric names of /proc.
-fn pids() -> impl Iterator<Item = u32> {
-    fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-}
-
-/// How many pids handed out since the open are probed one by one; past it, /proc is
-/// listed instead.
-const PROBED_PIDS: u32 = 64;
-
-/// The processes whose pid is above `last` and at most `now`: those created since it was
-/// handed out. A few are probed by name (most closes follow their open with no process
-/// created in between: nothing to look at); many, from the names of /proc.
-fn processes_after(last: u32, now: u32) -> Vec<u32> {
-    if now - last <= PROBED_PIDS {
-        return (last + 1..=now)
-            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
-            .collect();
-    }
-    pids().filter(|p| *p > last).collect()
-}
-
-/// `pid` and its ancestors up to (not including) init.
-fn ancestors(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut p = pid;
-    while p > 1 && out.len() < 64 {
-        out.push(p);
-        match proc_stat(p) {
-            Some(s) => p = s.ppid,
-            None => break,
-        }
-    }
-    out
-}
-
-fn session_members(sid: u32) -> Vec<u32> {
-    pids()
-        .filter(|p| proc_stat(*p).map(|s| s.session) == Some(sid))
-        .collect()
 }
 
 /// Whether process `pid` has a descriptor on our inode open for writing.
@@ -180,6 +131,7 @@ pub fn mount_id(mount: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proc::proc_stat;
     use std::os::unix::fs::MetadataExt;
 
     #[test]

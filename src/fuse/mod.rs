@@ -26,9 +26,9 @@ use fuser::{
     Request, Session, SessionACL, WriteFlags,
 };
 
+use crate::host::Caller;
 use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
-use crate::world::host::Caller;
 use crate::world::names;
 use crate::world::node::{Caching, EntryRef, NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, Snapshot, World};
@@ -254,7 +254,7 @@ impl WorldFs {
     }
 
     fn session_of(req: &Request) -> u32 {
-        crate::world::caller::session_of(req.pid()).unwrap_or(req.pid())
+        crate::proc::session_of(req.pid()).unwrap_or(req.pid())
     }
 
     fn file_attr(&self, ino: u64, a: &NodeAttr) -> FileAttr {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::host::{Changes, Host};
 use crate::manifest::{HostSpec, Identity, ManifestError};
-use crate::world::host::{Changes, Host};
 use crate::world::names::Paths;
 
 pub mod agent;

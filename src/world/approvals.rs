@@ -13,13 +13,13 @@ use serde_json::Value;
 
 use super::call::CallReport;
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::{self, Caller, Condition, Guard};
-use super::journal::{
-    Approval, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
-};
 use super::node::*;
 use super::policy::{self, Action, Policy, Rule, Verdict};
 use super::{line, readme, World};
+use crate::host::{self, Caller, Condition, Guard};
+use crate::state::{
+    Approval, Clean, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
+};
 
 /// How many pending runs `.wip/pending` lists.
 const PENDING_SHOWN: usize = 1000;
@@ -281,7 +281,7 @@ impl World {
         let rule_text = rule.describe();
         let new = NewApproval {
             rule: rule.number,
-            rule_text: &rule_text,
+            rule_text: Clean::new(&rule_text),
             approvers: &rule.approvers,
             self_approve: rule.self_approve,
             expires_after: rule.expires_after,
@@ -369,7 +369,7 @@ impl World {
             status: DENIED,
             // A person's no is a refusal by policy: the one table's EACCES.
             errno: ErrorKind::Forbidden.errno(),
-            result: Some(&text),
+            result: Some(Clean::new(&text)),
             guard: None,
         };
         self.record_decision(run, "denied", who, reason, &change)?;
@@ -405,7 +405,7 @@ impl World {
             status: RUNNING,
             errno: 0,
             result: None,
-            guard: guard_text.as_deref(),
+            guard: guard_text.as_deref().map(Clean::new),
         };
         self.record_decision(run, "approved", who, None, &change)?;
         let caller = Caller {
@@ -467,10 +467,15 @@ impl World {
         change: &RunChange<'_>,
     ) -> WorldResult<()> {
         let event = Event::of_run(state, &run.path, &run.op, run.seq, state);
-        if !self
-            .journal
-            .decide(run.id, state, &who.decider, reason, change, &[event])?
-        {
+        let reason = reason.map(Clean::new);
+        if !self.journal.decide(
+            run.id,
+            state,
+            &who.decider,
+            reason.as_ref(),
+            change,
+            &[event],
+        )? {
             return Err(self.lost_race(run.id));
         }
         self.publish_decision(self.target_at(&run.path).as_ref(), &run.op, run.id);
@@ -534,10 +539,14 @@ impl World {
     fn finish_orphan(&self, path: &str, op: &str, id: i64, e: WorldError) -> CallReport {
         let text = format!("error: {e}\n");
         let event = Event::of_run("call", path, op, self.seq_of(id), e.kind.status());
-        if let Err(err) = self
-            .journal
-            .finish(id, e.kind.status(), e.errno(), &text, &[], &[event])
-        {
+        if let Err(err) = self.journal.finish(
+            id,
+            e.kind.status(),
+            e.errno(),
+            &Clean::new(&text),
+            &[],
+            &[event],
+        ) {
             tracing::error!(run = id, "journal: {err}");
         }
         self.publish(&[
@@ -573,12 +582,12 @@ impl World {
 
     /// Expire every pending run whose time is up.
     pub(super) fn expire_now(&self) {
-        let expired = self.journal.expire_due(|a| {
-            format!(
+        let expired = self.journal.expire_due(&|a| {
+            Clean::owned(format!(
                 "error: expired at {}: nobody decided in time (rule {}); the call never ran\n",
                 a.expires.as_deref().unwrap_or("?"),
                 a.rule
-            )
+            ))
         });
         match expired {
             Ok(list) => {

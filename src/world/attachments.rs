@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use super::host::ContentPart;
 use super::World;
+use crate::host::ContentPart;
 
 /// The extension a MIME type's file gets (`bin` for one not known here).
 pub fn extension(mime: &str) -> &'static str {

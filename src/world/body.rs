@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::budget::Held;
 use super::call::{CallReport, Done};
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::{BodyWrite, Caller};
 use super::node::{EntryRef, Target};
 use super::World;
+use crate::host::{BodyWrite, Caller};
 
 /// The open body of one file description.
 #[derive(Clone)]

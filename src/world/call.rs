@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::budget::Held;
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::Caller;
 use super::node::Target;
 use super::World;
+use crate::host::Caller;
 
 /// How a call ended, as its descriptor reports it.
 #[derive(Clone, Debug)]

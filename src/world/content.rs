@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::Body;
-use super::host::Readiness;
-use super::journal::{self, Run};
 use super::node::*;
 use super::root_ops::event_line;
 use super::{line, names, readme, World};
 use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
 use crate::calendar::parse_iso;
+use crate::host::Body;
+use crate::host::Readiness;
 use crate::secrets::scrub;
+use crate::state::{self as journal, Run};
 
 /// How many runs in flight `.wip/status` names (all are in `.wip/runs`).
 const STATUS_RUNS: usize = 20;
@@ -261,7 +261,7 @@ impl World {
     /// the host offers to replace through `op` is writable (`rw-`) only then. The host's
     /// own guard was asked when it offered (`Body::write`), so only the policy is added.
     fn may_run(&self, target: &Target, op: &str) -> bool {
-        let mut g = super::host::Guard::default();
+        let mut g = crate::host::Guard::default();
         self.apply_policy(target, op, None, None, &mut g);
         g.allowed() || self.awaits_approval(target, op, None, &g).is_some()
     }
@@ -857,7 +857,7 @@ impl World {
 
 /// An entry's description as the world prints it: the host's words, then, when the tree
 /// shows the entry's name escaped (`ops~`), what it is really called.
-fn described(e: &EntryRef, info: &super::host::EntryInfo) -> String {
+fn described(e: &EntryRef, info: &crate::host::EntryInfo) -> String {
     match e.path.last().and_then(|n| names::escape_note(n)) {
         Some(note) => format!("{} · {note}", info.description),
         None => info.description.clone(),

@@ -1,6 +1,6 @@
 //! The world's one error type: errno plus words. The errno mapping lives here and only here.
 
-use super::host::HostError;
+use crate::host::HostError;
 
 /// Why something in the world failed, with the words a user reads in `result`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +76,7 @@ impl ErrorKind {
             ErrorKind::NotSupported => "not_supported",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::CallerGone => "caller_gone",
-            ErrorKind::Pending => super::journal::PENDING,
+            ErrorKind::Pending => crate::state::PENDING,
             ErrorKind::NoSpace => "no_space",
             ErrorKind::NameTooLong => "name_too_long",
             ErrorKind::Cancelled => "cancelled",

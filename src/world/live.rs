@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::{Caller, Condition, Guard, OpSpec};
-use super::journal::{self, Run};
 use super::run::Outcome;
 use super::World;
+use crate::host::{Caller, Condition, Guard, OpSpec};
+use crate::state::{self as journal, Run};
 
 /// Op names of every run.
 pub const WAIT: &str = "wait";
@@ -332,7 +332,9 @@ impl World {
         args: &str,
         guard: &str,
     ) -> WorldResult<i64> {
-        let began = self.journal.begin(caller, path, op, args, guard)?;
+        let began = self
+            .journal
+            .begin(caller, path, op, args, &crate::state::Clean::new(guard))?;
         let mut seqs = self.seqs.lock().unwrap_or_else(|p| p.into_inner());
         if seqs.len() >= SEQS_KEPT {
             seqs.clear();

@@ -15,17 +15,11 @@ mod body;
 pub mod budget;
 pub mod cache;
 pub mod call;
-pub mod caller;
 mod content;
 pub mod error;
-pub mod host;
-pub mod journal;
-pub mod known;
-mod live;
+pub mod live;
 pub mod names;
 pub mod node;
-pub mod op;
-mod pgtls;
 pub mod policy;
 mod pool;
 mod readme;
@@ -33,7 +27,6 @@ mod remote;
 mod root_ops;
 mod run;
 pub mod settings;
-pub mod shared;
 pub mod titles;
 mod tree;
 
@@ -45,6 +38,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::host::{self, Guard, Host, HostChange, OpSpec};
+use crate::state::Journal;
+use crate::state::{Known, KnownEntry};
 use crate::world::settings::{Identity, WorldSettings};
 pub use approvals::{Decided, Person, Verb};
 pub use body::BodyDoc;
@@ -52,9 +48,6 @@ use cache::TtlCache;
 pub use call::{CallDoc, CallReport};
 pub use content::Snapshot;
 use error::{ErrorKind, WorldError, WorldResult};
-use host::{Guard, Host, HostChange, OpSpec};
-use journal::Journal;
-use known::{Known, KnownEntry};
 use node::*;
 
 /// Kernel cache lifetime for what never changes (schemas, op descriptions, the README).
@@ -114,7 +107,7 @@ pub struct World {
     settings: WorldSettings,
     identity: Identity,
     hosts: Vec<Mounted>,
-    journal: Journal,
+    journal: Arc<dyn Journal>,
     mount_point: PathBuf,
     config_text: String,
     results: Mutex<HashMap<(Target, String), OpResults>>,
@@ -178,25 +171,14 @@ impl World {
                 state_dir.display()
             ))
         })?;
-        let (journal, interrupted, known, shared) = match state_url {
-            None => {
-                let (journal, interrupted) = Journal::open(&state_dir.join("journal.db"))?;
-                let known = Known::open(&state_dir.join("journal.db"))?;
-                (journal, interrupted, known, None)
-            }
-            Some(url) => {
-                let db = Arc::new(shared::SharedDb::connect(url)?);
-                let origin = remote::origin(state_dir);
-                let (journal, interrupted) = Journal::open_shared(Arc::clone(&db), &origin)?;
-                let known = Known::open_shared(Arc::clone(&db))?;
-                (
-                    journal,
-                    interrupted,
-                    known,
-                    Some(remote::Shared::new(db, origin)),
-                )
-            }
-        };
+        let origin = remote::origin(state_dir);
+        let crate::state::Opened {
+            journal,
+            interrupted,
+            shared,
+        } = crate::state::open(state_dir, state_url, &origin)?;
+        let known = Known::open(Arc::clone(&journal))?;
+        let shared = shared.map(|db| remote::Shared::new(db, origin));
         let events_start = journal.last_event()?;
         let max_call_threads = settings.max_call_threads;
         let buffered = budget::Budget::new(settings.max_buffered_bytes);
@@ -271,7 +253,7 @@ impl World {
                     ),
                 ),
                 Ok(Some(host::Settled::NotRun)) => (
-                    journal::NOT_RUN,
+                    crate::state::NOT_RUN,
                     // Nothing ran, as a call stopped before it started: ECANCELED.
                     ErrorKind::Cancelled.errno(),
                     format!(
@@ -285,7 +267,10 @@ impl World {
                     continue;
                 }
             };
-            match self.journal.settle(id, status, errno, &text) {
+            match self
+                .journal
+                .settle(id, status, errno, &crate::state::Clean::new(&text))
+            {
                 Ok(true) => settled += 1,
                 Ok(false) => {}
                 Err(err) => tracing::warn!(run = id, "cannot settle an interrupted run: {err}"),
@@ -304,8 +289,8 @@ impl World {
         &self.settings
     }
 
-    pub fn journal(&self) -> &Journal {
-        &self.journal
+    pub fn journal(&self) -> &dyn Journal {
+        self.journal.as_ref()
     }
 
     pub fn hosts(&self) -> &[Mounted] {

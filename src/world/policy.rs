@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::host::Condition;
+use crate::host::Condition;
 
 /// The guard line of a rule that asks a person to decide: its own word, never "approval",
 /// so it cannot be read as a pull request's review approval beside it.

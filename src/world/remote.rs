@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::journal::Event;
 use super::node::*;
-use super::shared::{Heard, SharedDb, EVENTS_CHANNEL};
 use super::World;
+use crate::state::pg::{Heard, SharedDb, EVENTS_CHANNEL};
+use crate::state::Event;
 
 /// How many events one catch-up step reads.
 const CATCH_UP_BATCH: usize = 1000;

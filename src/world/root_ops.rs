@@ -4,12 +4,12 @@
 use serde_json::{json, Value};
 
 use super::error::{WorldError, WorldResult};
-use super::host::OpSpec;
-use super::journal::Event;
 use super::node::NodeId;
 use super::run::Outcome;
 use super::World;
 use super::FOUND_MAX;
+use crate::host::OpSpec;
+use crate::state::Event;
 
 impl World {
     // ---- root ops -----------------------------------------------------------------

@@ -15,10 +15,11 @@ use serde_json::Value;
 
 use super::call::{CallDoc, CallReport};
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::host::{self, CallOutcome, Caller};
-use super::journal::Event;
 use super::node::*;
-use super::{caller, names, World};
+use super::{names, World};
+use crate::host::{self, CallOutcome, Caller};
+use crate::proc as caller;
+use crate::state::Event;
 
 /// How often the watch looks at callers still waiting (are they being killed?).
 const WATCH_TICK: Duration = Duration::from_millis(100);
@@ -34,7 +35,7 @@ pub(super) struct Outcome {
     /// World paths of entries of other hosts.
     pub elsewhere: Vec<String>,
     /// Content that is not text, kept as the run's files.
-    pub content: Vec<super::host::ContentPart>,
+    pub content: Vec<crate::host::ContentPart>,
 }
 
 impl Outcome {
@@ -729,10 +730,14 @@ impl World {
         );
         // What `result` and `wip call` print: no raw control character, no secret.
         let mut text = crate::secrets::scrub(&names::printable(&text)).into_owned();
-        if let Err(e) = self
-            .journal
-            .finish(id, status, errno, &text, &discovered, &events)
-        {
+        if let Err(e) = self.journal.finish(
+            id,
+            status,
+            errno,
+            &crate::state::Clean::new(&text),
+            &discovered,
+            &events,
+        ) {
             tracing::error!(run = id, "journal: {e}");
             // The call did happen: say so, and that the record of it is missing.
             text.push_str(&format!(

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::host::*;
 use super::node::{intern, EntryRef, Target};
 use super::{CallDoc, Mounted, World};
+use crate::host::*;
 use crate::world::settings::{Identity, WorldSettings};
 
 /// A host with one root entry and a few ops:
@@ -497,7 +497,7 @@ fn until_a_call_is_inside(f: &Fixture) {
 }
 
 /// Wait (bounded) until run `id` is no longer running; returns it.
-fn ended(f: &Fixture, id: i64) -> crate::world::journal::Run {
+fn ended(f: &Fixture, id: i64) -> crate::state::Run {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let run = f.world.journal().get(id).unwrap().unwrap();
@@ -1290,7 +1290,7 @@ fn xattrs_are_the_description_and_the_ref() {
 
 #[test]
 fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
-    let db = super::shared::TestDb::create();
+    let db = crate::state::pg::TestDb::create();
     let host = Arc::new(MemHost::default());
     let state = tempfile::tempdir().unwrap();
     let world = World::new(

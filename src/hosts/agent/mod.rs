@@ -25,15 +25,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::calendar::parse_iso;
-use crate::hosts::{lock, HostContext};
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Changes, Child, Condition, EntryInfo, Guard, Host, HostError,
     HostResult, OpSpec, RunSignal,
 };
+use crate::hosts::{lock, HostContext};
 
+use crate::host::op::{Decl, NoArgs, Ops, Text};
 use crate::hosts::text::{one_line, plural};
 use crate::world::names::{canonical_number, Paths};
-use crate::world::op::{Decl, NoArgs, Ops, Text};
 use store::{Conversation, State, Store};
 use turn::{End, Observer, Program, Turn};
 

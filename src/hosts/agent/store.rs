@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::world::host::{HostError, HostResult, OrFailed};
+use crate::host::{HostError, HostResult, OrFailed};
 
 /// Where a conversation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::turn::{Line, Reader};
 use super::*;
-use crate::world::host::HostChange;
+use crate::host::HostChange;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

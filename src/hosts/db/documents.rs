@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::schema::{self, quote};
 use super::{db_err, keys, view};
-use crate::world::host::{Document, DocumentPage, HostError, HostResult};
+use crate::host::{Document, DocumentPage, HostError, HostResult};
 
 /// The cursor `TABLE_INDEX:OFFSET` → its parts (`None`: the start).
 fn parse_cursor(cursor: Option<&str>) -> HostResult<(usize, usize)> {

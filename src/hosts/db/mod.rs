@@ -34,11 +34,11 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::hosts::{lock, HostContext};
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
+use crate::hosts::{lock, HostContext};
 use crate::world::names::{canonical_number, Paths};
 
 /// How long a lock on the database may be waited for.
@@ -602,8 +602,8 @@ impl Host for DbHost {
         _path: &[String],
         op: &str,
         run: &str,
-    ) -> HostResult<Option<crate::world::host::Settled>> {
-        use crate::world::host::Settled;
+    ) -> HostResult<Option<crate::host::Settled>> {
+        use crate::host::Settled;
         if !self.writable || !matches!(op, "insert" | "update" | "delete") {
             return Ok(None);
         }

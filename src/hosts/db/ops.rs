@@ -16,8 +16,8 @@ use super::query::{bind, sql_value};
 use super::schema::{self, filter, quote, Key, Table};
 use super::view::{full, plural, whole_row};
 use super::{db_err, user_err, DbHost, Node};
-use crate::world::host::{CallOutcome, Caller, Condition, HostError, HostResult, OrFailed};
-use crate::world::op::{Decl, NoArgs, Ops};
+use crate::host::op::{Decl, NoArgs, Ops};
+use crate::host::{CallOutcome, Caller, Condition, HostError, HostResult, OrFailed};
 
 /// Rows `export` gives by default, and at most.
 const EXPORT_DEFAULT: u64 = 1000;

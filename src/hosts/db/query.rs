@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::schema::{self, Key, Table};
 use super::view::{line, plural, truncate};
 use super::{db_err, error_code, keys, sqlite_words, user_err, DbHost, Node, Reader};
-use crate::world::host::{CallOutcome, Child, EntryInfo, HostError, HostResult};
+use crate::host::{CallOutcome, Child, EntryInfo, HostError, HostResult};
 
 /// Pragmas that only read, whatever their argument.
 const READ_PRAGMAS: &[&str] = &[

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::world::host::{CallOutcome, Caller, Host, HostError, HostResult};
+use crate::host::{CallOutcome, Caller, Host, HostError, HostResult};
 
 const SCHEMA: &str = "
 CREATE TABLE Artist (ArtistId INTEGER PRIMARY KEY, Name TEXT NOT NULL);
@@ -1071,7 +1071,7 @@ fn op_schemas_come_from_their_argument_types() {
 
 #[test]
 fn a_write_keeps_its_run_in_its_transaction_and_reads_cannot_tell() {
-    use crate::world::host::Settled;
+    use crate::host::Settled;
     let f = Fixture::new();
     let h = f.host(true);
     let caller = Caller {

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use super::keys::{self, Affinity};
 use super::schema::{self, quote, Table};
 use super::{db_err, DbHost, Node};
-use crate::world::host::{Child, EntryInfo, HostError, HostResult};
+use crate::host::{Child, EntryInfo, HostError, HostResult};
 
 /// Width of a row's one-line description.
 const LINE: usize = 120;

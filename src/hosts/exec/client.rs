@@ -23,8 +23,8 @@ use super::protocol::{
     self, ChangedParams, Incoming, InitializeParams, InitializeResult, Request, RpcError,
 };
 use super::transport::{self, Endpoint, Link, Socket};
+use crate::host::{Changes, HostError, HostResult, OpSpec, RunSignal};
 use crate::hosts::lock;
-use crate::world::host::{Changes, HostError, HostResult, OpSpec, RunSignal};
 
 /// How often a long call looks at its run (a cancel) and at the host's liveness.
 const CALL_TICK: Duration = Duration::from_millis(100);

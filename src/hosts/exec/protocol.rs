@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::world::host::{
+use crate::host::{
     CallOutcome, Caller, Child, Condition, Document, EntryInfo, Guard, HostError, OpSpec,
 };
 
@@ -296,7 +296,7 @@ pub struct WireBodyWrite {
 
 impl WireBody {
     /// The body, or why the answer cannot be one.
-    pub fn into_body(self) -> Result<crate::world::host::Body, String> {
+    pub fn into_body(self) -> Result<crate::host::Body, String> {
         use base64::Engine as _;
         let modified = self
             .modified
@@ -312,7 +312,7 @@ impl WireBody {
             ),
             _ => return Err("give exactly one of text and base64".to_string()),
         };
-        let body = crate::world::host::Body::bytes(bytes).modified(modified);
+        let body = crate::host::Body::bytes(bytes).modified(modified);
         // An op's argument is a string: bytes that are not text cannot be written back.
         Ok(match self.write {
             Some(w) if !binary => body.written_by(&w.op, &w.arg),

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::protocol::*;
 use super::*;
-use crate::world::host::{Caller, Changes, Condition, Guard, HostChange};
+use crate::host::{Caller, Changes, Condition, Guard, HostChange};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use crate::world::host::{Body, HostError, HostResult};
+use crate::host::{Body, HostError, HostResult};
 
 use super::resolve::Node;
 use super::FilesHost;

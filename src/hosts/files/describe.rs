@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::world::host::{Child, EntryInfo, HostResult};
+use crate::host::{Child, EntryInfo, HostResult};
 
 use super::beneath::{Kind, Stat};
 use super::resolve::{Located, Node};

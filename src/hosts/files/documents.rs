@@ -13,7 +13,7 @@ use std::time::UNIX_EPOCH;
 
 use scraper::{ElementRef, Html, Node};
 
-use crate::world::host::{Document, DocumentPage, HostError, HostResult};
+use crate::host::{Document, DocumentPage, HostError, HostResult};
 
 use super::FilesHost;
 

@@ -33,11 +33,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::hosts::HostContext;
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
+use crate::hosts::HostContext;
 use crate::world::names::Paths;
 
 use resolve::Node;

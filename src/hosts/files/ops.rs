@@ -19,8 +19,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::world::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
-use crate::world::op::{Decl, NoArgs, Op, Ops};
+use crate::host::op::{Decl, NoArgs, Op, Ops};
+use crate::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
 
 use super::beneath::Kind;
 use super::describe::{

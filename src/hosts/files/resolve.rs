@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::world::host::{HostError, HostResult};
+use crate::host::{HostError, HostResult};
 
 use super::beneath::{Kind, Stat};
 use super::FilesHost;

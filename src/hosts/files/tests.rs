@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{FilesHost, FilesSettings};
+use crate::host::{CallOutcome, Caller, Host, HostError, HostResult};
 use crate::hosts::HostContext;
-use crate::world::host::{CallOutcome, Caller, Host, HostError, HostResult};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -174,7 +174,7 @@ fn changes_on_disk_are_reported_for_directories_shown() {
     let base = fs::canonicalize(dir.path()).unwrap();
     fs::create_dir_all(base.join("root/sub")).unwrap();
     fs::write(base.join("root/a.txt"), "a").unwrap();
-    let (changes, rx) = crate::world::host::Changes::channel();
+    let (changes, rx) = crate::host::Changes::channel();
     let ctx = HostContext {
         changes: changes.for_host(3),
         ..ctx(&base, &base.join("mnt"))

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use crate::world::host::Changes;
+use crate::host::Changes;
 
 /// How long events are gathered after the first one before they are reported together (a
 /// save that writes, renames and sets times is one change).

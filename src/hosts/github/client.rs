@@ -15,8 +15,8 @@ use octocrab::service::middleware::retry::RetryConfig;
 use octocrab::Octocrab;
 use serde_json::Value;
 
+use crate::host::{Condition, Guard, HostError};
 use crate::hosts::lock;
-use crate::world::host::{Condition, Guard, HostError};
 
 /// A response body (JSON, or the raw text of a non-JSON media type) and its next page.
 #[derive(Clone, Debug, PartialEq)]

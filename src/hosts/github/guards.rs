@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::client::{seg, GhResult, Page};
 use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
+use crate::host::{Condition, HostError, HostResult};
 use crate::hosts::lock;
 use crate::hosts::text::{and_list, plural};
-use crate::world::host::{Condition, HostError, HostResult};
 
 /// How a guard reads GitHub's state: through the cache for the guard file, fresh for the
 /// check a call makes right before its change.

@@ -22,10 +22,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::calendar::parse_iso;
-use crate::hosts::{lock, HostContext};
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
+use crate::hosts::{lock, HostContext};
 use crate::world::names::Paths;
 use client::Client;
 use guards::Read;

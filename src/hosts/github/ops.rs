@@ -12,10 +12,10 @@ use super::client::{query_value, seg};
 use super::guards::Read;
 use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
+use crate::host::op::{spelled as word, Bounded, Decl, Names, NoArgs, Ops, Prose, Text};
+use crate::host::{CallOutcome, Condition, HostError, HostResult};
 use crate::hosts::lock;
 use crate::hosts::text::{and_list, flat, plural};
-use crate::world::host::{CallOutcome, Condition, HostError, HostResult};
-use crate::world::op::{spelled as word, Bounded, Decl, Names, NoArgs, Ops, Prose, Text};
 
 /// How many search hits to keep: 1 to 100 (GitHub's largest page).
 type Limit = Bounded<1, 100>;

@@ -9,7 +9,7 @@ use super::{
     decode_name, encode_name, GithubHost, GithubSettings, Hit, Kind, Node, Repo, SearchRun,
     TokenSource,
 };
-use crate::world::host::{Caller, Host, HostError};
+use crate::host::{Caller, Host, HostError};
 use crate::world::names::Paths;
 
 fn settings(repos: &[&str]) -> GithubSettings {

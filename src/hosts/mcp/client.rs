@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, ReadBuf};
 use tokio::sync::{mpsc, Notify};
 
-use crate::world::host::{path_of, Changes, HostError, HostResult, RunSignal};
+use crate::host::{path_of, Changes, HostError, HostResult, RunSignal};
 
 use super::McpSettings;
 

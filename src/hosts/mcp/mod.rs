@@ -30,12 +30,12 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::hosts::HostContext;
-use crate::world::cache::TtlCache;
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec, Readiness,
 };
+use crate::hosts::HostContext;
+use crate::world::cache::TtlCache;
 
 use crate::hosts::text::one_line;
 use crate::world::policy::HostDefault;
@@ -181,7 +181,7 @@ impl Node {
 fn body_bound() -> String {
     format!(
         " (its body file shows at most {} MiB of it)",
-        crate::world::host::MAX_WHOLE_BODY >> 20
+        crate::host::MAX_WHOLE_BODY >> 20
     )
 }
 
@@ -474,7 +474,7 @@ impl McpHost {
         &self,
         name: &str,
         args: &Value,
-        run: &crate::world::host::RunSignal,
+        run: &crate::host::RunSignal,
     ) -> HostResult<CallOutcome> {
         let (c, phase) = self.catalog();
         self.check_guard(&c, &phase, &Node::Tool(name.to_string()), "call")?;

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::world::host::{Condition, ContentPart};
+use crate::host::{Condition, ContentPart};
 
 /// A name (a tool's, a prompt's, a resource URI) as one path segment: `%` and `/` (and NUL)
 /// percent-encoded, everything else kept, so the mapping is reversible.

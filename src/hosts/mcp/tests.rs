@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value};
 
 use super::render::*;
 use super::*;
+use crate::host::path_of;
 use crate::manifest::Manifest;
-use crate::world::host::path_of;
 
 #[test]
 fn names_map_reversibly_and_canonically() {

@@ -14,7 +14,7 @@ use tantivy::schema::{
 use tantivy::snippet::{Snippet, SnippetGenerator};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::world::host::{Document, HostError, HostResult, OrFailed};
+use crate::host::{Document, HostError, HostResult, OrFailed};
 
 /// Boost of a title match over a text match.
 const TITLE_BOOST: f32 = 2.0;

@@ -27,13 +27,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::hosts::text::{one_line, plural};
-use crate::hosts::{HostContext, Peer};
-use crate::world::host::{
+use crate::host::op::{Decl, NoArgs, Ops, Text};
+use crate::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
+use crate::hosts::text::{one_line, plural};
+use crate::hosts::{HostContext, Peer};
 use crate::world::names::{canonical_number, Paths};
-use crate::world::op::{Decl, NoArgs, Ops, Text};
 
 use index::{Engine, Hit};
 use store::{Search, Store};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::index::Hit;
-use crate::world::host::{HostResult, OrFailed};
+use crate::host::{HostResult, OrFailed};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS docs (

@@ -7,7 +7,7 @@ use super::ops::{Here, OPS};
 use super::store::{args, Store};
 use super::{db, Node, TrackerHost};
 use crate::calendar::parse_iso;
-use crate::world::host::{Body, HostResult};
+use crate::host::{Body, HostResult};
 
 impl TrackerHost {
     pub(super) fn body_in(&self, conn: &Store, node: &Node) -> HostResult<Option<Body>> {

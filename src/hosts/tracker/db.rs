@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::store::{args, Row, Store};
 use super::{Kind, Node};
+use crate::host::HostResult;
 use crate::manifest::Identity;
-use crate::world::host::HostResult;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS project (
@@ -281,7 +281,7 @@ pub(super) fn item(conn: &Store, number: i64) -> HostResult<Option<Item>> {
 /// The item, which the caller knows exists (checked by `exists` in the same transaction).
 pub(super) fn item_req(conn: &Store, number: i64) -> HostResult<Item> {
     item(conn, number)?.ok_or_else(|| {
-        crate::world::host::HostError::NotFound(format!("no issue or pull request #{number}"))
+        crate::host::HostError::NotFound(format!("no issue or pull request #{number}"))
     })
 }
 

@@ -5,9 +5,9 @@ use super::store::Store;
 
 use super::db::{self, Item};
 use super::{Node, TrackerHost};
+use crate::host::{Condition, HostResult};
 use crate::hosts::text::{and_list, plural};
 use crate::manifest::Role;
-use crate::world::host::{Condition, HostResult};
 
 impl TrackerHost {
     fn you(&self) -> String {

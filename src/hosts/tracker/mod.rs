@@ -32,14 +32,14 @@ use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::hosts::HostContext;
-use crate::manifest::Identity;
-use crate::world::host::{
+use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
+use crate::hosts::HostContext;
+use crate::manifest::Identity;
+use crate::state::pg::{is_postgres_url, redact_url, SharedDb};
 use crate::world::names::{canonical_number, Paths};
-use crate::world::shared::{is_postgres_url, redact_url, SharedDb};
 use ops::{Here, OPS};
 use store::Store;
 
@@ -501,8 +501,8 @@ impl Host for TrackerHost {
         _path: &[String],
         _op: &str,
         run: &str,
-    ) -> HostResult<Option<crate::world::host::Settled>> {
-        use crate::world::host::Settled;
+    ) -> HostResult<Option<crate::host::Settled>> {
+        use crate::host::Settled;
         let found = self.read(|conn| db::run_record(conn, run))?;
         Ok(Some(found.map_or(Settled::NotRun, Settled::Done)))
     }

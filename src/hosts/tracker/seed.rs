@@ -7,8 +7,8 @@
 
 use super::db;
 use super::store::{args, Store};
+use crate::host::HostResult;
 use crate::manifest::Identity;
-use crate::world::host::HostResult;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Seed {

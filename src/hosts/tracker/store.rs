@@ -24,8 +24,8 @@ use postgres::types::{ToSql, Type};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::DB;
-use crate::world::host::{HostError, HostResult, OrFailed};
-use crate::world::shared::{PgClient, SharedDb};
+use crate::host::{HostError, HostResult, OrFailed};
+use crate::state::pg::{PgClient, SharedDb};
 
 /// The advisory lock every tracker call (and the first-run seeding) holds until it commits.
 /// Distinct from the shared state's locks, so a tracker and the state may share a database.

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::host::{Caller, Condition};
 use crate::manifest::Role;
-use crate::world::host::{Caller, Condition};
-use crate::world::shared::TestDb;
+use crate::state::pg::TestDb;
 use store::Engine;
 
 fn ctx(dir: &Path, user: &str, role: Role) -> HostContext {
@@ -99,7 +99,7 @@ both!(
 );
 
 fn a_committed_call_keeps_its_run_and_a_refused_one_none(e: Engine) {
-    use crate::world::host::Settled;
+    use crate::host::Settled;
     let (_d, h) = demo(e);
     let as_run = |run: &str| Caller {
         run: run.to_string(),

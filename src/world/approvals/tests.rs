@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::journal::Decider;
 use super::super::node::{NodeId, RunFile, WipFile};
 use super::super::policy::{Action, Glob, Policy, Rule};
 use super::super::tests::{
     caller, flush, mem_world, notes, open, result, root, write, Fixture, MemHost,
 };
 use super::{parse_run_path, Person, Verb};
+use crate::state::Decider;
 use crate::world::settings::WorldSettings;
 
 const AGENT: u32 = 500;

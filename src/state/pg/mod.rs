@@ -8,8 +8,10 @@
 //! retrying with backoff for up to `CONNECT_TIMEOUT`; meanwhile a call fails with EIO and
 //! these words.
 //!
-//! TLS follows the URL's `sslmode` with libpq's meaning (`super::pgtls`): every
+//! TLS follows the URL's `sslmode` with libpq's meaning (`tls`): every
 //! connection, pooled or listening, is made with the one connector built from it.
+
+mod tls;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +20,8 @@ use postgres::Client;
 use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 
-use super::error::{WorldError, WorldResult};
-use super::pgtls::{self, MakeRustlsConnect};
+use crate::world::error::{WorldError, WorldResult};
+use tls::MakeRustlsConnect;
 
 /// How long `get` keeps trying to (re)connect before a call fails with EIO.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -109,16 +111,16 @@ impl SharedDb {
             )));
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        let pgtls::Prepared {
+        let tls::Prepared {
             config,
             tls,
             described: security,
-        } = pgtls::prepare(url, home.as_deref())
+        } = tls::prepare(url, home.as_deref())
             .map_err(|e| WorldError::backend(format!("{name} {shown}: {e}")))?;
         // One connection first: its error says what went wrong, where the pool's would
         // only say it timed out after retrying for seconds.
         if let Err(e) = config.connect(tls.clone()) {
-            return Err(WorldError::backend(match pgtls::explain(&e) {
+            return Err(WorldError::backend(match tls::explain(&e) {
                 Some(words) => format!(
                     "cannot connect to the {name} {shown} securely \
                      ({security}): {words}"
@@ -126,7 +128,7 @@ impl SharedDb {
                 None => format!(
                     "cannot reach the {name} {shown}: {} \
                      (is PostgreSQL running and does the role exist?)",
-                    pgtls::words(&e)
+                    tls::words(&e)
                 ),
             }));
         }
@@ -180,7 +182,7 @@ impl SharedDb {
     pub fn error(&self, what: &str, e: &postgres::Error) -> WorldError {
         let detail = match e.as_db_error() {
             Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => pgtls::words(e),
+            None => tls::words(e),
         };
         // Connection exceptions (08…) and operator intervention (57…: a restart, a
         // terminated backend) end the connection; anything else is about the statement.
@@ -224,7 +226,7 @@ impl SharedDb {
                         Err(e) => {
                             tracing::warn!(
                                 "shared state {shown}: cannot listen for other mounts' changes: {}; retrying in {backoff:?}",
-                                pgtls::explain(&e).unwrap_or_else(|| pgtls::words(&e))
+                                tls::explain(&e).unwrap_or_else(|| tls::words(&e))
                             );
                             std::thread::sleep(backoff);
                             backoff = (backoff * 2).min(BACKOFF_MAX);

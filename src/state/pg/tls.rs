@@ -636,7 +636,7 @@ fn explain_rustls(e: &TlsError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::shared::SNAKEOIL;
+    use crate::state::pg::SNAKEOIL;
 
     #[test]
     fn tls_parameters_leave_the_url_and_the_rest_stays_in_order() {

@@ -3,6 +3,9 @@
 //! A host answers for the part of the tree mounted at its path. It knows its backend and
 //! nothing of FUSE, inodes or the journal. Paths given to a host are relative to its mount
 //! point, one `String` per segment (already unescaped: a host never sees `description~`).
+//! `op` declares an op once (`Decl`), with its arguments' type, schema and guard.
+
+pub mod op;
 
 use serde_json::Value;
 
@@ -202,8 +205,8 @@ impl Guard {
             // One condition, one line, whatever its words hold.
             out.push_str(&format!(
                 "{mark} {}: {}\n",
-                super::names::shown(&c.name),
-                super::names::shown(&c.detail)
+                crate::world::names::shown(&c.name),
+                crate::world::names::shown(&c.detail)
             ));
         }
         out
@@ -227,7 +230,7 @@ pub struct Caller {
     pub signal: RunSignal,
 }
 
-pub use super::live::{Progress, RunSignal};
+pub use crate::world::live::{Progress, RunSignal};
 
 /// How a run cut off by a crash ended, as its host knows it (`Host::settle`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -602,7 +605,11 @@ pub trait Host: Send + Sync {
 
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
-    fn policy_default(&self, _path: &[String], _op: &str) -> Option<super::policy::HostDefault> {
+    fn policy_default(
+        &self,
+        _path: &[String],
+        _op: &str,
+    ) -> Option<crate::world::policy::HostDefault> {
         None
     }
 

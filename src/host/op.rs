@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::host::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
+use super::{CallOutcome, Condition, Guard, HostError, HostResult, OpSpec};
 
 /// The arguments of an op that takes none.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]

@@ -1,5 +1,5 @@
-//! The journal on PostgreSQL, shared by every mount of one world: the same tables as the
-//! SQLite journal (calls, events, approvals), with each call's `origin` (the mount that
+//! The state on PostgreSQL, shared by every mount of one world: the same tables as the
+//! SQLite engine (calls, events, approvals, the known world), with each call's `origin` (the mount that
 //! made it) so a restarting mount marks only its own cut-off calls interrupted.
 //!
 //! Change-feed writes take one advisory lock until they commit, so cursors become visible
@@ -12,13 +12,14 @@ use std::time::Duration;
 use postgres::types::Type;
 use postgres::Transaction;
 
+use super::pg::{SharedDb, EVENTS_CHANNEL};
 use super::{
-    Approval, Began, Decider, Event, Expired, NewApproval, Run, RunChange, EXPIRED, INTERRUPTED,
-    INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING, RUNNING,
+    known, Approval, Began, Clean, Decider, Event, Expired, Journal, KnownEntry, NewApproval, Run,
+    RunChange, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING,
+    RUNNING,
 };
+use crate::host::Caller;
 use crate::world::error::{WorldError, WorldResult};
-use crate::world::host::Caller;
-use crate::world::shared::{SharedDb, EVENTS_CHANNEL};
 
 /// The current time as the SQLite journal writes it (ISO 8601, UTC, milliseconds).
 const NOW: &str =
@@ -28,6 +29,10 @@ const SCHEMA_LOCK: i64 = 0x7769_705f_7363_6865;
 const EVENTS_LOCK: i64 = 0x7769_705f_6576_7473;
 
 const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS known(
+  path TEXT PRIMARY KEY, ref TEXT NOT NULL, description TEXT NOT NULL,
+  indexable BOOLEAN NOT NULL, seen TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS known_by_ref ON known(ref);
 CREATE TABLE IF NOT EXISTS journal_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls(
   id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL,
@@ -154,22 +159,6 @@ impl PgJournal {
         Ok((j, interrupted))
     }
 
-    /// This journal's identity.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Settle a run marked interrupted at start-up (see `SqliteJournal::settle`).
-    pub fn settle(&self, id: i64, status: &str, errno: i32, result: &str) -> WorldResult<bool> {
-        self.with("cannot settle a run", |c| {
-            c.execute(
-                "UPDATE calls SET status = $2, errno = $3, result = $4 WHERE id = $1 AND status = $5",
-                &[&id, &status, &errno, &result, &INTERRUPTED],
-            )
-        })
-        .map(|n| n == 1)
-    }
-
     /// Run `f` on a pooled connection; a failure becomes EIO with words.
     fn with<T>(
         &self,
@@ -180,14 +169,49 @@ impl PgJournal {
         f(&mut c).map_err(|e| self.db.error(what, &e))
     }
 
-    pub fn begin(
+    /// Append events in cursor order and tell every mount, inside the caller's transaction.
+    fn insert_events(&self, tx: &mut Transaction<'_>, events: &[Event]) -> PgResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])?;
+        let insert = tx.prepare(&format!(
+            "INSERT INTO events(at, kind, path, op, run, status) VALUES ({NOW}, $1, $2, $3, $4, $5)"
+        ))?;
+        for e in events {
+            tx.execute(&insert, &[&e.kind, &e.path, &e.op, &e.run, &e.status])?;
+        }
+        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &self.origin])?;
+        Ok(())
+    }
+}
+
+impl Journal for PgJournal {
+    /// This journal's identity.
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Settle a run marked interrupted at start-up (see `SqliteJournal::settle`).
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool> {
+        self.with("cannot settle a run", |c| {
+            c.execute(
+                "UPDATE calls SET status = $2, errno = $3, result = $4 WHERE id = $1 AND status = $5",
+                &[&id, &status, &errno, &result.as_str(), &INTERRUPTED],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    fn begin(
         &self,
         caller: &Caller,
         path: &str,
         op: &str,
         args: &str,
-        guard: &str,
+        guard: &Clean,
     ) -> WorldResult<Began> {
+        let guard = guard.as_str();
         let began = self.with("cannot record the call", |c| {
             // Typed: one round trip instead of prepare, execute and close. Two mounts may
             // take the same next number at once: the unique index makes one of them wait
@@ -230,12 +254,12 @@ impl PgJournal {
         })
     }
 
-    pub fn finish(
+    fn finish(
         &self,
         id: i64,
         status: &str,
         errno: i32,
-        result: &str,
+        result: &Clean,
         discovered: &[String],
         events: &[Event],
     ) -> WorldResult<()> {
@@ -250,7 +274,7 @@ impl PgJournal {
                     (&id, Type::INT8),
                     (&status, Type::TEXT),
                     (&errno, Type::INT4),
-                    (&result, Type::TEXT),
+                    (&result.as_str(), Type::TEXT),
                     (&discovered, Type::TEXT),
                     (&events, Type::TEXT),
                     (&self.origin, Type::TEXT),
@@ -260,7 +284,7 @@ impl PgJournal {
         })
     }
 
-    pub fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+    fn record_events(&self, events: &[Event]) -> WorldResult<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -271,23 +295,7 @@ impl PgJournal {
         })
     }
 
-    /// Append events in cursor order and tell every mount, inside the caller's transaction.
-    fn insert_events(&self, tx: &mut Transaction<'_>, events: &[Event]) -> PgResult<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])?;
-        let insert = tx.prepare(&format!(
-            "INSERT INTO events(at, kind, path, op, run, status) VALUES ({NOW}, $1, $2, $3, $4, $5)"
-        ))?;
-        for e in events {
-            tx.execute(&insert, &[&e.kind, &e.path, &e.op, &e.run, &e.status])?;
-        }
-        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &self.origin])?;
-        Ok(())
-    }
-
-    pub fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
         self.with("cannot read the change feed", |c| {
             let rows = c.query(
                 "SELECT cursor, at, kind, path, op, run, status FROM events
@@ -310,7 +318,7 @@ impl PgJournal {
         })
     }
 
-    pub fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
         self.with("cannot read the change feed", |c| {
             c.query_opt(
                 "SELECT at FROM events WHERE cursor > $1 ORDER BY cursor DESC LIMIT 1",
@@ -321,14 +329,14 @@ impl PgJournal {
         })
     }
 
-    pub fn last_event(&self) -> WorldResult<i64> {
+    fn last_event(&self) -> WorldResult<i64> {
         self.with("cannot read the change feed", |c| {
             c.query_one("SELECT coalesce(max(cursor), 0) FROM events", &[])?
                 .try_get(0)
         })
     }
 
-    pub fn get(&self, id: i64) -> WorldResult<Option<Run>> {
+    fn get(&self, id: i64) -> WorldResult<Option<Run>> {
         self.with("cannot read the run", |c| {
             c.query_opt(
                 &format!("SELECT {COLUMNS} FROM calls WHERE id = $1"),
@@ -339,7 +347,7 @@ impl PgJournal {
         })
     }
 
-    pub fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
         self.with("cannot list runs", |c| {
             c.query(
                 "SELECT id, seq FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
@@ -356,7 +364,7 @@ impl PgJournal {
         })
     }
 
-    pub fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
         self.with("cannot find the run", |c| {
             c.query_opt(
                 "SELECT id FROM calls WHERE path = $1 AND op = $2 AND seq = $3",
@@ -367,11 +375,7 @@ impl PgJournal {
         })
     }
 
-    pub fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
-        Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
-    }
-
-    pub fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
         self.with("cannot list runs", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls WHERE status = $1 ORDER BY id LIMIT $2"),
@@ -383,7 +387,7 @@ impl PgJournal {
         })
     }
 
-    pub fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
         self.with("cannot list calls", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT $1"),
@@ -395,7 +399,7 @@ impl PgJournal {
         })
     }
 
-    pub fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
+    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
         let cut32 = i32::try_from(cut).unwrap_or(i32::MAX);
         self.with("cannot list calls", |c| {
             c.query(
@@ -421,14 +425,14 @@ impl PgJournal {
         })
     }
 
-    pub fn count(&self) -> WorldResult<i64> {
+    fn count(&self) -> WorldResult<i64> {
         self.with("cannot count calls", |c| {
             c.query_one("SELECT count(*) FROM calls", &[])?.try_get(0)
         })
     }
 
     /// Calls running now, on any mount.
-    pub fn running(&self) -> WorldResult<i64> {
+    fn running(&self) -> WorldResult<i64> {
         self.with("cannot count running calls", |c| {
             c.query_one("SELECT count(*) FROM calls WHERE status = $1", &[&RUNNING])?
                 .try_get(0)
@@ -436,7 +440,7 @@ impl PgJournal {
     }
 
     /// The size of the journal's tables in bytes (with their indexes).
-    pub fn bytes(&self) -> WorldResult<i64> {
+    fn bytes(&self) -> WorldResult<i64> {
         self.with("cannot measure the journal", |c| {
             c.query_one(
                 "SELECT (pg_total_relation_size('calls') + pg_total_relation_size('events')
@@ -449,7 +453,7 @@ impl PgJournal {
 
     // ---- pending runs ----------------------------------------------------------------
 
-    pub fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
         let approvers = serde_json::to_string(new.approvers)
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
         let expires_ms = new.expires_after.map(|d| d.as_millis() as f64);
@@ -467,7 +471,7 @@ impl PgJournal {
                 &[
                     &run,
                     &(new.rule as i64),
-                    &new.rule_text,
+                    &new.rule_text.as_str(),
                     &approvers,
                     &new.self_approve,
                     &expires_ms,
@@ -481,7 +485,7 @@ impl PgJournal {
             .ok_or_else(|| WorldError::backend("journal: the approval just written is gone"))
     }
 
-    pub fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
+    fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
         self.with("cannot read the approval", |c| {
             c.query_opt(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = $1"),
@@ -492,7 +496,7 @@ impl PgJournal {
         })
     }
 
-    pub fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
+    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
         self.with("cannot list pending runs", |c| {
             c.query(
                 &format!(
@@ -506,12 +510,12 @@ impl PgJournal {
         })
     }
 
-    pub fn decide(
+    fn decide(
         &self,
         run: i64,
         state: &str,
         who: &Decider,
-        reason: Option<&str>,
+        reason: Option<&Clean>,
         change: &RunChange<'_>,
         events: &[Event],
     ) -> WorldResult<bool> {
@@ -533,7 +537,7 @@ impl PgJournal {
                     &i64::from(who.pid),
                     &i64::from(who.session),
                     &who.command,
-                    &reason,
+                    &reason.map(Clean::as_str),
                     &PENDING,
                 ],
             )?;
@@ -547,7 +551,10 @@ impl PgJournal {
         })
     }
 
-    pub fn expire_due(&self, result_of: impl Fn(&Approval) -> String) -> WorldResult<Vec<Expired>> {
+    fn expire_due(
+        &self,
+        result_of: &dyn Fn(&Approval) -> Clean<'static>,
+    ) -> WorldResult<Vec<Expired>> {
         self.with("cannot expire pending runs", |c| {
             let mut tx = c.transaction()?;
             // SKIP LOCKED: a run another mount is expiring or deciding right now is theirs.
@@ -580,8 +587,8 @@ impl PgJournal {
                     a.run,
                     &RunChange {
                         status: EXPIRED,
-                        errno: super::EXPIRED_ERRNO,
-                        result: Some(&text),
+                        errno: EXPIRED_ERRNO,
+                        result: Some(text),
                         guard: None,
                     },
                 )?;
@@ -593,7 +600,7 @@ impl PgJournal {
         })
     }
 
-    pub fn next_expiry(&self) -> WorldResult<Option<Duration>> {
+    fn next_expiry(&self) -> WorldResult<Option<Duration>> {
         let ms: Option<f64> = self.with("cannot read expiries", |c| {
             c.query_one(
                 "SELECT (extract(epoch FROM (min(expires)::timestamptz - clock_timestamp())) * 1000.0)::float8
@@ -604,24 +611,93 @@ impl PgJournal {
         })?;
         Ok(ms.map(|ms| Duration::from_millis(ms.max(0.0).ceil() as u64)))
     }
+
+    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()> {
+        self.with("cannot write the known world", |c| {
+            let mut tx = c.transaction()?;
+            let st = tx.prepare(&format!(
+                "INSERT INTO known(path, ref, description, indexable, seen)
+                 VALUES ($1, $2, $3, $4, {NOW})
+                 ON CONFLICT(path) DO UPDATE SET ref = excluded.ref,
+                   description = excluded.description, indexable = excluded.indexable,
+                   seen = excluded.seen"
+            ))?;
+            for e in entries {
+                tx.execute(&st, &[&e.path, &e.reference, &e.description, &e.indexable])?;
+            }
+            tx.commit()
+        })
+    }
+
+    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+        let (sql, args) = known::locate_query(words, limit, "indexable", "ILIKE", '$');
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+            .iter()
+            .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+            .collect();
+        self.with("cannot search the known world", |c| {
+            c.query(&sql, &params)?.iter().map(known_row).collect()
+        })
+    }
+
+    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+        self.with("cannot read the known world", |c| {
+            c.query(
+                "SELECT path FROM known WHERE ref = $1 ORDER BY path",
+                &[&reference],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+        })
+    }
+
+    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+        self.with("cannot read the known world", |c| {
+            let total: i64 = c.query_one("SELECT count(*) FROM known", &[])?.try_get(0)?;
+            let rows = c.query(
+                "SELECT path, ref, description, indexable FROM known
+                 ORDER BY seen DESC, path LIMIT $1",
+                &[&(limit as i64)],
+            )?;
+            let entries = rows.iter().map(known_row).collect::<PgResult<Vec<_>>>()?;
+            Ok((entries, total))
+        })
+    }
 }
 
 fn update_run(tx: &mut Transaction<'_>, run: i64, change: &RunChange<'_>) -> PgResult<()> {
-    match change.result {
+    let guard = change.guard.as_ref().map(Clean::as_str);
+    match &change.result {
         Some(result) => tx.execute(
             &format!(
                 "UPDATE calls SET status = $2, errno = $3, result = $4, guard = coalesce($5, guard),
                    finished = {NOW} WHERE id = $1"
             ),
-            &[&run, &change.status, &change.errno, &result, &change.guard],
+            &[
+                &run,
+                &change.status,
+                &change.errno,
+                &result.as_str(),
+                &guard,
+            ],
         )?,
         None => tx.execute(
             "UPDATE calls SET status = $2, errno = $3, guard = coalesce($4, guard), finished = NULL
              WHERE id = $1",
-            &[&run, &change.status, &change.errno, &change.guard],
+            &[&run, &change.status, &change.errno, &guard],
         )?,
     };
     Ok(())
+}
+
+fn known_row(r: &postgres::Row) -> PgResult<KnownEntry> {
+    Ok(KnownEntry {
+        path: r.try_get(0)?,
+        reference: r.try_get(1)?,
+        description: r.try_get(2)?,
+        indexable: r.try_get(3)?,
+    })
 }
 
 fn u32_of(r: &postgres::Row, i: usize) -> PgResult<u32> {
@@ -679,12 +755,11 @@ fn row_to_approval(r: &postgres::Row) -> PgResult<Approval> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::journal::Journal;
-    use crate::world::shared::TestDb;
+    use crate::state::pg::TestDb;
 
-    fn open(db: &TestDb, origin: &str) -> (Journal, usize) {
+    fn open(db: &TestDb, origin: &str) -> (PgJournal, usize) {
         let shared = Arc::new(SharedDb::connect(&db.url).unwrap());
-        let (j, cut) = Journal::open_shared(shared, origin).unwrap();
+        let (j, cut) = PgJournal::open(shared, origin).unwrap();
         (j, cut.len())
     }
 
@@ -704,18 +779,18 @@ mod tests {
         let (a, _) = open(&db, "host-a:/state");
         let (b, _) = open(&db, "host-b:/state");
         let mine = a
-            .begin(&caller(), "/t", "close", "{}", "allowed")
+            .begin(&caller(), "/t", "close", "{}", &"allowed".into())
             .unwrap()
             .id;
         let theirs = b
-            .begin(&caller(), "/t", "close", "{}", "allowed")
+            .begin(&caller(), "/t", "close", "{}", &"allowed".into())
             .unwrap()
             .id;
         let ev = Event::of_run("call", "/t", "close", theirs, "ok");
-        b.finish(theirs, "ok", 0, "closed", &["/t/x".into()], &[ev])
+        b.finish(theirs, "ok", 0, &"closed".into(), &["/t/x".into()], &[ev])
             .unwrap();
         let running = b
-            .begin(&caller(), "/t", "comment", "hi", "allowed")
+            .begin(&caller(), "/t", "comment", "hi", &"allowed".into())
             .unwrap()
             .id;
         drop(a);
@@ -747,7 +822,7 @@ mod tests {
     #[test]
     fn concurrent_writers_make_one_gapless_ordered_feed() {
         let db = TestDb::create();
-        let journals: Vec<Arc<Journal>> = (0..4)
+        let journals: Vec<Arc<PgJournal>> = (0..4)
             .map(|i| Arc::new(open(&db, &format!("m{i}")).0))
             .collect();
         let threads: Vec<_> = journals
@@ -758,11 +833,11 @@ mod tests {
                 std::thread::spawn(move || {
                     for k in 0..25 {
                         let id = j
-                            .begin(&caller(), "/t", "comment", &format!("{i}/{k}"), "")
+                            .begin(&caller(), "/t", "comment", &format!("{i}/{k}"), &"".into())
                             .unwrap()
                             .id;
                         let ev = Event::of_run("call", "/t", "comment", id, "ok");
-                        j.finish(id, "ok", 0, "", &[], &[ev]).unwrap();
+                        j.finish(id, "ok", 0, &"".into(), &[], &[ev]).unwrap();
                     }
                 })
             })
@@ -808,16 +883,16 @@ mod tests {
         let db = TestDb::create();
         let (a, _) = open(&db, "a");
         let (b, _) = open(&db, "b");
-        let hold = |j: &Journal, expires: Option<Duration>| {
+        let hold = |j: &PgJournal, expires: Option<Duration>| {
             let id = j
-                .begin(&caller(), "/t", "merge", "{}", "blocked")
+                .begin(&caller(), "/t", "merge", "{}", &"blocked".into())
                 .unwrap()
                 .id;
-            j.finish(id, PENDING, libc::EINPROGRESS, "waits", &[], &[])
+            j.finish(id, PENDING, libc::EINPROGRESS, &"waits".into(), &[], &[])
                 .unwrap();
             let new = NewApproval {
                 rule: 1,
-                rule_text: "match \"t/ops/merge\"",
+                rule_text: "match \"t/ops/merge\"".into(),
                 approvers: &[0],
                 self_approve: false,
                 expires_after: expires,
@@ -842,11 +917,11 @@ mod tests {
             status: RUNNING,
             errno: 0,
             result: None,
-            guard: Some("allowed"),
+            guard: Some("allowed".into()),
         };
         assert!(b.decide(id, "approved", &who, None, &change, &[]).unwrap());
         assert!(!a
-            .decide(id, "denied", &who, Some("late"), &change, &[])
+            .decide(id, "denied", &who, Some(&"late".into()), &change, &[])
             .unwrap());
         assert_eq!(a.approval(id).unwrap().unwrap().decider, Some(who.clone()));
         assert_eq!(a.get(id).unwrap().unwrap().status, RUNNING);
@@ -854,8 +929,8 @@ mod tests {
         let due = hold(&a, Some(Duration::from_millis(1)));
         let later = hold(&b, Some(Duration::from_secs(3600)));
         std::thread::sleep(Duration::from_millis(20));
-        let mut expired = a.expire_due(|_| "expired".into()).unwrap();
-        expired.extend(b.expire_due(|_| "expired".into()).unwrap());
+        let mut expired = a.expire_due(&|_| "expired".into()).unwrap();
+        expired.extend(b.expire_due(&|_| "expired".into()).unwrap());
         assert_eq!(
             expired.iter().map(|x| x.approval.run).collect::<Vec<_>>(),
             vec![due]
@@ -880,7 +955,7 @@ mod tests {
                             status: RUNNING,
                             errno: 0,
                             result: None,
-                            guard: Some("allowed"),
+                            guard: Some("allowed".into()),
                         };
                         gate.wait();
                         j.decide(id, state, &who, None, &change, &[]).unwrap()
@@ -894,7 +969,7 @@ mod tests {
             .map(|_| hold(&a, Some(Duration::from_millis(1))))
             .collect();
         std::thread::sleep(Duration::from_millis(20));
-        let mounts: Vec<Arc<Journal>> = (0..4)
+        let mounts: Vec<Arc<PgJournal>> = (0..4)
             .map(|i| Arc::new(open(&db, &format!("x{i}")).0))
             .collect();
         let gate = Arc::new(std::sync::Barrier::new(mounts.len()));
@@ -904,7 +979,7 @@ mod tests {
                 let (j, gate) = (Arc::clone(j), Arc::clone(&gate));
                 std::thread::spawn(move || {
                     gate.wait();
-                    j.expire_due(|_| "expired".into()).unwrap()
+                    j.expire_due(&|_| "expired".into()).unwrap()
                 })
             })
             .collect();

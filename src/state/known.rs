@@ -1,17 +1,13 @@
 //! The known world: every entry looked up by path or discovered by a call, with its ref,
 //! kept in the state database across remounts. Lookups are hot (a `find` makes thousands),
 //! so they are queued and written in batches by one thread; readers flush the queue first.
-//! It lives beside the journal: SQLite in the state directory, or the shared PostgreSQL
-//! database, where every mount's discoveries meet.
+//! Where it is kept is the journal's engine (`Journal::write_known` and its readers).
 
-use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{params, Connection};
-
-use super::error::{WorldError, WorldResult};
-use super::shared::SharedDb;
+use super::Journal;
+use crate::world::error::{WorldError, WorldResult};
 
 /// One known entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,23 +27,9 @@ enum Msg {
 pub struct Known {
     tx: Mutex<mpsc::Sender<Msg>>,
     recent: Mutex<Recent>,
-    reader: Reader,
+    journal: Arc<dyn Journal>,
     _writer: JoinHandle<()>,
 }
-
-enum Reader {
-    Sqlite(Mutex<Connection>),
-    Postgres(Arc<SharedDb>),
-}
-
-const PG_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS known(
-  path TEXT PRIMARY KEY, ref TEXT NOT NULL, description TEXT NOT NULL,
-  indexable BOOLEAN NOT NULL, seen TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS known_by_ref ON known(ref);
-";
-/// Serialises concurrent creation of the table by mounts starting together.
-const PG_SCHEMA_LOCK: i64 = 0x7769_705f_6b6e_6f77;
 
 /// How many queued records one transaction writes at most.
 const BATCH: usize = 2048;
@@ -92,60 +74,20 @@ impl Recent {
 }
 
 impl Known {
-    pub fn open(path: &Path) -> WorldResult<Known> {
-        let setup = |conn: &mut Connection| -> rusqlite::Result<()> {
-            crate::sqlite::wait_when_busy(conn, std::time::Duration::from_secs(10))?;
-            conn.execute_batch(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
-                 CREATE TABLE IF NOT EXISTS known(
-                   path TEXT PRIMARY KEY, ref TEXT NOT NULL, description TEXT NOT NULL,
-                   indexable INTEGER NOT NULL, seen TEXT NOT NULL);
-                 CREATE INDEX IF NOT EXISTS known_by_ref ON known(ref);",
-            )
-        };
-        let mut writer_conn = Connection::open(path)?;
-        setup(&mut writer_conn)?;
-        let mut reader = Connection::open(path)?;
-        setup(&mut reader)?;
+    /// The known world kept by `journal`'s engine, with its writer thread.
+    pub fn open(journal: Arc<dyn Journal>) -> WorldResult<Known> {
         let (tx, rx) = mpsc::channel::<Msg>();
+        let writer_journal = Arc::clone(&journal);
         let writer = std::thread::Builder::new()
             .name("known-world".into())
-            .spawn(move || write_loop(writer_conn, rx))
+            .spawn(move || write_loop(writer_journal.as_ref(), rx))
             .map_err(|e| {
                 WorldError::backend(format!("cannot start the known-world writer: {e}"))
             })?;
         Ok(Known {
             tx: Mutex::new(tx),
             recent: Mutex::default(),
-            reader: Reader::Sqlite(Mutex::new(reader)),
-            _writer: writer,
-        })
-    }
-
-    /// The known world in the shared PostgreSQL database.
-    pub fn open_shared(db: Arc<SharedDb>) -> WorldResult<Known> {
-        {
-            let mut c = db.client()?;
-            let created = (|| -> Result<(), postgres::Error> {
-                let mut tx = c.transaction()?;
-                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PG_SCHEMA_LOCK])?;
-                tx.batch_execute(PG_SCHEMA)?;
-                tx.commit()
-            })();
-            created.map_err(|e| db.error("cannot open the known world", &e))?;
-        }
-        let (tx, rx) = mpsc::channel::<Msg>();
-        let writer_db = Arc::clone(&db);
-        let writer = std::thread::Builder::new()
-            .name("known-world".into())
-            .spawn(move || pg_write_loop(&writer_db, rx))
-            .map_err(|e| {
-                WorldError::backend(format!("cannot start the known-world writer: {e}"))
-            })?;
-        Ok(Known {
-            tx: Mutex::new(tx),
-            recent: Mutex::default(),
-            reader: Reader::Postgres(db),
+            journal,
             _writer: writer,
         })
     }
@@ -175,109 +117,29 @@ impl Known {
         }
     }
 
-    fn reader(&self) -> WorldResult<std::sync::MutexGuard<'_, Connection>> {
-        self.flush();
-        match &self.reader {
-            Reader::Sqlite(c) => c
-                .lock()
-                .map_err(|_| WorldError::backend("known world lock poisoned")),
-            Reader::Postgres(_) => Err(WorldError::backend("known world: not on SQLite")),
-        }
-    }
-
-    /// The shared database, if the known world is there (after a flush of the queue).
-    fn shared(&self) -> Option<&SharedDb> {
-        match &self.reader {
-            Reader::Postgres(db) => {
-                self.flush();
-                Some(db)
-            }
-            Reader::Sqlite(_) => None,
-        }
-    }
-
     /// Indexable known entries whose path or description holds every word (any case).
     pub fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
-        if let Some(db) = self.shared() {
-            return pg_locate(db, words, limit);
-        }
-        let conn = self.reader()?;
-        let (sql, args) = locate_query(words, limit, "indexable = 1", "LIKE", '?');
-        let mut st = conn.prepare(&sql)?;
-        let rows = st.query_map(rusqlite::params_from_iter(args.iter()), row)?;
-        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        self.flush();
+        self.journal.locate(words, limit)
     }
 
     /// Every known path of the object with this ref.
     pub fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
-        if let Some(db) = self.shared() {
-            let mut c = db.client()?;
-            let rows = c
-                .query(
-                    "SELECT path FROM known WHERE ref = $1 ORDER BY path",
-                    &[&reference],
-                )
-                .map_err(|e| db.error("cannot read the known world", &e))?;
-            return rows
-                .iter()
-                .map(|r| r.try_get(0))
-                .collect::<Result<Vec<String>, _>>()
-                .map_err(|e| db.error("cannot read the known world", &e));
-        }
-        let conn = self.reader()?;
-        let mut st = conn.prepare_cached("SELECT path FROM known WHERE ref = ?1 ORDER BY path")?;
-        let rows = st.query_map([reference], |r| r.get(0))?;
-        Ok(rows.collect::<Result<Vec<String>, _>>()?)
+        self.flush();
+        self.journal.paths_of(reference)
     }
 
     /// The most recently seen entries, newest first, and how many are known in all.
     pub fn recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
-        if let Some(db) = self.shared() {
-            let mut c = db.client()?;
-            let read = (|| -> Result<_, postgres::Error> {
-                let total: i64 = c.query_one("SELECT count(*) FROM known", &[])?.try_get(0)?;
-                let rows = c.query(
-                    "SELECT path, ref, description, indexable FROM known
-                     ORDER BY seen DESC, path LIMIT $1",
-                    &[&(limit as i64)],
-                )?;
-                let entries = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
-                Ok((entries, total))
-            })();
-            return read.map_err(|e| db.error("cannot read the known world", &e));
-        }
-        let conn = self.reader()?;
-        let total: i64 = conn.query_row("SELECT count(*) FROM known", [], |r| r.get(0))?;
-        let mut st = conn.prepare_cached(
-            "SELECT path, ref, description, indexable FROM known ORDER BY seen DESC, path LIMIT ?1",
-        )?;
-        let rows = st.query_map([limit as i64], row)?;
-        Ok((rows.collect::<Result<Vec<_>, _>>()?, total))
+        self.flush();
+        self.journal.known_recent(limit)
     }
-}
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnownEntry> {
-    Ok(KnownEntry {
-        path: r.get(0)?,
-        reference: r.get(1)?,
-        description: r.get(2)?,
-        indexable: r.get::<_, i64>(3)? != 0,
-    })
-}
-
-fn pg_row(r: &postgres::Row) -> Result<KnownEntry, postgres::Error> {
-    Ok(KnownEntry {
-        path: r.try_get(0)?,
-        reference: r.try_get(1)?,
-        description: r.try_get(2)?,
-        indexable: r.try_get(3)?,
-    })
 }
 
 /// The `locate` query for either engine: every word (any case) in the path or the
 /// description, `%` and `_` taken literally; its text and its `like` patterns, numbered
 /// from 1 after `mark` (`?` for SQLite, `$` for PostgreSQL).
-fn locate_query(
+pub(super) fn locate_query(
     words: &[String],
     limit: usize,
     indexable: &str,
@@ -300,22 +162,6 @@ fn locate_query(
     }
     sql.push_str(&format!(" ORDER BY length(path), path LIMIT {limit}"));
     (sql, args)
-}
-
-fn pg_locate(db: &SharedDb, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
-    let (sql, args) = locate_query(words, limit, "indexable", "ILIKE", '$');
-    let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
-        .iter()
-        .map(|a| a as &(dyn postgres::types::ToSql + Sync))
-        .collect();
-    let mut c = db.client()?;
-    let rows = c
-        .query(&sql, &params)
-        .map_err(|e| db.error("cannot search the known world", &e))?;
-    rows.iter()
-        .map(pg_row)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| db.error("cannot search the known world", &e))
 }
 
 /// Take what is queued (up to `BATCH`), after the first message.
@@ -346,7 +192,7 @@ fn next_batch(first: Msg, rx: &mpsc::Receiver<Msg>) -> Vec<Msg> {
     batch
 }
 
-fn pg_write_loop(db: &SharedDb, rx: mpsc::Receiver<Msg>) {
+fn write_loop(journal: &dyn Journal, rx: mpsc::Receiver<Msg>) {
     while let Ok(first) = rx.recv() {
         let mut waiting = Vec::new();
         let mut entries = Vec::new();
@@ -368,66 +214,9 @@ fn pg_write_loop(db: &SharedDb, rx: mpsc::Receiver<Msg>) {
             }
         });
         if !entries.is_empty() {
-            match db.client() {
-                Ok(mut c) => {
-                    let written = (|| -> Result<(), postgres::Error> {
-                        let mut tx = c.transaction()?;
-                        let st = tx.prepare(
-                            r#"INSERT INTO known(path, ref, description, indexable, seen)
-                               VALUES ($1, $2, $3, $4,
-                                 to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-                               ON CONFLICT(path) DO UPDATE SET ref = excluded.ref,
-                                 description = excluded.description, indexable = excluded.indexable,
-                                 seen = excluded.seen"#,
-                        )?;
-                        for e in &entries {
-                            tx.execute(
-                                &st,
-                                &[&e.path, &e.reference, &e.description, &e.indexable],
-                            )?;
-                        }
-                        tx.commit()
-                    })();
-                    if let Err(e) = written {
-                        tracing::warn!("{}", db.error("known world", &e));
-                    }
-                }
-                Err(e) => tracing::warn!("known world: {e}"),
+            if let Err(e) = journal.write_known(&entries) {
+                tracing::warn!("known world: {e}");
             }
-        }
-        for done in waiting {
-            let _ = done.send(());
-        }
-    }
-}
-
-fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
-    while let Ok(first) = rx.recv() {
-        let batch = next_batch(first, &rx);
-        let mut waiting = Vec::new();
-        let written = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            {
-                let mut st = tx.prepare_cached(
-                    "INSERT INTO known(path, ref, description, indexable, seen)
-                     VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                     ON CONFLICT(path) DO UPDATE SET ref = excluded.ref,
-                       description = excluded.description, indexable = excluded.indexable,
-                       seen = excluded.seen",
-                )?;
-                for m in batch {
-                    match m {
-                        Msg::Record(e) => {
-                            st.execute(params![e.path, e.reference, e.description, e.indexable])?;
-                        }
-                        Msg::Flush(done) => waiting.push(done),
-                    }
-                }
-            }
-            tx.commit()
-        })();
-        if let Err(e) = written {
-            tracing::warn!("known world: {e}");
         }
         for done in waiting {
             let _ = done.send(());
@@ -438,6 +227,12 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The known world of a SQLite state file (made if new).
+    fn sqlite(db: &std::path::Path) -> Known {
+        let (j, _) = crate::state::SqliteJournal::open(db).unwrap();
+        Known::open(Arc::new(j)).unwrap()
+    }
 
     fn entry(path: &str, reference: &str, description: &str, indexable: bool) -> KnownEntry {
         KnownEntry {
@@ -453,7 +248,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("journal.db");
         {
-            let k = Known::open(&db).unwrap();
+            let k = sqlite(&db);
             k.record(entry(
                 "/t/issues/42",
                 "t://42",
@@ -474,7 +269,7 @@ mod tests {
             assert_eq!(k.locate(&["100%".into()], 10).unwrap().len(), 1);
             assert_eq!(k.locate(&["_".into()], 10).unwrap().len(), 0);
         }
-        let k = Known::open(&db).unwrap();
+        let k = sqlite(&db);
         assert_eq!(
             k.paths_of("t://42").unwrap(),
             vec![
@@ -488,7 +283,7 @@ mod tests {
     #[test]
     fn an_entry_recorded_again_keeps_its_latest_content() {
         let dir = tempfile::tempdir().unwrap();
-        let k = Known::open(&dir.path().join("journal.db")).unwrap();
+        let k = sqlite(&dir.path().join("journal.db"));
         // Unchanged records within the precision are not written again; a change, and a
         // change back, always are.
         for description in ["first", "first", "second", "first"] {
@@ -504,13 +299,18 @@ mod tests {
 #[cfg(test)]
 mod shared_tests {
     use super::*;
-    use crate::world::shared::TestDb;
+    use crate::state::pg::{SharedDb, TestDb};
+
+    fn open_shared(db: Arc<SharedDb>) -> Known {
+        let (j, _) = crate::state::PgJournal::open(db, "test").unwrap();
+        Known::open(Arc::new(j)).unwrap()
+    }
 
     #[test]
     fn two_mounts_share_one_known_world() {
         let db = TestDb::create();
-        let a = Known::open_shared(Arc::new(SharedDb::connect(&db.url).unwrap())).unwrap();
-        let b = Known::open_shared(Arc::new(SharedDb::connect(&db.url).unwrap())).unwrap();
+        let a = open_shared(Arc::new(SharedDb::connect(&db.url).unwrap()));
+        let b = open_shared(Arc::new(SharedDb::connect(&db.url).unwrap()));
         a.record(KnownEntry {
             path: "/t/issues/42".into(),
             reference: "t://42".into(),

@@ -1,6 +1,9 @@
-//! Who is calling: the kernel gives a pid; `/proc` gives its session and command line.
+//! Everything the daemon reads of `/proc`: who is calling (the kernel gives a pid; `/proc`
+//! gives its session and command line), a process's lineage (the control socket judges a
+//! decision by it), and which processes exist or were created since a moment (the
+//! last-close check of `fuse::holders`).
 
-use super::host::Caller;
+use crate::host::Caller;
 
 impl Caller {
     /// Describe the process `pid` (best effort: a process that already exited still gets a
@@ -134,6 +137,58 @@ pub fn lineage_sessions(pid: u32) -> Vec<u32> {
         }
     }
     sessions
+}
+
+/// The last pid the kernel handed out in this pid namespace.
+pub fn last_pid() -> Option<u32> {
+    let mut buf = [0u8; PROC_READ];
+    let text = read_proc("/proc/sys/kernel/ns_last_pid", &mut buf)?;
+    std::str::from_utf8(text).ok()?.trim().parse().ok()
+}
+
+/// Every process's pid: the numeric names of /proc.
+pub fn pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// How many pids handed out since the open are probed one by one; past it, /proc is
+/// listed instead.
+const PROBED_PIDS: u32 = 64;
+
+/// The processes whose pid is above `last` and at most `now`: those created since it was
+/// handed out. A few are probed by name (most closes follow their open with no process
+/// created in between: nothing to look at); many, from the names of /proc.
+pub fn processes_after(last: u32, now: u32) -> Vec<u32> {
+    if now - last <= PROBED_PIDS {
+        return (last + 1..=now)
+            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+    }
+    pids().filter(|p| *p > last).collect()
+}
+
+/// `pid` and its ancestors up to (not including) init.
+pub fn ancestors(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut p = pid;
+    while p > 1 && out.len() < 64 {
+        out.push(p);
+        match proc_stat(p) {
+            Some(s) => p = s.ppid,
+            None => break,
+        }
+    }
+    out
+}
+
+/// The processes of session `sid`.
+pub fn session_members(sid: u32) -> Vec<u32> {
+    pids()
+        .filter(|p| proc_stat(*p).map(|s| s.session) == Some(sid))
+        .collect()
 }
 
 /// Whether the process `pid` (a thread id, as FUSE gives it) is on its way out: a signal

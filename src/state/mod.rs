@@ -1,0 +1,301 @@
+//! What a world remembers, behind one trait: every call (the journal: runs, their
+//! outcomes, the change feed), the runs held for a person's sign-off, and the known world.
+//! `sqlite.rs` keeps it in the state directory (the embedded default, one mount),
+//! `postgres.rs` in a PostgreSQL database every mount of the world shares (`pg/` holds
+//! its connection pool and TLS). A new engine is one file implementing `Journal`;
+//! nothing else chooses between engines.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::host::Caller;
+use crate::secrets::scrub;
+use crate::world::error::WorldResult;
+
+mod approval;
+pub mod known;
+pub mod pg;
+mod postgres;
+mod sqlite;
+
+pub use approval::{Approval, Decider, Expired, NewApproval, RunChange, DENIED, EXPIRED, PENDING};
+pub use known::{Known, KnownEntry};
+
+/// Status of a call cut off by a crash; set on the next mount.
+pub const INTERRUPTED: &str = "interrupted";
+/// A run cut off by a crash whose host says its change never committed: nothing changed.
+pub const NOT_RUN: &str = "not_run";
+/// The errno of a run cut off by a crash (the backend's: EIO), from the one table.
+pub const INTERRUPTED_ERRNO: i32 = crate::world::error::ErrorKind::Backend.errno();
+/// The errno of a pending run nobody decided in time (ETIMEDOUT), from the one table.
+pub const EXPIRED_ERRNO: i32 = crate::world::error::ErrorKind::TimedOut.errno();
+/// The result of a run marked interrupted at start-up.
+pub const INTERRUPTED_WORDS: &str = "error: interrupted: the daemon stopped before this call finished; check the object before calling again\n";
+
+/// A new journal's identity: 16 random bytes in hex (a host that keeps run ids beside its
+/// own changes tells journals apart by it, see `Caller::run`).
+pub fn fresh_journal_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        // No randomness to be had: the time and the pid still tell journals apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes[..16].copy_from_slice(&(t ^ (u128::from(std::process::id()) << 96)).to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+pub const RUNNING: &str = "running";
+
+/// One row of the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub id: i64,
+    pub started: String,
+    pub finished: Option<String>,
+    pub pid: u32,
+    pub uid: u32,
+    pub session: u32,
+    pub command: String,
+    /// World path of the entry the op belongs to (`/` for the root).
+    pub path: String,
+    pub op: String,
+    pub args: String,
+    pub guard: String,
+    pub status: String,
+    pub errno: i32,
+    pub result: String,
+    /// World paths discovered by the call.
+    pub discovered: Vec<String>,
+    /// Its number among the runs of its op on its entry (`runs/SEQ`), from 1.
+    pub seq: i64,
+}
+
+/// A run just begun: its journal id and its number among its op's runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Began {
+    pub id: i64,
+    pub seq: i64,
+}
+
+/// One line of the change feed (`.wip/events`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    /// Resumable position in the feed (set when stored).
+    pub cursor: i64,
+    pub at: String,
+    /// `call` (a call finished), `changed`, `removed` or `discovered` (an entry);
+    /// `pending`, `approved`, `denied` or `expired` (a run held for a person's sign-off).
+    pub kind: String,
+    /// World path of the entry (for `call`: the entry whose op ran).
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+impl Event {
+    /// An event about a run of an op: `kind` and the run's status.
+    pub fn of_run(kind: &str, path: &str, op: &str, run: i64, status: &str) -> Event {
+        Event {
+            kind: kind.into(),
+            path: path.into(),
+            op: Some(op.into()),
+            run: Some(run),
+            status: Some(status.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Text the journal keeps and later prints (a guard, a result, a rule, a reason), with
+/// every secret of the daemon's taken out. Only `Clean::new` makes one, so no engine is
+/// handed text that was not scrubbed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clean<'a>(Cow<'a, str>);
+
+impl<'a> Clean<'a> {
+    pub fn new(text: &'a str) -> Clean<'a> {
+        Clean(scrub(text))
+    }
+
+    /// `new`, for text made on the spot.
+    pub fn owned(text: String) -> Clean<'static> {
+        Clean(Cow::Owned(scrub(&text).into_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'a> From<&'a str> for Clean<'a> {
+    fn from(text: &'a str) -> Clean<'a> {
+        Clean::new(text)
+    }
+}
+
+/// The journal, the approvals and the known world of one world, on one engine. Every
+/// method is called from many threads at once.
+pub trait Journal: Send + Sync {
+    /// This journal's identity: hosts that keep a run's id with its change name the run
+    /// `ID:RUN` (see `Caller::run`).
+    fn id(&self) -> &str;
+
+    /// Settle a run marked interrupted at start-up, as its host knows it ended (`ok` with
+    /// its result, or `not_run`); `false` when it was no longer interrupted.
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool>;
+
+    /// Record a call before it runs; returns its run id and its number among its op's runs.
+    fn begin(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: &str,
+        args: &str,
+        guard: &Clean,
+    ) -> WorldResult<Began>;
+
+    /// Record the outcome of a call and the changes it made, in one transaction.
+    fn finish(
+        &self,
+        id: i64,
+        status: &str,
+        errno: i32,
+        result: &Clean,
+        discovered: &[String],
+        events: &[Event],
+    ) -> WorldResult<()>;
+
+    /// Record changes that no call made (a host's own notifications), in one transaction.
+    fn record_events(&self, events: &[Event]) -> WorldResult<()>;
+
+    /// Events after `cursor`, oldest first, at most `limit`.
+    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>>;
+
+    /// When the newest event after `cursor` happened (`None`: there is none).
+    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>>;
+
+    /// The cursor of the newest event (0 if none).
+    fn last_event(&self) -> WorldResult<i64>;
+
+    fn get(&self, id: i64) -> WorldResult<Option<Run>>;
+
+    /// Runs of one op of one entry, newest first: (id, number).
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>>;
+
+    /// The journal id of run number `seq` of one op of one entry (`runs/SEQ`).
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>>;
+
+    /// The latest run of one op of one entry.
+    fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
+        Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
+    }
+
+    /// Runs still running (every mount's), oldest first, at most `limit`.
+    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>>;
+
+    /// Newest calls first.
+    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>>;
+
+    /// Newest calls first, `args` and `result` cut to their first `cut` characters by the
+    /// database itself, so a view of recent calls costs the same whatever they carried.
+    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>>;
+
+    fn count(&self) -> WorldResult<i64>;
+
+    /// How many calls are running now (begun, not finished).
+    fn running(&self) -> WorldResult<i64>;
+
+    /// The database's size in bytes.
+    fn bytes(&self) -> WorldResult<i64>;
+
+    /// Hold run `run` for a person's sign-off, with its `pending` event.
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval>;
+
+    /// The approval record of a run, if it asked for one.
+    fn approval(&self, run: i64) -> WorldResult<Option<Approval>>;
+
+    /// Runs waiting for a decision, oldest first, at most `limit`.
+    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>>;
+
+    /// Record a decision on a pending run, the run's change and the events, in one
+    /// transaction; `false` (nothing written) when the run is no longer pending.
+    fn decide(
+        &self,
+        run: i64,
+        state: &str,
+        who: &Decider,
+        reason: Option<&Clean>,
+        change: &RunChange<'_>,
+        events: &[Event],
+    ) -> WorldResult<bool>;
+
+    /// Expire the pending runs whose time is up, each with the result `result_of` gives;
+    /// returns what expired.
+    fn expire_due(
+        &self,
+        result_of: &dyn Fn(&Approval) -> Clean<'static>,
+    ) -> WorldResult<Vec<Expired>>;
+
+    /// How long until the next pending run expires (zero if one is due), if any will.
+    fn next_expiry(&self) -> WorldResult<Option<Duration>>;
+
+    /// Write known entries (one batch of the known world's writer), each path once.
+    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()>;
+
+    /// Indexable known entries whose path or description holds every word (any case).
+    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>>;
+
+    /// Every known path of the object with this ref.
+    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>>;
+
+    /// The most recently seen known entries, newest first, and how many are known in all.
+    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)>;
+}
+
+/// A world's state, opened: the journal, the runs a crash cut off (now `interrupted`),
+/// and the shared database when state is on PostgreSQL.
+pub struct Opened {
+    pub journal: Arc<dyn Journal>,
+    pub interrupted: Vec<i64>,
+    pub shared: Option<Arc<pg::SharedDb>>,
+}
+
+/// Open the state: SQLite in `state_dir`, or the PostgreSQL database `url` names (where
+/// only this mount's, `origin`'s, cut-off calls are marked interrupted: other mounts may
+/// be running theirs right now).
+pub fn open(state_dir: &Path, url: Option<&str>, origin: &str) -> WorldResult<Opened> {
+    match url {
+        None => {
+            let (j, interrupted) = sqlite::SqliteJournal::open(&state_dir.join("journal.db"))?;
+            Ok(Opened {
+                journal: Arc::new(j),
+                interrupted,
+                shared: None,
+            })
+        }
+        Some(url) => {
+            let db = Arc::new(pg::SharedDb::connect(url)?);
+            let (j, interrupted) = postgres::PgJournal::open(Arc::clone(&db), origin)?;
+            Ok(Opened {
+                journal: Arc::new(j),
+                interrupted,
+                shared: Some(db),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) use postgres::PgJournal;
+#[cfg(test)]
+pub(crate) use sqlite::SqliteJournal;
