@@ -186,15 +186,14 @@ pub struct WorldFs {
     mnt_id: OnceLock<Option<u64>>,
 }
 
-/// The errno a failed request answers, logged once here with its words, as
-/// mountpoint-s3's `fuse_error!` does: debug for what callers cause (ENOENT, EPERM, ...),
-/// warn for EIO, which means a backend failed.
+/// The errno a failed request answers, logged once here with its words and their causes,
+/// as mountpoint-s3's `fuse_error!` does, at its kind's level (`ErrorKind::level`).
 fn errno(request: &'static str, e: &WorldError) -> Errno {
     let code = e.errno();
-    if code == libc::EIO {
-        tracing::warn!(request, errno = code, "{e}");
+    if e.kind.level() == tracing::Level::WARN {
+        tracing::warn!(request, errno = code, "{}", e.chain());
     } else {
-        tracing::debug!(request, errno = code, "{e}");
+        tracing::debug!(request, errno = code, "{}", e.chain());
     }
     Errno::from_i32(code)
 }

@@ -1,14 +1,29 @@
-//! The world's one error type: errno plus words. The errno mapping lives here and only here.
+//! The world's one error type: errno plus words, with the cause kept. The errno mapping
+//! and the log level of each kind live here and only here.
 
-use crate::host::HostError;
+use std::sync::Arc;
 
-/// Why something in the world failed, with the words a user reads in `result`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+use crate::host::{ErrorSource, HostError};
+
+/// Why something in the world failed, with the words a user reads in `result` and the
+/// error it came from (a host's, the database's), kept for the log.
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct WorldError {
     pub kind: ErrorKind,
     pub message: String,
+    #[source]
+    source: Option<ErrorSource>,
 }
+
+/// Two errors are the same when a user would read the same: kind and words.
+impl PartialEq for WorldError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for WorldError {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -64,6 +79,16 @@ impl ErrorKind {
         }
     }
 
+    /// How loud a request that failed this way is logged: a backend's failure is the
+    /// daemon's to report (warn); the rest (a missing name, a blocked guard, bad
+    /// arguments) is the caller's own doing (debug).
+    pub const fn level(self) -> tracing::Level {
+        match self {
+            ErrorKind::Backend => tracing::Level::WARN,
+            _ => tracing::Level::DEBUG,
+        }
+    }
+
     /// Status word recorded in the journal and shown in `runs/ID/status`.
     pub fn status(self) -> &'static str {
         match self {
@@ -112,7 +137,30 @@ impl WorldError {
         WorldError {
             kind,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// The same error, caused by `source`.
+    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(ErrorSource(Arc::new(source)));
+        self
+    }
+
+    /// The words and every cause below them (`words: cause: cause`), each said once: what
+    /// the log shows of a failure.
+    pub fn chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut next = std::error::Error::source(self);
+        while let Some(e) = next {
+            let words = e.to_string();
+            if !out.contains(&words) {
+                out.push_str(": ");
+                out.push_str(&words);
+            }
+            next = e.source();
+        }
+        out
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -150,14 +198,39 @@ impl From<HostError> for WorldError {
             HostError::NameTooLong(_) => ErrorKind::NameTooLong,
             HostError::Cancelled(_) => ErrorKind::Cancelled,
         };
-        WorldError::new(kind, e.to_string())
+        WorldError::new(kind, e.to_string()).caused_by(e)
     }
 }
 
 impl From<rusqlite::Error> for WorldError {
     fn from(e: rusqlite::Error) -> Self {
-        WorldError::backend(format!("journal: {e}"))
+        WorldError::backend(format!("journal: {e}")).caused_by(e)
     }
 }
 
 pub type WorldResult<T> = Result<T, WorldError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_failure_keeps_its_cause_to_the_top() {
+        let io = std::io::Error::other("disk on fire");
+        let host = HostError::failed("cannot read issue 42", io);
+        let e = WorldError::from(host);
+        assert_eq!(e.kind, ErrorKind::Backend);
+        assert_eq!(e.kind.level(), tracing::Level::WARN);
+        // The host's error is the source, and its own source (the io error) below it.
+        let host_err = std::error::Error::source(&e).expect("the host's error");
+        assert!(host_err
+            .source()
+            .is_some_and(|io| io.to_string() == "disk on fire"));
+        assert!(e.chain().ends_with("disk on fire"), "{}", e.chain());
+        assert_eq!(e.chain().matches("cannot read issue 42").count(), 1);
+        assert_eq!(
+            WorldError::not_found("x").kind.level(),
+            tracing::Level::DEBUG
+        );
+    }
+}
