@@ -2,6 +2,8 @@
 //! per descriptor, timeouts, late finishes, per-session results, limits and errnos, in
 //! milliseconds and without FUSE.
 
+mod model;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
