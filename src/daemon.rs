@@ -248,7 +248,10 @@ static HELD_LOCKS: std::sync::Mutex<Vec<StateLock>> = std::sync::Mutex::new(Vec:
 
 /// Build the world a manifest describes (hosts open their backends here). The state
 /// directory stays locked to this process from here on.
-pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
+pub fn build_world(
+    opts: &MountOptions,
+    subscriber: Arc<dyn crate::world::Subscriber>,
+) -> Result<Arc<World>> {
     // The daemon's environment and state URL may hold secrets too (tokens, passwords).
     crate::secrets::register_env(std::env::vars());
     if let Some(url) = &opts.state_url {
@@ -294,10 +297,13 @@ pub fn build_world(opts: &MountOptions) -> Result<Arc<World>> {
         manifest.world.clone(),
         manifest.identity.clone(),
         mounted,
-        &opts.state_dir,
-        state_url.as_deref(),
+        crate::world::StateAt {
+            dir: &opts.state_dir,
+            url: state_url.as_deref(),
+        },
         opts.mount_point.clone(),
         config_text,
+        subscriber,
     )?;
     if world.interrupted_at_start > 0 {
         tracing::warn!(
@@ -399,11 +405,14 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // large free, which kept every later document's memory in the heap after its close.
     // SAFETY: as above.
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
-    let world = build_world(&opts)?;
+    // The kernel's caches hear of the world's changes through this invalidator, given to
+    // the world when it is made and to the file system that mounts it.
+    let inv = crate::fuse::Invalidator::default();
+    let world = build_world(&opts, Arc::new(inv.clone()))?;
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, &opts.mount_point, THREADS, opts.allow_other)
+    let mut session = crate::fuse::mount(world, inv, &opts.mount_point, THREADS, opts.allow_other)
         .map_err(|e| {
             let hint = if is_root() {
                 ""

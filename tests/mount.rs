@@ -821,3 +821,21 @@ fn a_runs_caller_file_names_the_process_that_wrote_the_call() {
     let finished = stamp(lines[2], "finished");
     assert!(started <= finished, "{caller}");
 }
+
+#[test]
+fn wip_stats_counts_the_nodes_the_kernel_holds() {
+    let m = Mount::start(None);
+    let held = |m: &Mount| -> usize {
+        let stats = m.read(".wip/stats");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("materialised_nodes "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in {stats}"))
+    };
+    let before = held(&m);
+    // A walk makes the kernel hold a node for every name it met.
+    m.ok("find tracker/issues > /dev/null");
+    let after = held(&m);
+    assert!(after > before + 40, "{before} then {after}");
+}

@@ -55,15 +55,18 @@ fn host_call(args: &[String]) -> Result<()> {
         );
     };
     let n: usize = n.parse()?;
-    let world = build_world(&MountOptions {
-        mount_point: PathBuf::from("/nonexistent-bench-mount"),
-        manifest,
-        state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
-        titled: false,
-        wait: false,
-        allow_other: false,
-        state_url,
-    })?;
+    let world = build_world(
+        &MountOptions {
+            mount_point: PathBuf::from("/nonexistent-bench-mount"),
+            manifest,
+            state_dir: state.ok_or_else(|| anyhow!("--state is required"))?,
+            titled: false,
+            wait: false,
+            allow_other: false,
+            state_url,
+        },
+        std::sync::Arc::new(wip::world::Unsubscribed),
+    )?;
     let NodeId::Entry(e) = world.resolve_path(entry)? else {
         bail!("{entry} is not a host entry");
     };

@@ -109,6 +109,11 @@ impl Invalidator {
         }
     }
 
+    /// How many nodes the kernel holds now.
+    fn held(&self) -> usize {
+        self.inodes.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
     pub fn set_notifier(&self, notifier: Notifier) {
         let (tx, rx) = std::sync::mpsc::channel::<NameDrop>();
         let names = notifier.clone();
@@ -131,6 +136,17 @@ impl Invalidator {
             Err(e) => tracing::warn!("no thread to drop changed names with ({e}): they expire"),
         }
         let _ = self.notifier.set(notifier);
+    }
+}
+
+/// The world tells its changes to the invalidator it was made with.
+impl crate::world::Subscriber for Invalidator {
+    fn changed(&self, nodes: &[NodeId]) {
+        self.invalidate(nodes);
+    }
+
+    fn held(&self) -> usize {
+        Invalidator::held(self)
     }
 }
 
@@ -206,7 +222,9 @@ fn refused(request: &'static str, code: Errno) -> Errno {
 }
 
 impl WorldFs {
-    pub fn new(world: Arc<World>) -> WorldFs {
+    /// The file system of `world`, which tells its changes to `inv` (the invalidator it
+    /// was made with).
+    pub fn new(world: Arc<World>, inv: Invalidator) -> WorldFs {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let mount = world.mount_point().to_path_buf();
@@ -214,7 +232,7 @@ impl WorldFs {
             world,
             passthrough: std::sync::atomic::AtomicBool::new(false),
             backings: Mutex::new(Backings::default()),
-            inv: Invalidator::default(),
+            inv,
             handles: Mutex::new(HashMap::new()),
             listings: TtlCache::new(LISTING_REUSE, 256),
             next_fh: AtomicU64::new(1),
@@ -224,17 +242,6 @@ impl WorldFs {
             mount,
             mnt_id: OnceLock::new(),
         }
-    }
-
-    pub fn invalidator(&self) -> Invalidator {
-        self.inv.clone()
-    }
-
-    /// Publish how many nodes the kernel holds (`.wip/stats`).
-    fn count_inodes(&self, table: &Inodes) {
-        self.world
-            .materialised
-            .store(table.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn inodes(&self) -> MutexGuard<'_, Inodes> {
@@ -454,7 +461,6 @@ impl Filesystem for WorldFs {
             } else {
                 table.remember(&node)
             };
-            self.count_inodes(&table);
             Ok::<_, Errno>((ino, attr))
         })();
         match result {
@@ -470,7 +476,6 @@ impl Filesystem for WorldFs {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let mut table = self.inodes();
         table.forget(ino.0, nlookup);
-        self.count_inodes(&table);
         if table.shrink_if_mostly_free() {
             // SAFETY: malloc_trim only returns free heap pages to the system.
             unsafe { libc::malloc_trim(0) };
@@ -880,7 +885,6 @@ impl Filesystem for WorldFs {
             }
             index += 1;
         }
-        self.count_inodes(&self.inodes());
         reply.ok();
     }
 
@@ -1098,12 +1102,12 @@ fn xattr_reply(bytes: &[u8], size: u32, reply: fuser::ReplyXattr) {
 /// `user_allow_other`).
 pub fn mount(
     world: Arc<World>,
+    inv: Invalidator,
     mountpoint: &Path,
     threads: usize,
     allow_other: bool,
 ) -> std::io::Result<Session<WorldFs>> {
-    let fs = WorldFs::new(Arc::clone(&world));
-    let mut inv = fs.invalidator();
+    let fs = WorldFs::new(Arc::clone(&world), inv.clone());
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("wip".into()),
@@ -1131,14 +1135,11 @@ pub fn mount(
                 options.push("allow_other".into());
             }
             let dev = fusermount::mount(mountpoint, &options)?;
-            let fs = WorldFs::new(Arc::clone(&world));
-            inv = fs.invalidator();
+            let fs = WorldFs::new(Arc::clone(&world), inv.clone());
             Session::from_fd(fs, dev, config.acl, config)?
         }
         Err(e) => return Err(e),
     };
     inv.set_notifier(session.notifier());
-    let sink = inv.clone();
-    world.set_change_sink(Arc::new(move |nodes: &[NodeId]| sink.invalidate(nodes)));
     Ok(session)
 }

@@ -1,7 +1,6 @@
 //! What files contain and how the kernel may cache them: attributes, bytes, links, and the
 //! generated texts of `.wip/`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -535,7 +534,7 @@ impl World {
             }
             NodeId::WipFile(WipFile::Stats) => format!(
                 "materialised_nodes {}\ncalls {}\nuptime_s {}\n",
-                self.materialised.load(Ordering::Relaxed),
+                self.subscriber.held(),
                 self.journal.count()?,
                 self.started.elapsed().as_secs()
             ),

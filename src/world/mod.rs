@@ -32,7 +32,6 @@ mod tree;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -94,9 +93,36 @@ pub struct Mounted {
     pub host: Arc<dyn Host>,
 }
 
-/// Receives the nodes a call changed, including calls that finish after their caller
-/// gave up waiting (so the kernel's caches can be invalidated then too).
-pub type ChangeSink = Arc<dyn Fn(&[NodeId]) + Send + Sync>;
+/// Who hears of the world's changes: the FUSE layer's kernel-cache invalidator, given to
+/// the world when it is made (no adapter reaches into the world afterwards).
+pub trait Subscriber: Send + Sync {
+    /// These nodes changed, by a call (also one that ends after its caller gave up
+    /// waiting) or a host: drop what the kernel cached of them, before the caller hears
+    /// back, so its next read sees the change.
+    fn changed(&self, nodes: &[NodeId]);
+
+    /// How many nodes the kernel holds now (`.wip/stats`).
+    fn held(&self) -> usize;
+}
+
+/// No kernel behind the world (tests, benchmarks in-process): nothing to tell.
+pub struct Unsubscribed;
+
+impl Subscriber for Unsubscribed {
+    fn changed(&self, _nodes: &[NodeId]) {}
+
+    fn held(&self) -> usize {
+        0
+    }
+}
+
+/// Where a world keeps its state: SQLite in `dir`, or the PostgreSQL database `url`
+/// names, shared with every mount that uses it (mount-local files stay in `dir`).
+#[derive(Clone, Copy)]
+pub struct StateAt<'a> {
+    pub dir: &'a Path,
+    pub url: Option<&'a str>,
+}
 #[derive(Default)]
 struct OpResults {
     latest: i64,
@@ -122,7 +148,7 @@ pub struct World {
     /// Entries a call of their own removed, with the ops that ran: the caller can still
     /// read `ENTRY/ops/NAME/result` (and `runs/`) at the path it used, for a while.
     gone: TtlCache<EntryRef, Arc<Vec<String>>>,
-    sink: Mutex<Option<ChangeSink>>,
+    subscriber: Arc<dyn Subscriber>,
     pool: pool::Pool,
     watch: Arc<run::Watch>,
     known: Known,
@@ -132,8 +158,6 @@ pub struct World {
     shown: Mutex<HashSet<EntryRef>>,
     /// The change feed's cursor when this mount started (`.wip/events` shows what follows).
     events_start: i64,
-    /// Nodes the kernel currently holds (kept up to date by the FUSE layer).
-    pub materialised: AtomicUsize,
     started: Instant,
     /// Calls found running at start-up (cut off by a crash), now marked interrupted.
     pub interrupted_at_start: usize,
@@ -154,17 +178,18 @@ pub struct World {
 }
 
 impl World {
-    /// A world whose state (journal, known world, approvals) is SQLite in `state_dir`, or
-    /// on the PostgreSQL database `state_url` names, shared with every mount that uses it.
+    /// A world whose state (journal, known world, approvals) is where `state` says, and
+    /// whose changes `subscriber` hears.
     pub fn new(
         settings: WorldSettings,
         identity: Identity,
         hosts: Vec<Mounted>,
-        state_dir: &Path,
-        state_url: Option<&str>,
+        state: StateAt<'_>,
         mount_point: PathBuf,
         config_text: String,
+        subscriber: Arc<dyn Subscriber>,
     ) -> WorldResult<World> {
+        let state_dir = state.dir;
         std::fs::create_dir_all(state_dir).map_err(|e| {
             WorldError::backend(format!(
                 "cannot create state dir {}: {e}",
@@ -176,7 +201,7 @@ impl World {
             journal,
             interrupted,
             shared,
-        } = crate::state::open(state_dir, state_url, &origin)?;
+        } = crate::state::open(state_dir, state.url, &origin)?;
         let known = Known::open(Arc::clone(&journal))?;
         let shared = shared.map(|db| remote::Shared::new(db, origin));
         let events_start = journal.last_event()?;
@@ -196,14 +221,13 @@ impl World {
             mtimes: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
             bodies: TtlCache::new(BODY_CACHE, 20_000),
             gone: TtlCache::new(GONE_KEEP, 4096),
-            sink: Mutex::new(None),
+            subscriber,
             pool: pool::Pool::new(max_call_threads),
             watch: Arc::default(),
             known,
             hidden: Mutex::new(HashSet::new()),
             shown: Mutex::new(HashSet::new()),
             events_start,
-            materialised: AtomicUsize::new(0),
             started: Instant::now(),
             interrupted_at_start: interrupted.len(),
             approvals: approvals::Approvals::default(),
@@ -277,12 +301,6 @@ impl World {
             }
         }
         settled
-    }
-
-    pub fn set_change_sink(&self, sink: ChangeSink) {
-        if let Ok(mut s) = self.sink.lock() {
-            *s = Some(sink);
-        }
     }
 
     pub fn settings(&self) -> &WorldSettings {

@@ -680,13 +680,10 @@ impl World {
         self.publish(&nodes);
     }
 
-    /// Tell the kernel's caches what changed (the FUSE layer's sink), before the caller
-    /// hears back, so its next read sees the change.
+    /// Tell the subscriber (the kernel's caches) what changed, before the caller hears
+    /// back, so its next read sees the change.
     pub(super) fn publish(&self, nodes: &[NodeId]) {
-        let sink = self.sink.lock().ok().and_then(|s| s.clone());
-        if let Some(sink) = sink {
-            sink(nodes);
-        }
+        self.subscriber.changed(nodes);
     }
 
     /// Write a call's outcome to its run; returns the outcome, its `result` text and the

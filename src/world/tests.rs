@@ -219,10 +219,13 @@ pub(super) fn mem_world(
             kind: "mem".into(),
             host: host.clone(),
         }],
-        state,
-        None,
+        super::StateAt {
+            dir: state,
+            url: None,
+        },
         "/mnt/w".into(),
         String::new(),
+        Arc::new(super::Unsubscribed),
     )
     .unwrap();
     world.set_policy(policy);
@@ -1033,10 +1036,13 @@ fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
             kind: "shelf".into(),
             host: Arc::new(Shelf),
         }],
-        state.path(),
-        None,
+        super::StateAt {
+            dir: state.path(),
+            url: None,
+        },
         "/mnt/w".into(),
         String::new(),
+        Arc::new(super::Unsubscribed),
     )
     .unwrap();
     (Arc::new(world), state)
@@ -1303,10 +1309,13 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
             kind: "mem".into(),
             host: host.clone(),
         }],
-        state.path(),
-        Some(&db.url),
+        super::StateAt {
+            dir: state.path(),
+            url: Some(&db.url),
+        },
         "/mnt/w".into(),
         String::new(),
+        Arc::new(super::Unsubscribed),
     )
     .unwrap();
     let f = Fixture {
@@ -1410,10 +1419,13 @@ fn a_titled_name_that_would_collide_keeps_its_bare_name() {
             kind: "fruit".into(),
             host: Arc::new(Fruit),
         }],
-        state.path(),
-        None,
+        super::StateAt {
+            dir: state.path(),
+            url: None,
+        },
         "/mnt/w".into(),
         String::new(),
+        Arc::new(super::Unsubscribed),
     )
     .unwrap();
     let dir = world.resolve_path("/fruit").unwrap();
