@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::hosts::lock;
@@ -341,6 +342,7 @@ pub fn run(
     (end, unreported)
 }
 
+/// One turn of the agent, start to end: spawned, watched, fed, read, judged.
 fn execute(
     turn: &Arc<Turn>,
     program: &Program,
@@ -348,119 +350,17 @@ fn execute(
     stdin: Vec<u8>,
     observer: &dyn Observer,
 ) -> End {
-    let mut cmd = Command::new(&program.program);
-    cmd.args(&program.args)
-        .current_dir(&program.dir)
-        .env_clear()
-        .envs(&program.env)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so cancelling stops whatever the agent started too.
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe. The agent dies with the thread that started it
-    // (this one, which lives until the agent ends), so a killed daemon leaves no agents.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = {
-        let mut proc = lock(&turn.process);
-        if proc.cancelled {
-            return End::Cancelled;
-        }
-        match cmd.spawn() {
-            Ok(c) => {
-                proc.pid = i32::try_from(c.id()).ok();
-                c
-            }
-            Err(e) => {
-                return End::Failed(format!("cannot start `{}`: {e}", program.display()));
-            }
-        }
+    let mut child = match spawn(turn, program, env) {
+        Ok(child) => child,
+        Err(end) => return end,
     };
-    // The limit: a watchdog thread stops the turn when it runs out.
-    let watchdog = {
-        let turn = Arc::clone(turn);
-        let limit = program.timeout;
-        std::thread::Builder::new()
-            .name(format!("wip-agent-limit-{}", turn.conversation))
-            .spawn(move || {
-                if turn.await_end(limit, false).is_none() {
-                    turn.stop(true);
-                }
-            })
+    watch_the_limit(turn, program.timeout);
+    let writer = child.stdin.take().map(|pipe| feed(pipe, stdin));
+    let stderr = child.stderr.take().map(tail);
+    let (reader, invalid) = match child.stdout.take() {
+        Some(pipe) => read_output(pipe, turn, observer),
+        None => (Reader::default(), None),
     };
-    if let Err(e) = &watchdog {
-        tracing::warn!("no time limit for this turn: {e}");
-    }
-    // Feed stdin from another thread: an agent may write before it reads.
-    let writer = child.stdin.take().map(|mut pipe| {
-        std::thread::spawn(move || {
-            // An agent that does not read its input closes the pipe: not an error.
-            let _ = pipe.write_all(&stdin);
-        })
-    });
-    let stderr = child.stderr.take().map(|pipe| {
-        std::thread::spawn(move || {
-            let mut tail: Vec<u8> = Vec::new();
-            let mut buf = [0u8; 4096];
-            let mut pipe = pipe;
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > 2 * STDERR_TAIL {
-                    tail.drain(..tail.len() - STDERR_TAIL);
-                }
-            }
-            tail
-        })
-    });
-    let mut reader = Reader::default();
-    let mut invalid: Option<String> = None;
-    if let Some(pipe) = child.stdout.take() {
-        let mut lines = BufReader::new(pipe);
-        let mut total = 0usize;
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match lines
-                .by_ref()
-                .take((MAX_OUTPUT + 1 - total.min(MAX_OUTPUT)) as u64)
-                .read_until(b'\n', &mut buf)
-            {
-                Ok(0) => break,
-                Ok(n) => total += n,
-                Err(e) => {
-                    invalid = Some(format!("cannot read its output: {e}"));
-                    break;
-                }
-            }
-            if total > MAX_OUTPUT {
-                invalid = Some(format!(
-                    "it wrote more than {} MiB on stdout",
-                    MAX_OUTPUT >> 20
-                ));
-                break;
-            }
-            match reader.line(&String::from_utf8_lossy(&buf)) {
-                Line::Nothing => {}
-                Line::Status(s) => {
-                    *lock(&turn.status) = s;
-                    observer.status(turn);
-                }
-                Line::Invalid(why) => {
-                    invalid = Some(why);
-                    break;
-                }
-            }
-        }
-    }
     if invalid.is_some() {
         let proc = lock(&turn.process);
         if let Some(pid) = proc.pid {
@@ -491,7 +391,134 @@ fn execute(
             program.timeout.as_secs_f64()
         ));
     }
-    let words = stderr_words(&tail);
+    classify(status, invalid, &tail, reader)
+}
+
+/// Start the agent in a process group of its own (cancelling then stops whatever it
+/// started too), unless the turn was cancelled already.
+fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Result<Child, End> {
+    let mut cmd = Command::new(&program.program);
+    cmd.args(&program.args)
+        .current_dir(&program.dir)
+        .env_clear()
+        .envs(&program.env)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe. The agent dies with the thread that started it
+    // (the turn's, which lives until the agent ends), so a killed daemon leaves no agents.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut proc = lock(&turn.process);
+    if proc.cancelled {
+        return Err(End::Cancelled);
+    }
+    match cmd.spawn() {
+        Ok(c) => {
+            proc.pid = i32::try_from(c.id()).ok();
+            Ok(c)
+        }
+        Err(e) => Err(End::Failed(format!(
+            "cannot start `{}`: {e}",
+            program.display()
+        ))),
+    }
+}
+
+/// The limit: a watchdog thread stops the turn when it runs out.
+fn watch_the_limit(turn: &Arc<Turn>, limit: Duration) {
+    let watched = Arc::clone(turn);
+    let spawned = std::thread::Builder::new()
+        .name(format!("wip-agent-limit-{}", turn.conversation))
+        .spawn(move || {
+            if watched.await_end(limit, false).is_none() {
+                watched.stop(true);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no time limit for this turn: {e}");
+    }
+}
+
+/// Feed the transcript from a thread of its own: an agent may write before it reads.
+fn feed(mut pipe: ChildStdin, stdin: Vec<u8>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        // An agent that does not read its input closes the pipe: not an error.
+        let _ = pipe.write_all(&stdin);
+    })
+}
+
+/// Keep the last `STDERR_TAIL` bytes of what the agent says on stderr (for the words of
+/// a failure).
+fn tail(mut pipe: ChildStderr) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n]);
+            if tail.len() > 2 * STDERR_TAIL {
+                tail.drain(..tail.len() - STDERR_TAIL);
+            }
+        }
+        tail
+    })
+}
+
+/// Read the agent's stdout line by line into its answer, reporting status lines as they
+/// come; stops at the first invalid line or past `MAX_OUTPUT` (why, then).
+fn read_output(
+    pipe: ChildStdout,
+    turn: &Arc<Turn>,
+    observer: &dyn Observer,
+) -> (Reader, Option<String>) {
+    let mut reader = Reader::default();
+    let mut lines = BufReader::new(pipe);
+    let mut total = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match lines
+            .by_ref()
+            .take((MAX_OUTPUT + 1 - total.min(MAX_OUTPUT)) as u64)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(0) => return (reader, None),
+            Ok(n) => total += n,
+            Err(e) => return (reader, Some(format!("cannot read its output: {e}"))),
+        }
+        if total > MAX_OUTPUT {
+            let why = format!("it wrote more than {} MiB on stdout", MAX_OUTPUT >> 20);
+            return (reader, Some(why));
+        }
+        match reader.line(&String::from_utf8_lossy(&buf)) {
+            Line::Nothing => {}
+            Line::Status(s) => {
+                *lock(&turn.status) = s;
+                observer.status(turn);
+            }
+            Line::Invalid(why) => return (reader, Some(why)),
+        }
+    }
+}
+
+/// How a turn that was neither cancelled nor timed out ended: its answer, or why not in
+/// words (with the tail of its stderr).
+fn classify(
+    status: std::io::Result<std::process::ExitStatus>,
+    invalid: Option<String>,
+    tail: &[u8],
+    reader: Reader,
+) -> End {
+    let words = stderr_words(tail);
     let with_stderr = |why: String| {
         if words.is_empty() {
             why
