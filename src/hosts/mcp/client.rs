@@ -903,67 +903,18 @@ async fn ended_words(child: &mut Box<dyn ChildWrapper>, otherwise: String) -> St
     }
 }
 
-/// One life of the server: returns why it ended.
+/// One life of the server: started, initialized, its catalog listed, then served until
+/// it ends; returns why it ended.
 async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duration) -> String {
-    let Some((program, args)) = settings.command.split_first() else {
-        return "no command".to_string();
-    };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .envs(crate::hosts::child_env(&settings.env, &settings.pass_env));
-    if let Some(dir) = &settings.cwd {
-        cmd.current_dir(dir);
-    }
-    let mut wrap = CommandWrap::from(cmd);
-    wrap.wrap(ProcessGroup::leader());
-    wrap.command_mut()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = match wrap.spawn() {
+    let mut child = match spawn_server(settings) {
         Ok(c) => c,
-        Err(e) => {
-            return format!(
-                "cannot start `{}`: {e}",
-                crate::secrets::shown_command(&settings.command)
-            )
-        }
+        Err(why) => return why,
     };
     let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
         let _ = Box::into_pin(child.kill()).await;
         return "cannot start the server: its stdin and stdout were not piped".to_string();
     };
-    let stderr = child.stderr().take();
-    let life = {
-        let mut st = shared.lock();
-        st.starts += 1;
-        st.stderr.clear();
-        st.junk_lines = 0;
-        st.first_junk = None;
-        st.pgid = child.id().and_then(|p| i32::try_from(p).ok());
-        st.starts
-    };
-    if let Some(stderr) = stderr {
-        let reader = Arc::clone(shared);
-        let shared = Arc::clone(shared);
-        let task = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(target: "wip::mcp", "server stderr: {line}");
-                let mut st = shared.lock();
-                // A late line of an earlier life must not explain this one's end.
-                if st.starts != life {
-                    continue;
-                }
-                if st.stderr.len() == STDERR_LINES {
-                    st.stderr.pop_front();
-                }
-                st.stderr.push_back(one_line(&line));
-            }
-        });
-        reader.lock().stderr_task = Some(task);
-    }
+    let life = begin_life(shared, &mut child);
     let stdout = WatchedStdout {
         inner: stdout,
         shared: Arc::clone(shared),
@@ -998,6 +949,99 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         }
     };
     let peer = running.peer().clone();
+    if let Err(why) = first_catalog(shared, settings, &peer, timeout).await {
+        return why;
+    }
+    let closed = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                let otherwise = match quit {
+                    Ok(reason) => format!("the server closed the connection ({reason:?}) and did not exit"),
+                    Err(e) => format!("the connection to the server failed: {e}"),
+                };
+                return ended_words(&mut child, otherwise).await;
+            }
+            Some(listing) = rx.recv() => relist(shared, settings, &peer, listing, timeout).await,
+            _ = shared.shutdown.notified() => {
+                closed.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(3), &mut waiting).await;
+                return "stopped".to_string();
+            }
+        }
+    }
+}
+
+/// Start the server's command in a process group of its own, its three streams piped.
+fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, String> {
+    let Some((program, args)) = settings.command.split_first() else {
+        return Err("no command".to_string());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(crate::hosts::child_env(&settings.env, &settings.pass_env));
+    if let Some(dir) = &settings.cwd {
+        cmd.current_dir(dir);
+    }
+    let mut wrap = CommandWrap::from(cmd);
+    wrap.wrap(ProcessGroup::leader());
+    wrap.command_mut()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    wrap.spawn().map_err(|e| {
+        format!(
+            "cannot start `{}`: {e}",
+            crate::secrets::shown_command(&settings.command)
+        )
+    })
+}
+
+/// A new life of the server begins: counted, its group noted, what the last one said
+/// forgotten, and its stderr kept (the last lines explain an end). Returns its number.
+fn begin_life(shared: &Arc<Shared>, child: &mut Box<dyn ChildWrapper>) -> u32 {
+    let stderr = child.stderr().take();
+    let life = {
+        let mut st = shared.lock();
+        st.starts += 1;
+        st.stderr.clear();
+        st.junk_lines = 0;
+        st.first_junk = None;
+        st.pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        st.starts
+    };
+    if let Some(stderr) = stderr {
+        let keeper = Arc::clone(shared);
+        let task = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "wip::mcp", "server stderr: {line}");
+                let mut st = keeper.lock();
+                // A late line of an earlier life must not explain this one's end.
+                if st.starts != life {
+                    continue;
+                }
+                if st.stderr.len() == STDERR_LINES {
+                    st.stderr.pop_front();
+                }
+                st.stderr.push_back(one_line(&line));
+            }
+        });
+        shared.lock().stderr_task = Some(task);
+    }
+    life
+}
+
+/// What the server is and offers, listed once it initialized: the host is ready then.
+async fn first_catalog(
+    shared: &Arc<Shared>,
+    settings: &McpSettings,
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<(), String> {
     let info = peer.peer_info().map(|i| ServerInfo {
         name: i
             .server_info
@@ -1018,9 +1062,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         ..Catalog::default()
     };
     for listing in [Listing::Tools, Listing::Resources, Listing::Prompts] {
-        if let Err(e) = list(&peer, listing, timeout, &mut catalog, &shared.capture).await {
-            return e;
-        }
+        list(peer, listing, timeout, &mut catalog, &shared.capture).await?;
     }
     catalog.unknown_allowed = super::unknown_allowed(settings, &catalog);
     for w in &catalog.unknown_allowed {
@@ -1039,43 +1081,36 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         path_of(&["templates"]),
         path_of(&["prompts"]),
     ]);
-    let closed = running.cancellation_token();
-    let waiting = running.waiting();
-    tokio::pin!(waiting);
-    loop {
-        tokio::select! {
-            quit = &mut waiting => {
-                let otherwise = match quit {
-                    Ok(reason) => format!("the server closed the connection ({reason:?}) and did not exit"),
-                    Err(e) => format!("the connection to the server failed: {e}"),
-                };
-                return ended_words(&mut child, otherwise).await;
+    Ok(())
+}
+
+/// The server said one of its lists changed: list it again and tell the world.
+async fn relist(
+    shared: &Arc<Shared>,
+    settings: &McpSettings,
+    peer: &Peer<RoleClient>,
+    listing: Listing,
+    timeout: Duration,
+) {
+    let mut catalog = Catalog::clone(&shared.lock().catalog);
+    match list(peer, listing, timeout, &mut catalog, &shared.capture).await {
+        Ok(()) => {
+            let unknown = super::unknown_allowed(settings, &catalog);
+            for w in unknown
+                .iter()
+                .filter(|w| !catalog.unknown_allowed.contains(w))
+            {
+                tracing::warn!(target: "wip::mcp", "{}: {w}", crate::secrets::shown_command(&settings.command));
             }
-            Some(listing) = rx.recv() => {
-                let mut catalog = Catalog::clone(&shared.lock().catalog);
-                match list(&peer, listing, timeout, &mut catalog, &shared.capture).await {
-                    Ok(()) => {
-                        let unknown = super::unknown_allowed(settings, &catalog);
-                        for w in unknown.iter().filter(|w| !catalog.unknown_allowed.contains(w)) {
-                            tracing::warn!(target: "wip::mcp", "{}: {w}", crate::secrets::shown_command(&settings.command));
-                        }
-                        catalog.unknown_allowed = unknown;
-                        shared.lock().catalog = Arc::new(catalog);
-                        shared.changes.changed(match listing {
-                            Listing::Tools => vec![Vec::new(), path_of(&["tools"])],
-                            Listing::Resources => vec![path_of(&["resources"]), path_of(&["templates"])],
-                            Listing::Prompts => vec![path_of(&["prompts"])],
-                        });
-                    }
-                    Err(e) => tracing::warn!(target: "wip::mcp", "refreshing {listing:?}: {e}"),
-                }
-            }
-            _ = shared.shutdown.notified() => {
-                closed.cancel();
-                let _ = tokio::time::timeout(Duration::from_secs(3), &mut waiting).await;
-                return "stopped".to_string();
-            }
+            catalog.unknown_allowed = unknown;
+            shared.lock().catalog = Arc::new(catalog);
+            shared.changes.changed(match listing {
+                Listing::Tools => vec![Vec::new(), path_of(&["tools"])],
+                Listing::Resources => vec![path_of(&["resources"]), path_of(&["templates"])],
+                Listing::Prompts => vec![path_of(&["prompts"])],
+            });
         }
+        Err(e) => tracing::warn!(target: "wip::mcp", "refreshing {listing:?}: {e}"),
     }
 }
 
