@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::run::Outcome;
+use super::run::RoutedOutcome;
 use super::World;
 use crate::host::{Caller, Condition, Guard, OpSpec};
 use crate::state::{self as journal, Run};
@@ -518,7 +518,7 @@ impl World {
         op: &str,
         args: &Value,
         caller: &Caller,
-    ) -> WorldResult<Outcome> {
+    ) -> WorldResult<RoutedOutcome> {
         match op {
             WAIT => self.wait_for(id, args),
             CANCEL => self.cancel_run(id, caller),
@@ -533,7 +533,7 @@ impl World {
         t.saturating_sub((t / 10).min(Duration::from_millis(100)))
     }
 
-    fn wait_for(&self, id: i64, args: &Value) -> WorldResult<Outcome> {
+    fn wait_for(&self, id: i64, args: &Value) -> WorldResult<RoutedOutcome> {
         let mut patience = self.op_patience();
         if let Some(ms) = args.get("timeout_ms").and_then(Value::as_u64) {
             patience = patience.min(Duration::from_millis(ms));
@@ -576,9 +576,9 @@ impl World {
     }
 
     /// What `wait` returns of a run that ended: its result, with its own errno.
-    fn ended_outcome(&self, run: &Run) -> WorldResult<Outcome> {
+    fn ended_outcome(&self, run: &Run) -> WorldResult<RoutedOutcome> {
         if run.status == "ok" {
-            return Ok(Outcome {
+            return Ok(RoutedOutcome {
                 result: run.result.clone(),
                 ..Default::default()
             });
@@ -592,7 +592,7 @@ impl World {
         ))
     }
 
-    fn cancel_run(&self, id: i64, caller: &Caller) -> WorldResult<Outcome> {
+    fn cancel_run(&self, id: i64, caller: &Caller) -> WorldResult<RoutedOutcome> {
         let run = self.run(id)?;
         if run.status == journal::PENDING {
             return Err(WorldError::new(
@@ -604,7 +604,7 @@ impl World {
             ));
         }
         if !is_running(&run) {
-            return Ok(Outcome {
+            return Ok(RoutedOutcome {
                 result: format!(
                     "run {} had already ended {} before the cancel; nothing was stopped\n",
                     run.seq, run.status
@@ -652,7 +652,7 @@ impl World {
                 after.seq, after.result
             ),
         };
-        Ok(Outcome {
+        Ok(RoutedOutcome {
             result,
             ..Default::default()
         })

@@ -164,7 +164,7 @@ pub struct World {
     /// The policy and what pending runs need (see `approvals`).
     approvals: approvals::Approvals,
     /// The shared state database and this mount's origin in it, when state is shared.
-    shared: Option<remote::Shared>,
+    shared: Option<remote::OtherMounts>,
     /// Results of calls whose outcome the journal could not record (shown instead).
     unrecorded: Mutex<HashMap<i64, String>>,
     /// What open `call` and `body` descriptors buffer, in total (`max_buffered_bytes`).
@@ -203,7 +203,7 @@ impl World {
             shared,
         } = crate::state::open(state_dir, state.url, &origin)?;
         let known = Known::open(Arc::clone(&journal))?;
-        let shared = shared.map(|db| remote::Shared::new(db, origin));
+        let shared = shared.map(|db| remote::OtherMounts::new(db, origin));
         let events_start = journal.last_event()?;
         let max_call_threads = settings.max_call_threads;
         let buffered = budget::Budget::new(settings.max_buffered_bytes);
@@ -644,7 +644,7 @@ impl World {
         if change.host >= self.hosts.len() {
             return;
         }
-        self.forget_guards();
+        self.forget_cached_state();
         let entries: Vec<(usize, Vec<String>)> = change
             .paths
             .iter()

@@ -15,7 +15,9 @@ use crate::state::Event;
 /// How many events one catch-up step reads.
 const CATCH_UP_BATCH: usize = 1000;
 
-pub(super) struct Shared {
+/// This mount among the others sharing its state: the database, who it is there, and how
+/// far it has applied their changes.
+pub(super) struct OtherMounts {
     db: Arc<SharedDb>,
     /// This mount in the shared journal: its host name and state directory.
     origin: String,
@@ -23,9 +25,9 @@ pub(super) struct Shared {
     applied: Mutex<Option<i64>>,
 }
 
-impl Shared {
-    pub(super) fn new(db: Arc<SharedDb>, origin: String) -> Shared {
-        Shared {
+impl OtherMounts {
+    pub(super) fn new(db: Arc<SharedDb>, origin: String) -> OtherMounts {
+        OtherMounts {
             db,
             origin,
             applied: Mutex::new(None),
@@ -116,7 +118,7 @@ impl World {
             );
             let mut seen = HashSet::new();
             nodes.retain(|n| seen.insert(n.clone()));
-            self.forget_guards();
+            self.forget_cached_state();
             self.publish(&nodes);
             if events.len() < CATCH_UP_BATCH {
                 break;

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::error::{WorldError, WorldResult};
 use super::node::NodeId;
-use super::run::Outcome;
+use super::run::RoutedOutcome;
 use super::World;
 use super::FOUND_MAX;
 use crate::host::OpSpec;
@@ -14,12 +14,12 @@ use crate::state::Event;
 impl World {
     // ---- root ops -----------------------------------------------------------------
 
-    pub(super) fn root_call(&self, op: &str, args: &Value) -> WorldResult<Outcome> {
+    pub(super) fn root_call(&self, op: &str, args: &Value) -> WorldResult<RoutedOutcome> {
         let text_arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("").trim();
         match op {
             "resolve" => {
                 let reference = text_arg("ref");
-                let mut out = Outcome::default();
+                let mut out = RoutedOutcome::default();
                 for (i, m) in self.hosts.iter().enumerate() {
                     for p in m.host.resolve(reference) {
                         if m.host.exists(&p)? {
@@ -47,7 +47,7 @@ impl World {
                         "locate needs a query: words to find in paths and descriptions",
                     ));
                 }
-                let mut out = Outcome::default();
+                let mut out = RoutedOutcome::default();
                 for e in self.known.locate(&words, FOUND_MAX)? {
                     self.push_known(&mut out, &e.path);
                 }
@@ -69,7 +69,7 @@ impl World {
                     Some(_) => {}
                     None => text.push_str(&format!("no events after {since}\n")),
                 }
-                Ok(Outcome {
+                Ok(RoutedOutcome {
                     result: text,
                     ..Default::default()
                 })
@@ -81,7 +81,7 @@ impl World {
     }
 
     /// Add a known world path to a root op's discovered entries, if it still exists.
-    fn push_known(&self, out: &mut Outcome, path: &str) {
+    fn push_known(&self, out: &mut RoutedOutcome, path: &str) {
         if let Ok(NodeId::Entry(e)) = self.resolve_path(path) {
             let item = (e.host, e.path.to_vec());
             if !out.discovered.contains(&item) {

@@ -26,9 +26,10 @@ const WATCH_TICK: Duration = Duration::from_millis(100);
 /// How many unrecorded results are kept in memory at most.
 const UNRECORDED_KEPT: usize = 1000;
 
-/// A successful call with every path tied to its host (root ops span hosts).
+/// A successful call routed back to the world: a host's `CallOutcome` with every path tied
+/// to its host (root ops span hosts).
 #[derive(Default)]
-pub(super) struct Outcome {
+pub(super) struct RoutedOutcome {
     pub result: String,
     pub discovered: Vec<(usize, Vec<String>)>,
     pub changed: Vec<(usize, Vec<String>)>,
@@ -38,9 +39,9 @@ pub(super) struct Outcome {
     pub content: Vec<crate::host::ContentPart>,
 }
 
-impl Outcome {
-    pub fn of_host(host: usize, o: CallOutcome) -> Outcome {
-        Outcome {
+impl RoutedOutcome {
+    pub fn of_host(host: usize, o: CallOutcome) -> RoutedOutcome {
+        RoutedOutcome {
             result: o.result,
             discovered: o.discovered.into_iter().map(|p| (host, p)).collect(),
             changed: o.changed.into_iter().map(|p| (host, p)).collect(),
@@ -128,13 +129,13 @@ impl Flight {
     }
 
     /// The call itself: the host's op, or a run's own (`wait`, `cancel`).
-    fn invoke(&self) -> WorldResult<Outcome> {
+    fn invoke(&self) -> WorldResult<RoutedOutcome> {
         match &self.target {
             Target::Entry(e) => match self.world.hosts.get(e.host) {
                 Some(m) => m
                     .host
                     .call(&e.path, &self.op, &self.args, &self.caller)
-                    .map(|o| Outcome::of_host(e.host, o))
+                    .map(|o| RoutedOutcome::of_host(e.host, o))
                     .map_err(WorldError::from),
                 None => Err(WorldError::not_found("no such host")),
             },
@@ -163,7 +164,7 @@ impl Flight {
     }
 
     /// Record the outcome and tell whoever still waits.
-    fn settle(&self, result: WorldResult<Outcome>) {
+    fn settle(&self, result: WorldResult<RoutedOutcome>) {
         let mut st = self.lock();
         match std::mem::replace(&mut *st, FlightState::Finished) {
             FlightState::Running(reply) => {
@@ -531,7 +532,7 @@ impl World {
                     };
                     let outcome = host
                         .call(&e.path, op, &args, caller)
-                        .map(|o| Outcome::of_host(e.host, o))
+                        .map(|o| RoutedOutcome::of_host(e.host, o))
                         .map_err(WorldError::from);
                     return reply(self.complete(target, op, caller, id, outcome));
                 }
@@ -670,9 +671,9 @@ impl World {
         }
     }
 
-    fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<Outcome>) {
+    fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<RoutedOutcome>) {
         let (_, _, mut nodes) = self.record(target, op, id, outcome, "");
-        self.forget_guards();
+        self.forget_cached_state();
         nodes.extend(Self::changed_by_any_call(target, op));
         // The kernel may have kept what the run's files showed while it ran.
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
@@ -693,7 +694,7 @@ impl World {
         target: &Target,
         op: &str,
         id: i64,
-        outcome: WorldResult<Outcome>,
+        outcome: WorldResult<RoutedOutcome>,
         prefix: &str,
     ) -> (Result<(), WorldError>, String, Vec<NodeId>) {
         let (status, errno, text, discovered, changed, mut events, result) = match outcome {
@@ -763,8 +764,9 @@ impl World {
         ]
     }
 
-    /// A call changed the world: guards and op lists may differ now.
-    pub(super) fn forget_guards(&self) {
+    /// A call changed the world: every cached answer about entries (guards, op lists,
+    /// infos, times, bodies) may differ now.
+    pub(super) fn forget_cached_state(&self) {
         self.guards.clear();
         self.ops_cache.clear();
         self.infos.clear();
@@ -773,7 +775,10 @@ impl World {
     }
 
     /// Result text, discovered world paths and changed nodes of a successful call.
-    fn render_success(&self, outcome: &Outcome) -> (String, Vec<String>, Vec<NodeId>, Vec<Event>) {
+    fn render_success(
+        &self,
+        outcome: &RoutedOutcome,
+    ) -> (String, Vec<String>, Vec<NodeId>, Vec<Event>) {
         let mut text = outcome.result.clone();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -909,7 +914,7 @@ impl World {
         op: &str,
         caller: &Caller,
         id: i64,
-        outcome: WorldResult<Outcome>,
+        outcome: WorldResult<RoutedOutcome>,
     ) -> CallReport {
         let (result, text, mut changed) = self.record(target, op, id, outcome, "");
         if let (Ok(_), Target::Entry(e)) = (&result, target) {
@@ -922,7 +927,7 @@ impl World {
         // A failed call may have found the world other than its cached guards said (a
         // server that exited): ask again rather than let the next open trust them.
         if !changed.is_empty() || result.is_err() {
-            self.forget_guards();
+            self.forget_cached_state();
         }
         changed.extend(Self::changed_by_any_call(target, op));
         self.publish(&changed);

@@ -35,7 +35,7 @@ use crate::host::op::{Decl, NoArgs, Ops, Text};
 use crate::hosts::text::{one_line, plural};
 use crate::world::names::{canonical_number, Paths};
 use store::{Conversation, State, Store};
-use turn::{End, Observer, Program, Turn};
+use turn::{Observer, Program, Turn, TurnEnd};
 
 /// How often a call waiting for its turn looks at the turn's status line.
 const STATUS_POLL: Duration = Duration::from_millis(250);
@@ -721,7 +721,7 @@ impl Inner {
                     .collect::<Vec<_>>(),
             ),
             Err(e) => {
-                self.end_without_running(&turn, End::Failed(e.to_string()));
+                self.end_without_running(&turn, TurnEnd::Failed(e.to_string()));
                 return;
             }
         };
@@ -754,26 +754,29 @@ impl Inner {
                 inner.report(id, &end, unreported);
             });
         if let Err(e) = spawned {
-            self.end_without_running(&turn, End::Failed(format!("cannot start a thread: {e}")));
+            self.end_without_running(
+                &turn,
+                TurnEnd::Failed(format!("cannot start a thread: {e}")),
+            );
         }
     }
 
-    fn end_without_running(&self, turn: &Arc<Turn>, end: End) {
+    fn end_without_running(&self, turn: &Arc<Turn>, end: TurnEnd) {
         self.persist(turn.conversation, &end);
         turn.finish(end.clone());
         self.report(turn.conversation, &end, true);
     }
 
     /// Store a turn's end and forget the turn, atomically for the guards.
-    fn persist(&self, id: i64, end: &End) {
+    fn persist(&self, id: i64, end: &TurnEnd) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let mut running = lock(&self.running);
         let (state, detail, answer) = match end {
-            End::Done(a) => (State::Done, String::new(), Some(a.as_str())),
-            End::Failed(why) => (State::Failed, why.clone(), None),
-            End::Cancelled => (
+            TurnEnd::Done(a) => (State::Done, String::new(), Some(a.as_str())),
+            TurnEnd::Failed(why) => (State::Failed, why.clone(), None),
+            TurnEnd::Cancelled => (
                 State::Cancelled,
                 "stopped by a call of cancel".to_string(),
                 None,
@@ -785,12 +788,12 @@ impl Inner {
         running.remove(&id);
     }
 
-    fn report(&self, id: i64, end: &End, unreported: bool) {
+    fn report(&self, id: i64, end: &TurnEnd, unreported: bool) {
         if !unreported || self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let answer = match end {
-            End::Done(_) => self
+            TurnEnd::Done(_) => self
                 .store
                 .conversation(id)
                 .ok()
@@ -867,7 +870,7 @@ impl Inner {
                     ..base
                 })
             }
-            Some(End::Done(answer)) => {
+            Some(TurnEnd::Done(answer)) => {
                 let mut out = base;
                 out.discovered.push(message_path(id, user_n + 1));
                 out.changed.push(message_path(id, user_n + 1));
@@ -882,7 +885,7 @@ impl Inner {
     }
 
     /// The error of a turn that ended without an answer.
-    fn no_answer(&self, id: i64, end: &End) -> HostError {
+    fn no_answer(&self, id: i64, end: &TurnEnd) -> HostError {
         let here = conversation_path(id);
         let again = format!(
             "{} is kept; reply to try again: echo '…' > {}",
@@ -890,11 +893,13 @@ impl Inner {
             self.paths.call(&here, "reply")
         );
         match end {
-            End::Failed(why) => HostError::Backend(format!("the agent failed: {why} — {again}")),
-            End::Cancelled => {
+            TurnEnd::Failed(why) => {
+                HostError::Backend(format!("the agent failed: {why} — {again}"))
+            }
+            TurnEnd::Cancelled => {
                 HostError::Cancelled(format!("conversation {id} was cancelled — {again}"))
             }
-            End::Done(_) => HostError::Backend("unreachable: done has an answer".to_string()),
+            TurnEnd::Done(_) => HostError::Backend("unreachable: done has an answer".to_string()),
         }
     }
 
@@ -969,8 +974,8 @@ impl Inner {
                     ..Default::default()
                 })
             }
-            State::Failed => Err(self.no_answer(id, &End::Failed(c.detail))),
-            State::Cancelled => Err(self.no_answer(id, &End::Cancelled)),
+            State::Failed => Err(self.no_answer(id, &TurnEnd::Failed(c.detail))),
+            State::Cancelled => Err(self.no_answer(id, &TurnEnd::Cancelled)),
             State::Interrupted => Err(HostError::Backend(format!(
                 "conversation {id} was interrupted ({}); reply to ask again: echo '…' > {}",
                 c.detail,
@@ -995,7 +1000,7 @@ impl Inner {
         turn.stop(false);
         let took = turn.started.elapsed().as_secs_f64();
         match turn.wait(CANCEL_WAIT) {
-            Some(End::Cancelled) => Ok(CallOutcome {
+            Some(TurnEnd::Cancelled) => Ok(CallOutcome {
                 result: format!(
                     "cancelled conversation {id} after {took:.1} s (its process group was \
                      stopped); ask again with echo '…' > {}",
@@ -1004,7 +1009,7 @@ impl Inner {
                 changed: Self::turn_changes(id, None),
                 ..Default::default()
             }),
-            Some(End::Done(_)) | Some(End::Failed(_)) => Ok(CallOutcome {
+            Some(TurnEnd::Done(_)) | Some(TurnEnd::Failed(_)) => Ok(CallOutcome {
                 result: format!(
                     "conversation {id} had already ended ({}): nothing was cancelled",
                     self.conversation(id)?.state.as_str()

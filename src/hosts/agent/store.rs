@@ -188,7 +188,7 @@ impl Store {
         Ok(Ok(n))
     }
 
-    /// End a turn: store the answer (if any) and the conversation's new state.
+    /// TurnEnd a turn: store the answer (if any) and the conversation's new state.
     pub fn finish(
         &self,
         id: i64,

@@ -34,7 +34,7 @@ pub const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
+pub enum TurnEnd {
     /// The answer.
     Done(String),
     /// Why there is no answer.
@@ -75,7 +75,7 @@ struct Process {
 
 #[derive(Default)]
 struct Progress {
-    end: Option<End>,
+    end: Option<TurnEnd>,
     /// Calls waiting for the end that will report the change themselves if it is done.
     waiters: usize,
 }
@@ -122,12 +122,12 @@ impl Turn {
 
     /// Wait up to `timeout` for the end. A waiter that gets `Done` reports the change in its
     /// own call outcome; otherwise the turn's thread reports it (see `finish`).
-    pub fn wait(&self, timeout: Duration) -> Option<End> {
+    pub fn wait(&self, timeout: Duration) -> Option<TurnEnd> {
         self.await_end(timeout, true)
     }
 
     /// Wait without taking on the report (the time limit, a cancel's grace period).
-    fn await_end(&self, timeout: Duration, reports: bool) -> Option<End> {
+    fn await_end(&self, timeout: Duration, reports: bool) -> Option<TurnEnd> {
         let mut p = lock(&self.progress);
         if reports {
             p.waiters += 1;
@@ -144,9 +144,9 @@ impl Turn {
 
     /// Record the end and wake the waiters; returns whether nobody will report a done turn
     /// (so the caller must report the change on its own).
-    pub fn finish(&self, end: End) -> bool {
+    pub fn finish(&self, end: TurnEnd) -> bool {
         let mut p = lock(&self.progress);
-        let unreported = !(matches!(end, End::Done(_)) && p.waiters > 0);
+        let unreported = !(matches!(end, TurnEnd::Done(_)) && p.waiters > 0);
         p.end = Some(end);
         self.ended.notify_all();
         unreported
@@ -334,8 +334,8 @@ pub fn run(
     env: &[(String, String)],
     stdin: Vec<u8>,
     observer: &dyn Observer,
-    persist: impl FnOnce(&End),
-) -> (End, bool) {
+    persist: impl FnOnce(&TurnEnd),
+) -> (TurnEnd, bool) {
     let end = execute(turn, program, env, stdin, observer);
     persist(&end);
     let unreported = turn.finish(end.clone());
@@ -349,7 +349,7 @@ fn execute(
     env: &[(String, String)],
     stdin: Vec<u8>,
     observer: &dyn Observer,
-) -> End {
+) -> TurnEnd {
     let mut child = match spawn(turn, program, env) {
         Ok(child) => child,
         Err(end) => return end,
@@ -383,10 +383,10 @@ fn execute(
     }
     let tail = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
     if cancelled {
-        return End::Cancelled;
+        return TurnEnd::Cancelled;
     }
     if timed_out {
-        return End::Failed(format!(
+        return TurnEnd::Failed(format!(
             "timed out after {} s (timeout_ms of this agent); the process was stopped",
             program.timeout.as_secs_f64()
         ));
@@ -396,7 +396,7 @@ fn execute(
 
 /// Start the agent in a process group of its own (cancelling then stops whatever it
 /// started too), unless the turn was cancelled already.
-fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Result<Child, End> {
+fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Result<Child, TurnEnd> {
     let mut cmd = Command::new(&program.program);
     cmd.args(&program.args)
         .current_dir(&program.dir)
@@ -417,14 +417,14 @@ fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Resul
     }
     let mut proc = lock(&turn.process);
     if proc.cancelled {
-        return Err(End::Cancelled);
+        return Err(TurnEnd::Cancelled);
     }
     match cmd.spawn() {
         Ok(c) => {
             proc.pid = i32::try_from(c.id()).ok();
             Ok(c)
         }
-        Err(e) => Err(End::Failed(format!(
+        Err(e) => Err(TurnEnd::Failed(format!(
             "cannot start `{}`: {e}",
             program.display()
         ))),
@@ -517,7 +517,7 @@ fn classify(
     invalid: Option<String>,
     tail: &[u8],
     reader: Reader,
-) -> End {
+) -> TurnEnd {
     let words = stderr_words(tail);
     let with_stderr = |why: String| {
         if words.is_empty() {
@@ -527,11 +527,11 @@ fn classify(
         }
     };
     if let Some(why) = invalid {
-        return End::Failed(with_stderr(format!("invalid output: {why}")));
+        return TurnEnd::Failed(with_stderr(format!("invalid output: {why}")));
     }
     match status {
-        Err(e) => End::Failed(format!("cannot wait for the agent: {e}")),
-        Ok(s) if !s.success() => End::Failed(with_stderr(match s.code() {
+        Err(e) => TurnEnd::Failed(format!("cannot wait for the agent: {e}")),
+        Ok(s) if !s.success() => TurnEnd::Failed(with_stderr(match s.code() {
             Some(code) => format!("exit status {code}"),
             None => {
                 use std::os::unix::process::ExitStatusExt;
@@ -539,8 +539,8 @@ fn classify(
             }
         })),
         Ok(_) => match reader.answer() {
-            Some(answer) => End::Done(answer),
-            None => End::Failed(with_stderr(
+            Some(answer) => TurnEnd::Done(answer),
+            None => TurnEnd::Failed(with_stderr(
                 "it exited 0 without an answer on stdout".to_string(),
             )),
         },
