@@ -292,6 +292,8 @@ pub struct Op<H, N, C> {
     schema: Value,
     guard: GuardFn<H, N, C>,
     run: RunFn<H, N, C>,
+    /// It changes nothing (see `Decl::reading`).
+    reads: bool,
 }
 
 impl<H, N, C, A> From<Decl<H, N, C, A>> for Op<H, N, C>
@@ -322,6 +324,24 @@ where
                 }
                 run(h, c, n, args)
             }),
+            reads: false,
+        }
+    }
+}
+
+impl<H, N, C, A> Decl<H, N, C, A>
+where
+    H: 'static,
+    N: 'static,
+    C: 'static,
+    A: DeserializeOwned + JsonSchema + 'static,
+{
+    /// The op, declared as one that changes nothing: a host may run it without a write
+    /// transaction or a run record (`Ops::reads_only`).
+    pub fn reading(self) -> Op<H, N, C> {
+        Op {
+            reads: true,
+            ..self.into()
         }
     }
 }
@@ -343,6 +363,11 @@ impl<H, N, C> Ops<H, N, C> {
 
     fn offered<'a>(&'a self, node: &'a N) -> impl Iterator<Item = &'a Op<H, N, C>> + 'a {
         self.ops.iter().filter(move |o| (o.offers)(node))
+    }
+
+    /// Whether `name` is an op declared as changing nothing (`Decl::reading`).
+    pub fn reads_only(&self, name: &str) -> bool {
+        self.ops.iter().any(|o| o.name == name && o.reads)
     }
 
     /// What `ops/` shows for `node`.

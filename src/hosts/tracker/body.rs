@@ -48,7 +48,7 @@ impl TrackerHost {
         let editable = OPS.names(&here).contains(&"edit_body")
             && OPS.guard(self, conn, &here, "edit_body", None)?.allowed();
         Ok(Some(if editable {
-            body.written_by("edit_body", "body")
+            body.written_by(super::ops::name::EDIT_BODY, "body")
         } else {
             body
         }))

@@ -4,6 +4,7 @@
 use super::store::Store;
 
 use super::db::{self, Item};
+use super::ops::name;
 use super::{Node, TrackerHost};
 use crate::host::{Condition, HostResult};
 use crate::hosts::text::{and_list, plural};
@@ -117,7 +118,7 @@ impl TrackerHost {
                 format!(
                     "{who} is already closed{} — reopen it with {}",
                     closed_why(item),
-                    self.op_path(item, "reopen")
+                    self.op_path(item, name::REOPEN)
                 ),
             ),
         }
@@ -135,7 +136,7 @@ impl TrackerHost {
             _ => Condition::check(
                 "closed",
                 false,
-                format!("{who} is open; nothing to reopen (close it with {})", self.op_path(item, "close")),
+                format!("{who} is open; nothing to reopen (close it with {})", self.op_path(item, name::CLOSE)),
             ),
         }
     }
@@ -178,7 +179,7 @@ impl TrackerHost {
             let hard = names(&|c| c.status == "failure" && !c.retryable);
             if !retry.is_empty() {
                 let who = if self.can_rerun(pull) {
-                    format!("rerun with {}", self.op_path(pull, "rerun_checks"))
+                    format!("rerun with {}", self.op_path(pull, name::RERUN_CHECKS))
                 } else {
                     "a maintainer or the author can rerun it (rerun_checks) — not you".to_string()
                 };
@@ -246,17 +247,17 @@ impl TrackerHost {
         let detail = if pull.author == self.me.user {
             format!(
                 "no approving review yet{waiting}; you cannot approve your own pull request — ask someone with {}",
-                self.op_path(pull, "request_review")
+                self.op_path(pull, name::REQUEST_REVIEW)
             )
         } else if self.me.role == Role::Maintainer {
             format!(
                 "no approving review yet{waiting} — approve it with {}",
-                self.op_path(pull, "approve")
+                self.op_path(pull, name::APPROVE)
             )
         } else {
             format!(
                 "no approving review yet{waiting}; only maintainers approve — ask one with {}",
-                self.op_path(pull, "request_review")
+                self.op_path(pull, name::REQUEST_REVIEW)
             )
         };
         Ok(Condition::check("review_approved", false, detail))
@@ -288,7 +289,7 @@ impl TrackerHost {
                 format!(
                     "you opened PR #{} and cannot approve your own pull request — ask someone with {}",
                     pull.number,
-                    self.op_path(pull, "request_review")
+                    self.op_path(pull, name::REQUEST_REVIEW)
                 ),
             )
         } else {

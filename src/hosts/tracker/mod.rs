@@ -476,7 +476,7 @@ impl Host for TrackerHost {
         args: &Value,
         caller: &Caller,
     ) -> HostResult<CallOutcome> {
-        if ops::READS_ONLY.contains(&op) {
+        if OPS.reads_only(op) {
             // Nothing to commit, so no write transaction and no run record: a run cut off
             // by a crash settles as `not_run`, which for a read is the truth.
             return self.read(|conn| {

@@ -181,8 +181,27 @@ struct Related {
 
 type Op<A> = Decl<TrackerHost, Here, Store, A>;
 
-/// The ops that change nothing: their calls run in a read transaction.
-pub(super) const READS_ONLY: &[&str] = &["read_body", "get_metadata", "diff", "read_log", "issues"];
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op (a guard's "reopen it with …") use these.
+pub(super) mod name {
+    pub const CREATE_ISSUE: &str = "create_issue";
+    pub const READ_BODY: &str = "read_body";
+    pub const EDIT_BODY: &str = "edit_body";
+    pub const GET_METADATA: &str = "get_metadata";
+    pub const COMMENT: &str = "comment";
+    pub const CLOSE: &str = "close";
+    pub const REOPEN: &str = "reopen";
+    pub const LABEL: &str = "label";
+    pub const ASSIGN: &str = "assign";
+    pub const UNASSIGN: &str = "unassign";
+    pub const DIFF: &str = "diff";
+    pub const REQUEST_REVIEW: &str = "request_review";
+    pub const APPROVE: &str = "approve";
+    pub const RERUN_CHECKS: &str = "rerun_checks";
+    pub const MERGE: &str = "merge";
+    pub const READ_LOG: &str = "read_log";
+    pub const ISSUES: &str = "issues";
+}
 
 /// The guard of an op that only reads.
 fn reading<A>(h: &TrackerHost, _: &Store, _: &Here, _: Option<&A>) -> HostResult<Vec<Condition>> {
@@ -193,7 +212,7 @@ fn reading<A>(h: &TrackerHost, _: &Store, _: &Here, _: Option<&A>) -> HostResult
 pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|| {
     Ops::new(vec![
         Op::<CreateIssue> {
-            name: "create_issue",
+            name: name::CREATE_ISSUE,
             offers: |at| matches!(at.node, Node::Root | Node::Issues),
             describe: |_| {
                 "Open a new issue: title, optional body (markdown), labels and assignees (names)."
@@ -211,7 +230,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "read_body",
+            name: name::READ_BODY,
             offers: |at| matches!(at.node, Node::Item(..) | Node::Comment(..) | Node::Review(..)),
             describe: |at| match at.node {
                 Node::Comment(..) => "Read the comment's full text (markdown).".into(),
@@ -224,9 +243,9 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
             guard: reading,
             run: |h, conn, at, _| h.read_body(conn, at),
         }
-        .into(),
+        .reading(),
         Op::<EditBody> {
-            name: "edit_body",
+            name: name::EDIT_BODY,
             offers: |at| matches!(at.node, Node::Item(..) | Node::Comment(..)),
             describe: |at| {
                 format!(
@@ -249,7 +268,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "get_metadata",
+            name: name::GET_METADATA,
             offers: Here::is_item,
             describe: |at| {
                 format!(
@@ -269,9 +288,9 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
                 Ok(CallOutcome::text(text))
             },
         }
-        .into(),
+        .reading(),
         Op::<AddComment> {
-            name: "comment",
+            name: name::COMMENT,
             offers: Here::is_item,
             describe: |at| format!("Add a comment to the {}: body (markdown).", at.what()),
             guard: |h, _, _, _| Ok(vec![h.can_comment("comment")]),
@@ -279,7 +298,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Close> {
-            name: "close",
+            name: name::CLOSE,
             offers: Here::is_item,
             describe: |at| {
                 format!(
@@ -296,7 +315,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "reopen",
+            name: name::REOPEN,
             offers: Here::is_item,
             describe: |at| format!("Reopen the closed {}.", at.what()),
             guard: |h, _, at, _| {
@@ -307,7 +326,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Relabel> {
-            name: "label",
+            name: name::LABEL,
             offers: Here::is_item,
             describe: |_| {
                 "Add and/or remove labels: add [names], remove [names] (see labels/).".into()
@@ -317,7 +336,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Assignee> {
-            name: "assign",
+            name: name::ASSIGN,
             offers: Here::is_item,
             describe: |at| {
                 format!(
@@ -330,7 +349,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Assignee> {
-            name: "unassign",
+            name: name::UNASSIGN,
             offers: Here::is_item,
             describe: |at| format!("Remove an assignee from the {}: user (name).", at.what()),
             guard: |h, _, _, _| Ok(vec![h.can_write("assign", None)]),
@@ -338,7 +357,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "diff",
+            name: name::DIFF,
             offers: Here::is_pull,
             describe: |_| "The pull request's changes as a unified diff.".into(),
             guard: reading,
@@ -349,9 +368,9 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
                 })))
             },
         }
-        .into(),
+        .reading(),
         Op::<RequestReview> {
-            name: "request_review",
+            name: name::REQUEST_REVIEW,
             offers: Here::is_pull,
             describe: |_| {
                 "Ask someone to review the pull request: reviewer (user name, not its author)."
@@ -365,7 +384,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Approve> {
-            name: "approve",
+            name: name::APPROVE,
             offers: Here::is_pull,
             describe: |_| "Approve the pull request as you: body (optional review text).".into(),
             guard: |h, _, at, _| {
@@ -380,7 +399,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "rerun_checks",
+            name: name::RERUN_CHECKS,
             offers: Here::is_pull,
             describe: |_| {
                 "Run the failing checks again (fixes failures of the runner, not of the code)."
@@ -398,7 +417,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<Merge> {
-            name: "merge",
+            name: name::MERGE,
             offers: Here::is_pull,
             describe: |_| {
                 "Merge into the base branch: method merge|squash|rebase (default merge); closes the issues it fixes."
@@ -418,7 +437,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
         }
         .into(),
         Op::<NoArgs> {
-            name: "read_log",
+            name: name::READ_LOG,
             offers: |at| matches!(at.node, Node::Check(..)),
             describe: |_| "Read the check's full log.".into(),
             guard: reading,
@@ -430,9 +449,9 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
                 _ => Err(HostError::NotFound("not a check".into())),
             },
         }
-        .into(),
+        .reading(),
         Op::<Related> {
-            name: "issues",
+            name: name::ISSUES,
             offers: |at| matches!(at.node, Node::Label(_) | Node::User(_)),
             describe: |at| {
                 format!(
@@ -446,7 +465,7 @@ pub(super) static OPS: LazyLock<Ops<TrackerHost, Here, Store>> = LazyLock::new(|
             guard: reading,
             run: |h, conn, at, a| h.related(conn, &at.node, a.state),
         }
-        .into(),
+        .reading(),
     ])
 });
 
