@@ -91,7 +91,7 @@ pub fn serve(world: Arc<World>, state_dir: &Path) -> Result<Control> {
         if owner != 0 {
             let why = format!(
                 "uid {uid} ({}) may decide here, but this daemon runs as uid {owner} and cannot give another user a control socket of its own (that needs root)",
-                crate::world::policy::user_words(uid)
+                crate::world::call::policy::user_words(uid)
             );
             if in_policy {
                 bail!("a [[policy]] rule's approvers: {why}: run the daemon as root, or list only uid {owner} (the default)");

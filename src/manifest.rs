@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::world::policy::{self, Action, Glob, Policy, Rule};
+use crate::world::call::policy::{self, Action, Glob, Policy, Rule};
 /// The world's own settings, as `[world]` and `[identity]` give them.
 pub use crate::world::settings::{Identity, Role, WorldSettings};
 

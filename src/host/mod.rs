@@ -230,7 +230,7 @@ pub struct Caller {
     pub signal: RunSignal,
 }
 
-pub use crate::world::live::{Progress, RunSignal};
+pub use crate::world::call::live::{Progress, RunSignal};
 
 /// How a run cut off by a crash ended, as its host knows it (`Host::settle`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -609,7 +609,7 @@ pub trait Host: Send + Sync {
         &self,
         _path: &[String],
         _op: &str,
-    ) -> Option<crate::world::policy::HostDefault> {
+    ) -> Option<crate::world::call::policy::HostDefault> {
         None
     }
 

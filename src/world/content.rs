@@ -483,8 +483,10 @@ impl World {
                 match f {
                     OpFile::Description => line(&spec.description),
                     OpFile::Schema => line(
-                        &serde_json::to_string_pretty(&super::args::shown_schema(&spec.schema))
-                            .map_err(|e| WorldError::backend(e.to_string()))?,
+                        &serde_json::to_string_pretty(&super::call::args::shown_schema(
+                            &spec.schema,
+                        ))
+                        .map_err(|e| WorldError::backend(e.to_string()))?,
                     ),
                     OpFile::Guard => self.guard(t, op)?.render(),
                     OpFile::Call => String::new(),
@@ -652,6 +654,7 @@ impl World {
             .ok_or_else(|| WorldError::not_found(format!("no run {id}")))?;
         // The journal missed this outcome: show what the caller was told.
         if let Some(text) = self
+            .calls
             .unrecorded
             .lock()
             .ok()
@@ -843,7 +846,7 @@ impl World {
     /// The run whose result `session` sees in `result`: its last call, else the latest.
     fn result_run(&self, target: &Target, op: &str, session: u32) -> WorldResult<Option<i64>> {
         let key = (target.clone(), op.to_string());
-        let remembered = self.results.lock().ok().and_then(|r| {
+        let remembered = self.calls.results.lock().ok().and_then(|r| {
             r.get(&key)
                 .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
         });

@@ -8,24 +8,15 @@
 //! document), `body` (a body written through one descriptor), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
 //! (the manifest's rules) and `approvals` (pending runs and a person's decisions).
 
-mod approvals;
-pub mod args;
-pub mod attachments;
-mod body;
-pub mod budget;
 pub mod cache;
 pub mod call;
 mod content;
 pub mod error;
-pub mod live;
 pub mod names;
 pub mod node;
-pub mod policy;
-mod pool;
 mod readme;
 mod remote;
 mod root_ops;
-mod run;
 pub mod settings;
 pub mod titles;
 mod tree;
@@ -41,10 +32,9 @@ use crate::host::{self, Guard, Host, HostChange, OpSpec};
 use crate::state::Journal;
 use crate::state::{Known, KnownEntry};
 use crate::world::settings::{Identity, WorldSettings};
-pub use approvals::{Decided, Person, Verb};
-pub use body::BodyDoc;
 use cache::TtlCache;
-pub use call::{CallDoc, CallReport};
+use call::{approvals, budget, live, pool, run, Calls};
+pub use call::{BodyDoc, CallDoc, CallReport, Decided, Person, Verb};
 pub use content::Snapshot;
 use error::{ErrorKind, WorldError, WorldResult};
 use node::*;
@@ -123,11 +113,6 @@ pub struct StateAt<'a> {
     pub dir: &'a Path,
     pub url: Option<&'a str>,
 }
-#[derive(Default)]
-struct OpResults {
-    latest: i64,
-    by_session: HashMap<u32, i64>,
-}
 
 pub struct World {
     settings: WorldSettings,
@@ -136,7 +121,6 @@ pub struct World {
     journal: Arc<dyn Journal>,
     mount_point: PathBuf,
     config_text: String,
-    results: Mutex<HashMap<(Target, String), OpResults>>,
     guards: TtlCache<(Target, String), Guard>,
     ops_cache: TtlCache<Target, OpList>,
     infos: TtlCache<EntryRef, host::EntryInfo>,
@@ -149,8 +133,8 @@ pub struct World {
     /// read `ENTRY/ops/NAME/result` (and `runs/`) at the path it used, for a while.
     gone: TtlCache<EntryRef, Arc<Vec<String>>>,
     subscriber: Arc<dyn Subscriber>,
-    pool: pool::Pool,
-    watch: Arc<run::Watch>,
+    /// The call pipeline's own state.
+    calls: Calls,
     known: Known,
     /// Entries seen to be non-indexable: their descendants are out of the indexable range.
     hidden: Mutex<HashSet<EntryRef>>,
@@ -161,20 +145,10 @@ pub struct World {
     started: Instant,
     /// Calls found running at start-up (cut off by a crash), now marked interrupted.
     pub interrupted_at_start: usize,
-    /// The policy and what pending runs need (see `approvals`).
-    approvals: approvals::Approvals,
     /// The shared state database and this mount's origin in it, when state is shared.
     shared: Option<remote::OtherMounts>,
-    /// Results of calls whose outcome the journal could not record (shown instead).
-    unrecorded: Mutex<HashMap<i64, String>>,
-    /// What open `call` and `body` descriptors buffer, in total (`max_buffered_bytes`).
-    buffered: Arc<budget::Budget>,
     /// The state directory (runs' content files live under it).
     state_dir: PathBuf,
-    /// Runs in flight on this mount: their progress and how to stop them.
-    live: live::Live,
-    /// Runs' numbers among their op's runs, by journal id (see `begin_run`).
-    seqs: Mutex<HashMap<i64, i64>>,
 }
 
 impl World {
@@ -214,7 +188,6 @@ impl World {
             journal,
             mount_point,
             config_text,
-            results: Mutex::new(HashMap::new()),
             guards: TtlCache::new(GUARD_CACHE, 1024),
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
             infos: TtlCache::new(INFO_CACHE, INFO_CACHE_MAX),
@@ -222,21 +195,24 @@ impl World {
             bodies: TtlCache::new(BODY_CACHE, 20_000),
             gone: TtlCache::new(GONE_KEEP, 4096),
             subscriber,
-            pool: pool::Pool::new(max_call_threads),
-            watch: Arc::default(),
+            calls: Calls {
+                pool: pool::Pool::new(max_call_threads),
+                watch: Arc::default(),
+                results: Mutex::new(HashMap::new()),
+                unrecorded: Mutex::new(HashMap::new()),
+                buffered,
+                live: live::Live::default(),
+                seqs: Mutex::new(HashMap::new()),
+                approvals: approvals::Approvals::default(),
+            },
             known,
             hidden: Mutex::new(HashSet::new()),
             shown: Mutex::new(HashSet::new()),
             events_start,
             started: Instant::now(),
             interrupted_at_start: interrupted.len(),
-            approvals: approvals::Approvals::default(),
             shared,
-            unrecorded: Mutex::new(HashMap::new()),
-            buffered,
             state_dir: state_dir.to_path_buf(),
-            live: live::Live::default(),
-            seqs: Mutex::new(HashMap::new()),
         };
         let settled = world.settle_interrupted(&interrupted);
         world.interrupted_at_start = interrupted.len() - settled;

@@ -80,8 +80,12 @@ impl Host for MemHost {
         }))
     }
 
-    fn policy_default(&self, _path: &[String], op: &str) -> Option<super::policy::HostDefault> {
-        (op == "drop").then(|| super::policy::HostDefault {
+    fn policy_default(
+        &self,
+        _path: &[String],
+        op: &str,
+    ) -> Option<super::call::policy::HostDefault> {
+        (op == "drop").then(|| super::call::policy::HostDefault {
             allowed: false,
             words: "the host never drops by default".into(),
         })
@@ -209,7 +213,7 @@ pub(super) fn mem_world(
     settings: WorldSettings,
     host: &Arc<MemHost>,
     state: &std::path::Path,
-    policy: super::policy::Policy,
+    policy: super::call::policy::Policy,
 ) -> Arc<World> {
     let mut world = World::new(
         settings,
@@ -821,7 +825,7 @@ fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
     // (a verdict that does not depend on how long a loaded machine takes to get there).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let p = f.world.pool.stats();
+        let p = f.world.calls.pool.stats();
         if p.queued == 0 && p.idle == p.threads {
             break;
         }

@@ -38,7 +38,7 @@ use crate::hosts::HostContext;
 use crate::world::cache::TtlCache;
 
 use crate::hosts::text::one_line;
-use crate::world::policy::HostDefault;
+use crate::world::call::policy::HostDefault;
 use client::{phase_words, Catalog, Client, Phase};
 use render::{decode_name, encode_name, Hints, Policy, Steered, UriTemplate};
 

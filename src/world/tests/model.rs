@@ -70,7 +70,7 @@ impl Expected {
     /// A whole document ran: one run; the host saw it when its arguments were valid.
     fn ran(&mut self, doc: &[u8], schema: &Value) {
         self.runs += 1;
-        if let Ok(args) = crate::world::args::parse_and_validate(doc, schema) {
+        if let Ok(args) = crate::world::call::args::parse_and_validate(doc, schema) {
             if let Some(text) = args["text"].as_str() {
                 self.notes.push(text.to_string());
             }

@@ -6,14 +6,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::node::{NodeId, RunFile, WipFile};
-use super::super::policy::{Action, Glob, Policy, Rule};
-use super::super::tests::{
-    caller, flush, mem_world, notes, open, result, root, write, Fixture, MemHost,
-};
 use super::{parse_run_path, Person, Verb};
 use crate::state::Decider;
+use crate::world::call::policy::{Action, Glob, Policy, Rule};
+use crate::world::node::{NodeId, RunFile, WipFile};
 use crate::world::settings::WorldSettings;
+use crate::world::tests::{
+    caller, flush, mem_world, notes, open, result, root, write, Fixture, MemHost,
+};
 
 const AGENT: u32 = 500;
 

@@ -12,10 +12,10 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::budget::Held;
-use super::error::{ErrorKind, WorldError, WorldResult};
-use super::node::Target;
-use super::World;
 use crate::host::Caller;
+use crate::world::error::{ErrorKind, WorldError, WorldResult};
+use crate::world::node::Target;
+use crate::world::World;
 
 /// How a call ended, as its descriptor reports it.
 #[derive(Clone, Debug)]
@@ -108,8 +108,13 @@ pub fn shape(buf: &[u8]) -> Shape {
 }
 
 impl CallDoc {
-    pub(super) fn new(world: Arc<World>, target: Target, op: String, caller: Caller) -> CallDoc {
-        let held = Held::new(&world.buffered);
+    pub(in crate::world) fn new(
+        world: Arc<World>,
+        target: Target,
+        op: String,
+        caller: Caller,
+    ) -> CallDoc {
+        let held = Held::new(&world.calls.buffered);
         CallDoc {
             doc: Arc::new(Doc {
                 world,

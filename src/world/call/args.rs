@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 
-use super::error::{WorldError, WorldResult};
+use crate::world::error::{WorldError, WorldResult};
 
 /// Parse `bytes` into an args object for an op with this `schema` and validate it.
 pub fn parse_and_validate(bytes: &[u8], schema: &Value) -> WorldResult<Value> {

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::error::{ErrorKind, WorldError};
+use crate::world::error::{ErrorKind, WorldError};
 
 /// The shared total.
 #[derive(Debug)]

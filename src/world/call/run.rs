@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::call::{CallDoc, CallReport};
-use super::error::{ErrorKind, WorldError, WorldResult};
-use super::node::*;
-use super::{names, World};
+use super::doc::{CallDoc, CallReport};
 use crate::host::{self, CallOutcome, Caller};
 use crate::proc as caller;
 use crate::state::Event;
+use crate::world::error::{ErrorKind, WorldError, WorldResult};
+use crate::world::node::*;
+use crate::world::{names, World};
 
 /// How often the watch looks at callers still waiting (are they being killed?).
 const WATCH_TICK: Duration = Duration::from_millis(100);
@@ -29,7 +29,7 @@ const UNRECORDED_KEPT: usize = 1000;
 /// A successful call routed back to the world: a host's `CallOutcome` with every path tied
 /// to its host (root ops span hosts).
 #[derive(Default)]
-pub(super) struct RoutedOutcome {
+pub(in crate::world) struct RoutedOutcome {
     pub result: String,
     pub discovered: Vec<(usize, Vec<String>)>,
     pub changed: Vec<(usize, Vec<String>)>,
@@ -51,7 +51,7 @@ impl RoutedOutcome {
     }
 }
 
-pub(super) type Reply = Box<dyn FnOnce(CallReport) + Send>;
+pub(in crate::world) type Reply = Box<dyn FnOnce(CallReport) + Send>;
 
 /// One call running on the pool, between its worker and its waiting caller.
 struct Flight {
@@ -159,7 +159,7 @@ impl Flight {
         let report = self
             .world
             .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
-        self.world.live.end(self.id);
+        self.world.calls.live.end(self.id);
         reply(report);
     }
 
@@ -172,20 +172,20 @@ impl Flight {
                 let report =
                     self.world
                         .complete(&self.target, &self.op, &self.caller, self.id, result);
-                self.world.live.end(self.id);
+                self.world.calls.live.end(self.id);
                 reply(report);
             }
             FlightState::Detached => {
                 drop(st);
                 self.world
                     .complete(&self.target, &self.op, &self.caller, self.id, result);
-                self.world.live.end(self.id);
+                self.world.calls.live.end(self.id);
             }
             FlightState::TimedOut => {
                 drop(st);
                 self.world
                     .finish_late(&self.target, &self.op, self.id, result);
-                self.world.live.end(self.id);
+                self.world.calls.live.end(self.id);
             }
             other => *st = other,
         }
@@ -212,14 +212,14 @@ impl Flight {
                     reply(report);
                 }
                 FlightState::Queued(reply) => {
-                    let pool = self.world.pool.stats();
+                    let pool = self.world.calls.pool.stats();
                     let e = WorldError::new(
                         ErrorKind::TimedOut,
                         format!(
                             "timed out after {:.1}s waiting for a free worker ({} calls running, max_call_threads = {}); it did not run",
                             timeout.as_secs_f64(),
                             pool.threads,
-                            self.world.pool.max()
+                            self.world.calls.pool.max()
                         ),
                     );
                     let report =
@@ -227,7 +227,7 @@ impl Flight {
                             .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
                     *st = FlightState::Cancelled;
                     drop(st);
-                    self.world.live.end(self.id);
+                    self.world.calls.live.end(self.id);
                     reply(report);
                 }
                 other => *st = other,
@@ -272,7 +272,7 @@ impl Flight {
 
 /// The one thread that watches calls in flight.
 #[derive(Default)]
-pub(super) struct Watch {
+pub(in crate::world) struct Watch {
     state: Mutex<Watched>,
     wake: Condvar,
     thread: OnceLock<()>,
@@ -410,7 +410,7 @@ impl World {
 
     /// Run the document `bytes` as a call; `reply` gets the report now (bounded hosts,
     /// refusals) or when the call ends, times out, or its caller is gone.
-    pub(super) fn run_document(
+    pub(in crate::world) fn run_document(
         self: Arc<Self>,
         target: &Target,
         op: &str,
@@ -503,7 +503,7 @@ impl World {
     /// Run a journaled call whose guard passed: on the caller's thread for bounded hosts,
     /// else on the pool, watched for its timeout and for `waiter` being killed.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn dispatch(
+    pub(in crate::world) fn dispatch(
         self: Arc<Self>,
         target: &Target,
         op: &str,
@@ -540,7 +540,7 @@ impl World {
             // A run's own ops wait: on a worker like any long call.
             Target::Run(_) => {}
         }
-        let (live, signal) = self.live.start(id);
+        let (live, signal) = self.calls.live.start(id);
         // A call that may take long is listed in its op's `runs/` while it runs.
         self.publish(&[NodeId::Runs(target.clone(), intern(op))]);
         let caller = &Caller {
@@ -567,7 +567,7 @@ impl World {
                 f.cancel_queued();
             }
         });
-        self.watch.add(&flight);
+        self.calls.watch.add(&flight);
         let job = Arc::clone(&flight);
         let started = if let Target::Run(_) = target {
             // A run's own ops never queue behind the calls they wait for or stop (a full
@@ -578,7 +578,10 @@ impl World {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         } else {
-            self.pool.run(move || job.work()).map_err(|e| e.to_string())
+            self.calls
+                .pool
+                .run(move || job.work())
+                .map_err(|e| e.to_string())
         };
         if let Err(err) = started {
             let mut st = flight.lock();
@@ -586,7 +589,7 @@ impl World {
                 drop(st);
                 let e = WorldError::backend(format!("cannot start the call: {err}"));
                 let report = self.complete(target, op, caller, id, Err(e));
-                self.live.end(id);
+                self.calls.live.end(id);
                 reply(report);
             }
         }
@@ -619,7 +622,7 @@ impl World {
 
     /// A call refused before it ran (bad arguments, too large, written after its
     /// descriptor's call ran): a run of its own with the words, no guard.
-    pub(super) fn record_refusal(
+    pub(in crate::world) fn record_refusal(
         &self,
         target: &Target,
         op: &str,
@@ -683,7 +686,7 @@ impl World {
 
     /// Tell the subscriber (the kernel's caches) what changed, before the caller hears
     /// back, so its next read sees the change.
-    pub(super) fn publish(&self, nodes: &[NodeId]) {
+    pub(in crate::world) fn publish(&self, nodes: &[NodeId]) {
         self.subscriber.changed(nodes);
     }
 
@@ -742,7 +745,7 @@ impl World {
                 "warning: this outcome could not be recorded in the journal ({e}); runs/ \
                  and other mounts may still show run {id} as running\n"
             ));
-            if let Ok(mut u) = self.unrecorded.lock() {
+            if let Ok(mut u) = self.calls.unrecorded.lock() {
                 if u.len() >= UNRECORDED_KEPT {
                     u.clear();
                 }
@@ -753,7 +756,7 @@ impl World {
     }
 
     /// What every call changes, whatever it did: its runs, its result, the log.
-    pub(super) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
+    pub(in crate::world) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
         [
             NodeId::Runs(target.clone(), intern(op)),
             NodeId::OpFile(target.clone(), intern(op), OpFile::Result),
@@ -766,7 +769,7 @@ impl World {
 
     /// A call changed the world: every cached answer about entries (guards, op lists,
     /// infos, times, bodies) may differ now.
-    pub(super) fn forget_cached_state(&self) {
+    pub(in crate::world) fn forget_cached_state(&self) {
         self.guards.clear();
         self.ops_cache.clear();
         self.infos.clear();
@@ -842,7 +845,7 @@ impl World {
     }
 
     /// The nodes and change-feed events of entries that changed.
-    pub(super) fn changed_entries(
+    pub(in crate::world) fn changed_entries(
         &self,
         entries: &[(usize, Vec<String>)],
     ) -> (Vec<NodeId>, Vec<Event>) {
@@ -869,7 +872,12 @@ impl World {
     }
 
     /// The nodes whose kernel copies an entry's change makes stale.
-    pub(super) fn entry_changed_nodes(&self, h: usize, p: &[String], changed: &mut Vec<NodeId>) {
+    pub(in crate::world) fn entry_changed_nodes(
+        &self,
+        h: usize,
+        p: &[String],
+        changed: &mut Vec<NodeId>,
+    ) {
         let e = EntryRef::new(h, p);
         let target = Target::Entry(e.clone());
         changed.push(NodeId::Info(target.clone(), InfoFile::Description));
@@ -900,7 +908,7 @@ impl World {
     /// Run `id` is what `session` (and, as the latest, every session without a call of
     /// its own) reads in `op`'s `result`.
     fn keep_result(&self, target: &Target, op: &str, session: u32, id: i64) {
-        if let Ok(mut results) = self.results.lock() {
+        if let Ok(mut results) = self.calls.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
             r.latest = r.latest.max(id);
             r.by_session.insert(session, id);
@@ -908,7 +916,7 @@ impl World {
     }
 
     /// Record a finished call, keep it as its session's result, and publish what changed.
-    pub(super) fn complete(
+    pub(in crate::world) fn complete(
         &self,
         target: &Target,
         op: &str,

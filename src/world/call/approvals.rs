@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::call::CallReport;
-use super::error::{ErrorKind, WorldError, WorldResult};
-use super::node::*;
+use super::doc::CallReport;
 use super::policy::{self, Action, Policy, Rule, Verdict};
-use super::{line, readme, World};
 use crate::host::{self, Caller, Condition, Guard};
 use crate::state::{
     Approval, Clean, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
 };
+use crate::world::error::{ErrorKind, WorldError, WorldResult};
+use crate::world::node::*;
+use crate::world::{line, readme, World};
 
 /// How many pending runs `.wip/pending` lists.
 const PENDING_SHOWN: usize = 1000;
@@ -28,7 +28,7 @@ const EXPIRY_TICK: Duration = Duration::from_secs(60);
 
 /// The world's policy and what its pending runs need.
 #[derive(Default)]
-pub(super) struct Approvals {
+pub(in crate::world) struct Approvals {
     policy: Policy,
     expiry: Arc<Wakeup>,
     thread: OnceLock<()>,
@@ -90,7 +90,7 @@ fn parse_run_path(rest: &str) -> Option<(String, String, i64)> {
         .filter(|s| !s.is_empty() && *s != ".")
         .collect();
     (0..segs.len()).rev().find_map(|i| {
-        let is_ops = segs[i] == "ops" || segs[i] == super::tree::OPS_DIR;
+        let is_ops = segs[i] == "ops" || segs[i] == crate::world::tree::OPS_DIR;
         let fits = is_ops && segs.len() >= i + 4 && segs.len() <= i + 5;
         if !fits || segs[i + 2] != "runs" {
             return None;
@@ -107,12 +107,12 @@ fn parse_run_path(rest: &str) -> Option<(String, String, i64)> {
 impl World {
     /// Install the manifest's policy (before the world is shared).
     pub fn set_policy(&mut self, policy: Policy) {
-        self.approvals.policy = policy;
+        self.calls.approvals.policy = policy;
     }
 
     /// Say where the control socket listens (`.wip/control` shows it).
     pub fn set_control_socket(&self, path: &std::path::Path) {
-        if let Ok(mut c) = self.approvals.control.lock() {
+        if let Ok(mut c) = self.calls.approvals.control.lock() {
             *c = Some(path.display().to_string());
         }
     }
@@ -120,6 +120,7 @@ impl World {
     /// The uids the policy's rules let decide.
     pub fn policy_approvers(&self) -> Vec<u32> {
         let mut uids: Vec<u32> = self
+            .calls
             .approvals
             .policy
             .rules()
@@ -159,12 +160,12 @@ impl World {
 
     /// The absolute path of a run's folder.
     /// The absolute path of a run's folder: run `id` (journal) is `runs/SEQ` of its op.
-    pub(super) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
+    pub(in crate::world) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
         self.absolute(&super::live::run_path(entry_path, op, self.seq_of(id)))
     }
 
     fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {
-        let policy = &self.approvals.policy;
+        let policy = &self.calls.approvals.policy;
         if policy.is_empty() {
             return Verdict::default();
         }
@@ -173,7 +174,7 @@ impl World {
 
     /// Add the policy's lines to a guard: the manifest's rules, else the host's default.
     /// `approved` names who approved the run being checked again before it runs.
-    pub(super) fn apply_policy(
+    pub(in crate::world) fn apply_policy(
         &self,
         target: &Target,
         op: &str,
@@ -199,7 +200,7 @@ impl World {
     /// denies, or holds for a person's sign-off, refuses the call (EACCES), naming it. A
     /// person's yes is for the op it was asked for, never carried over to another.
     fn implied_conditions(&self, target: &Target, op: &str) -> Vec<Condition> {
-        let (Target::Entry(e), false) = (target, self.approvals.policy.is_empty()) else {
+        let (Target::Entry(e), false) = (target, self.calls.approvals.policy.is_empty()) else {
             return Vec::new();
         };
         let Some(m) = self.hosts.get(e.host) else {
@@ -247,7 +248,7 @@ impl World {
 
     /// The rule that makes this call wait for a person, when that is all that stands in its
     /// way (a guard failing otherwise refuses the call, as without a policy).
-    pub(super) fn awaits_approval(
+    pub(in crate::world) fn awaits_approval(
         &self,
         target: &Target,
         op: &str,
@@ -263,13 +264,18 @@ impl World {
     }
 
     /// Whether a policy rule asks a person's sign-off for this call.
-    pub(super) fn awaits_approval_rule(&self, target: &Target, op: &str, args: &Value) -> bool {
+    pub(in crate::world) fn awaits_approval_rule(
+        &self,
+        target: &Target,
+        op: &str,
+        args: &Value,
+    ) -> bool {
         self.verdict(target, op, Some(args)).approval().is_some()
     }
 
     /// Hold a journaled call for a person's sign-off: a pending run, EINPROGRESS with the
     /// words saying where it waits and how a person decides.
-    pub(super) fn hold(
+    pub(in crate::world) fn hold(
         &self,
         target: &Target,
         op: &str,
@@ -298,7 +304,7 @@ impl World {
         };
         let report = self.complete(target, op, caller, id, outcome);
         self.publish(&[NodeId::WipFile(WipFile::Pending)]);
-        self.approvals.expiry.wake();
+        self.calls.approvals.expiry.wake();
         report
     }
 
@@ -581,7 +587,7 @@ impl World {
     }
 
     /// Expire every pending run whose time is up.
-    pub(super) fn expire_now(&self) {
+    pub(in crate::world) fn expire_now(&self) {
         let expired = self.journal.expire_due(&|a| {
             Clean::owned(format!(
                 "error: expired at {}: nobody decided in time (rule {}); the call never ran\n",
@@ -603,11 +609,11 @@ impl World {
     /// Start the thread that expires pending runs when their time is up (also those that
     /// expired while the world was not mounted).
     pub fn start_approvals(self: &Arc<Self>) -> std::io::Result<()> {
-        if self.approvals.thread.get().is_some() {
+        if self.calls.approvals.thread.get().is_some() {
             return Ok(());
         }
         let world: Weak<World> = Arc::downgrade(self);
-        let wake = Arc::clone(&self.approvals.expiry);
+        let wake = Arc::clone(&self.calls.approvals.expiry);
         std::thread::Builder::new()
             .name("approvals-expiry".into())
             .spawn(move || loop {
@@ -624,31 +630,31 @@ impl World {
                 // A few ms past the due time: the journal's clock must have passed it.
                 wake.wait(next.min(EXPIRY_TICK) + Duration::from_millis(5));
             })?;
-        let _ = self.approvals.thread.set(());
+        let _ = self.calls.approvals.thread.set(());
         Ok(())
     }
 
     // ---- what the mount shows ------------------------------------------------------
 
     /// `.wip/pending`: one line per run waiting for a decision, oldest first.
-    pub(super) fn pending_text(&self) -> WorldResult<String> {
+    pub(in crate::world) fn pending_text(&self) -> WorldResult<String> {
         let mut out = String::new();
         for a in self.journal.pending_approvals(PENDING_SHOWN)? {
             let Some(run) = self.journal.get(a.run)? else {
                 continue;
             };
-            let mut args = super::names::shown(&run.args).into_owned();
+            let mut args = crate::world::names::shown(&run.args).into_owned();
             if args.chars().count() > 200 {
                 args = args.chars().take(200).collect::<String>() + "…";
             }
             out.push_str(&format!(
                 "{}\t{} on {} · args {} · called by pid {} ({}) session {} at {} · rule {} · expires {}\n",
-                super::names::shown(&self.run_dir(&run.path, &run.op, a.run)),
+                crate::world::names::shown(&self.run_dir(&run.path, &run.op, a.run)),
                 run.op,
-                super::names::shown(&run.path),
+                crate::world::names::shown(&run.path),
                 args,
                 run.pid,
-                super::names::shown(run.command.split(' ').next().unwrap_or("")),
+                crate::world::names::shown(run.command.split(' ').next().unwrap_or("")),
                 run.session,
                 a.requested,
                 a.rule,
@@ -662,7 +668,7 @@ impl World {
     }
 
     /// `runs/ID/approval`: what the run asked for and who decided.
-    pub(super) fn approval_text(&self, id: i64) -> WorldResult<String> {
+    pub(in crate::world) fn approval_text(&self, id: i64) -> WorldResult<String> {
         let a = self
             .journal
             .approval(id)?
@@ -695,13 +701,20 @@ impl World {
     }
 
     /// Whether a run has an `approval` file.
-    pub(super) fn has_approval(&self, id: i64) -> WorldResult<bool> {
+    pub(in crate::world) fn has_approval(&self, id: i64) -> WorldResult<bool> {
         Ok(self.journal.approval(id)?.is_some())
     }
 
     /// `.wip/control`: where `wip approve` and `wip deny` reach the daemon.
-    pub(super) fn control_text(&self) -> String {
-        match self.approvals.control.lock().ok().and_then(|c| c.clone()) {
+    pub(in crate::world) fn control_text(&self) -> String {
+        match self
+            .calls
+            .approvals
+            .control
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+        {
             Some(path) => line(&path),
             None => "no control socket: decisions cannot be made for this world\n".to_string(),
         }

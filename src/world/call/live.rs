@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::error::{ErrorKind, WorldError, WorldResult};
 use super::run::RoutedOutcome;
-use super::World;
 use crate::host::{Caller, Condition, Guard, OpSpec};
 use crate::state::{self as journal, Run};
+use crate::world::error::{ErrorKind, WorldError, WorldResult};
+use crate::world::World;
 
 /// Op names of every run.
 pub const WAIT: &str = "wait";
@@ -60,7 +60,7 @@ impl Progress {
             if !out.is_empty() {
                 out.push(' ');
             }
-            out.push_str(&super::names::printable(m.trim()).replace('\n', " "));
+            out.push_str(&crate::world::names::printable(m.trim()).replace('\n', " "));
         }
         out
     }
@@ -93,7 +93,7 @@ impl LiveRun {
     }
 
     /// The world's hook while the call waits for a worker.
-    pub(super) fn while_queued(&self, hook: impl FnOnce() + Send + 'static) {
+    pub(in crate::world) fn while_queued(&self, hook: impl FnOnce() + Send + 'static) {
         let mut st = self.lock();
         st.queued = true;
         st.hook = Some(Box::new(hook));
@@ -101,14 +101,14 @@ impl LiveRun {
 
     /// A worker took the call: from now on only its host can stop it. Returns whether a
     /// cancel came first (then the call must not start).
-    pub(super) fn starting(&self) -> bool {
+    pub(in crate::world) fn starting(&self) -> bool {
         let mut st = self.lock();
         st.queued = false;
         st.hook = None;
         st.cancel_requested
     }
 
-    pub(super) fn cancel_requested(&self) -> bool {
+    pub(in crate::world) fn cancel_requested(&self) -> bool {
         self.lock().cancel_requested
     }
 
@@ -211,7 +211,7 @@ impl Eq for RunSignal {}
 
 /// The runs in flight on this mount.
 #[derive(Default)]
-pub(super) struct Live {
+pub(in crate::world) struct Live {
     runs: Mutex<HashMap<i64, Arc<LiveRun>>>,
     ended: Condvar,
     /// The last progress of runs that ended (bounded), so `progress` says where they got.
@@ -224,7 +224,7 @@ impl Live {
     }
 
     /// A run begins on this mount: its signal for the host.
-    pub(super) fn start(&self, id: i64) -> (Arc<LiveRun>, RunSignal) {
+    pub(in crate::world) fn start(&self, id: i64) -> (Arc<LiveRun>, RunSignal) {
         let run = Arc::new(LiveRun {
             id,
             started: Instant::now(),
@@ -236,7 +236,7 @@ impl Live {
     }
 
     /// The run ended and its outcome is recorded: whoever waits for it wakes.
-    pub(super) fn end(&self, id: i64) {
+    pub(in crate::world) fn end(&self, id: i64) {
         let run = self.runs().remove(&id);
         if let Some(p) = run.and_then(|r| r.lock().progress.clone()) {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
@@ -248,7 +248,7 @@ impl Live {
         self.ended.notify_all();
     }
 
-    pub(super) fn get(&self, id: i64) -> Option<Arc<LiveRun>> {
+    pub(in crate::world) fn get(&self, id: i64) -> Option<Arc<LiveRun>> {
         self.runs().get(&id).cloned()
     }
 
@@ -278,7 +278,7 @@ impl Live {
 }
 
 /// The ops every run has.
-pub(super) fn run_ops() -> Vec<OpSpec> {
+pub(in crate::world) fn run_ops() -> Vec<OpSpec> {
     vec![
         OpSpec {
             output: None,
@@ -300,7 +300,7 @@ pub(super) fn run_ops() -> Vec<OpSpec> {
 }
 
 /// The world path of run number `seq` of `op` on the entry at `entry_path` (`/` the root).
-pub(super) fn run_path(entry_path: &str, op: &str, seq: i64) -> String {
+pub(in crate::world) fn run_path(entry_path: &str, op: &str, seq: i64) -> String {
     let base = if entry_path == "/" { "" } else { entry_path };
     format!("{base}/ops/{op}/runs/{seq}")
 }
@@ -324,7 +324,7 @@ fn is_running(run: &Run) -> bool {
 impl World {
     /// Record a call before it runs; returns its journal id (its number is kept for the
     /// paths and events that name it).
-    pub(super) fn begin_run(
+    pub(in crate::world) fn begin_run(
         &self,
         caller: &Caller,
         path: &str,
@@ -335,7 +335,7 @@ impl World {
         let began = self
             .journal
             .begin(caller, path, op, args, &crate::state::Clean::new(guard))?;
-        let mut seqs = self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seqs = self.calls.seqs.lock().unwrap_or_else(|p| p.into_inner());
         if seqs.len() >= SEQS_KEPT {
             seqs.clear();
         }
@@ -344,8 +344,13 @@ impl World {
     }
 
     /// A run's number among its op's runs (`runs/SEQ`), from its journal id.
-    pub(super) fn seq_of(&self, id: i64) -> i64 {
-        let kept = self.seqs.lock().ok().and_then(|s| s.get(&id).copied());
+    pub(in crate::world) fn seq_of(&self, id: i64) -> i64 {
+        let kept = self
+            .calls
+            .seqs
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&id).copied());
         match kept {
             Some(seq) => seq,
             None => match self.journal.get(id) {
@@ -356,13 +361,13 @@ impl World {
     }
 
     /// The world path of a run's folder (`/tracker/issues/1/ops/close/runs/3`).
-    pub(super) fn run_world_path(&self, run: &Run) -> String {
+    pub(in crate::world) fn run_world_path(&self, run: &Run) -> String {
         run_path(&run.path, &run.op, run.seq)
     }
 
     /// How long a run took, or has taken so far.
     fn run_age(&self, run: &Run) -> Option<Duration> {
-        if let Some(live) = self.live.get(run.id) {
+        if let Some(live) = self.calls.live.get(run.id) {
             return Some(live.started.elapsed());
         }
         let start = crate::calendar::parse_iso(&run.started)?;
@@ -374,18 +379,18 @@ impl World {
     }
 
     /// How long a run took or has taken, as `.wip/runs` shows it.
-    pub(super) fn run_took(&self, run: &Run) -> String {
+    pub(in crate::world) fn run_took(&self, run: &Run) -> String {
         self.run_age(run).map(took).unwrap_or_else(|| "-".into())
     }
 
     /// The progress line of a run, if its host reported one on this mount.
-    pub(super) fn progress_line(&self, id: i64) -> Option<String> {
-        self.live.progress_line(id)
+    pub(in crate::world) fn progress_line(&self, id: i64) -> Option<String> {
+        self.calls.live.progress_line(id)
     }
 
     /// `runs/ID/progress`: the latest progress line, empty when none was reported.
-    pub(super) fn progress_text(&self, id: i64) -> String {
-        match self.live.progress_line(id) {
+    pub(in crate::world) fn progress_text(&self, id: i64) -> String {
+        match self.calls.live.progress_line(id) {
             Some(p) => format!("{p}\n"),
             None => String::new(),
         }
@@ -393,9 +398,9 @@ impl World {
 
     /// What `result` shows of a run still running: where it got, and how to wait for it
     /// or stop it.
-    pub(super) fn running_text(&self, run: &Run) -> String {
+    pub(in crate::world) fn running_text(&self, run: &Run) -> String {
         let dir = self.absolute(&self.run_world_path(run));
-        let dir = super::names::shown(&dir);
+        let dir = crate::world::names::shown(&dir);
         let mut out = format!(
             "running: {} on {} for {}",
             run.op,
@@ -404,7 +409,7 @@ impl World {
                 .map(took)
                 .unwrap_or_else(|| "a while".into())
         );
-        if let Some(p) = self.live.progress_line(run.id) {
+        if let Some(p) = self.calls.live.progress_line(run.id) {
             out.push_str(&format!(" · progress {p}"));
         }
         out.push_str(&format!(
@@ -414,7 +419,7 @@ impl World {
     }
 
     /// A run's `description`.
-    pub(super) fn run_description(&self, run: &Run) -> String {
+    pub(in crate::world) fn run_description(&self, run: &Run) -> String {
         let state = if is_running(run) {
             format!(
                 "running for {}",
@@ -438,19 +443,19 @@ impl World {
             run.session,
             run.started
         );
-        if let Some(p) = self.live.progress_line(run.id) {
+        if let Some(p) = self.calls.live.progress_line(run.id) {
             out.push_str(&format!(" · progress {p}"));
         }
         out
     }
 
     /// A run's `ref`: the journal's identity and the run's id in it.
-    pub(super) fn run_ref(&self, run: &Run) -> String {
+    pub(in crate::world) fn run_ref(&self, run: &Run) -> String {
         format!("wip-run://{}/{}", self.journal.id(), run.id)
     }
 
     /// The guard of a run's op (no caller known: who may cancel is checked as it runs).
-    pub(super) fn run_guard(&self, id: i64, op: &str) -> WorldResult<Guard> {
+    pub(in crate::world) fn run_guard(&self, id: i64, op: &str) -> WorldResult<Guard> {
         let run = self.run(id)?;
         let running = is_running(&run);
         Ok(match op {
@@ -473,14 +478,14 @@ impl World {
                         format!(
                             "run {} waits for a person's sign-off; it has not started, and only a person decides it (wip deny {})",
                             run.seq,
-                            super::names::shown(&self.absolute(&self.run_world_path(&run)))
+                            crate::world::names::shown(&self.absolute(&self.run_world_path(&run)))
                         )
                     } else {
                         format!("run {} already ended {}", run.seq, run.status)
                     },
                 )];
                 if running {
-                    let (ok, words) = match self.live.get(id) {
+                    let (ok, words) = match self.calls.live.get(id) {
                         Some(l) if l.stoppable() => (true, "its host can stop it".to_string()),
                         Some(_) => (
                             false,
@@ -512,7 +517,7 @@ impl World {
     }
 
     /// Run a run's op (on a worker: `wait` blocks).
-    pub(super) fn run_call(
+    pub(in crate::world) fn run_call(
         &self,
         id: i64,
         op: &str,
@@ -547,7 +552,7 @@ impl World {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let dir = self.absolute(&self.run_world_path(&run));
-                let dir = super::names::shown(&dir);
+                let dir = crate::world::names::shown(&dir);
                 let mut words = format!(
                     "run {} is still {} after waiting {}",
                     run.seq,
@@ -558,7 +563,7 @@ impl World {
                     },
                     took(patience)
                 );
-                if let Some(p) = self.live.progress_line(id) {
+                if let Some(p) = self.calls.live.progress_line(id) {
                     words.push_str(&format!(" (progress {p})"));
                 }
                 words.push_str(&format!(
@@ -566,8 +571,8 @@ impl World {
                 ));
                 return Err(WorldError::new(ErrorKind::TimedOut, words));
             }
-            if self.live.get(id).is_some() {
-                self.live.wait_end(id, left);
+            if self.calls.live.get(id).is_some() {
+                self.calls.live.wait_end(id, left);
             } else {
                 // Another mount's run, or one between its end and its record.
                 std::thread::sleep(left.min(REMOTE_POLL));
@@ -622,7 +627,7 @@ impl World {
                 ),
             ));
         }
-        let Some(live) = self.live.get(id) else {
+        let Some(live) = self.calls.live.get(id) else {
             return Err(WorldError::new(
                 ErrorKind::Blocked,
                 "blocked by guard stoppable: it is not running on this mount; cancel it where it runs",
@@ -637,10 +642,12 @@ impl World {
                 ),
             ));
         }
-        self.live.wait_end(id, CANCEL_WAIT.min(self.op_patience()));
+        self.calls
+            .live
+            .wait_end(id, CANCEL_WAIT.min(self.op_patience()));
         let after = self.run(id)?;
         let dir = self.absolute(&self.run_world_path(&after));
-        let dir = super::names::shown(&dir);
+        let dir = crate::world::names::shown(&dir);
         let result = match after.status.as_str() {
             journal::RUNNING => format!(
                 "asked the host to stop run {}; it has not ended yet (wait for it: echo > {dir}/ops/wait/call)\n",

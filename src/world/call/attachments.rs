@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use super::World;
 use crate::host::ContentPart;
+use crate::world::World;
 
 /// The extension a MIME type's file gets (`bin` for one not known here).
 pub fn extension(mime: &str) -> &'static str {
@@ -47,7 +47,12 @@ impl World {
 
     /// Keep `parts` as the files of run `run`; the lines `result` prints for them (the
     /// absolute path, a tab, the type and size), or why they could not be kept.
-    pub(super) fn keep_content(&self, run: i64, run_dir: &str, parts: &[ContentPart]) -> String {
+    pub(in crate::world) fn keep_content(
+        &self,
+        run: i64,
+        run_dir: &str,
+        parts: &[ContentPart],
+    ) -> String {
         if parts.is_empty() {
             return String::new();
         }

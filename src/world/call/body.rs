@@ -10,11 +10,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::budget::Held;
-use super::call::{CallReport, Done};
-use super::error::{ErrorKind, WorldError, WorldResult};
-use super::node::{EntryRef, Target};
-use super::World;
+use super::doc::{CallReport, Done};
 use crate::host::{BodyWrite, Caller};
+use crate::world::error::{ErrorKind, WorldError, WorldResult};
+use crate::world::node::{EntryRef, Target};
+use crate::world::World;
 
 /// The open body of one file description.
 #[derive(Clone)]
@@ -78,7 +78,7 @@ impl World {
         // The same refusals as opening `call` (journaled there); the document is ours.
         self.open_call(&target, &write.op, caller)?;
         let max = self.settings.max_call_bytes;
-        let mut held = Held::new(&self.buffered);
+        let mut held = Held::new(&self.calls.buffered);
         let content = if truncate {
             Vec::new()
         } else if body.size > max {
