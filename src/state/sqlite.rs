@@ -604,6 +604,13 @@ impl Journal for SqliteJournal {
     }
 }
 
+/// A failed statement is the journal's failure (EIO), with SQLite's error as its cause.
+impl From<rusqlite::Error> for WorldError {
+    fn from(e: rusqlite::Error) -> Self {
+        WorldError::backend(format!("journal: {e}")).caused_by(e)
+    }
+}
+
 /// A connection, its lock poisoned or not (every write is a transaction: a panic leaves
 /// none half done).
 fn lock(conn: &Mutex<Connection>) -> WorldResult<MutexGuard<'_, Connection>> {

@@ -202,12 +202,6 @@ impl From<HostError> for WorldError {
     }
 }
 
-impl From<rusqlite::Error> for WorldError {
-    fn from(e: rusqlite::Error) -> Self {
-        WorldError::backend(format!("journal: {e}")).caused_by(e)
-    }
-}
-
 pub type WorldResult<T> = Result<T, WorldError>;
 
 #[cfg(test)]

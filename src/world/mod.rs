@@ -1,12 +1,13 @@
 //! The world model: hosts mounted at paths, the virtual files every entry carries
-//! (`description`, `ref`, `body`, `ops/NAME/{description,schema,guard,call,result,runs/}`),
-//! call semantics (validation, guards, journal, per-session results) and the root's own ops.
+//! (`description`, `ref`, `body`, `ops/NAME/{description,schema,guard,call,result,runs/}`)
+//! and the root's own ops.
 //!
-//! It knows no FUSE: the adapter in `fuse/` asks it for nodes, attributes and bytes, and
-//! hands it what is written into `call` (see `call`). The parts: `tree` (lookup and
-//! listing), `content` (attributes, times and bytes of files), `call` (one descriptor's
-//! document), `body` (a body written through one descriptor), `run` (the call pipeline), `root_ops` (locate, resolve, events), `policy`
-//! (the manifest's rules) and `approvals` (pending runs and a person's decisions).
+//! It knows no FUSE and no storage engine: the adapter in `fuse/` asks it for nodes,
+//! attributes and bytes and hands it what is written into `call`; state is behind
+//! `crate::state::Journal`; changes reach the kernel through the `Subscriber` the world is
+//! made with. The parts: `tree` (lookup and listing), `content` (attributes, times and
+//! bytes of files), `root_ops` (locate, resolve, events), `remote` (other mounts'
+//! changes) and `call/`, the call pipeline with its own state (`Calls`).
 
 pub mod cache;
 pub mod call;
