@@ -180,7 +180,7 @@ fn tracker_guards_and_results_print_escaped_paths() {
         ..Default::default()
     };
     let ctx = wip::hosts::HostContext::for_tests(dir.path());
-    drop(wip::hosts::tracker::TrackerHost::open("tracker", settings, &ctx).unwrap());
+    drop(wip::hosts::tracker::TrackerHost::open(settings, &ctx.at("tracker")).unwrap());
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
         "UPDATE checks SET name = 'ops' WHERE number = 50 AND name = 'test';

@@ -259,7 +259,7 @@ fn mcp_call(args: &[String]) -> Result<()> {
     let settings: wip::hosts::mcp::McpSettings =
         toml::from_str(&format!("command = {}", serde_json::to_string(command)?))?;
     let ctx = host_context()?;
-    let host = wip::hosts::mcp::McpHost::open("mcp", settings, &ctx)?;
+    let host = wip::hosts::mcp::McpHost::open(settings, &ctx.at("mcp"))?;
     use wip::host::Host;
     let deadline = Instant::now() + std::time::Duration::from_secs(60);
     while !host
@@ -327,7 +327,7 @@ fn mcp_open(args: &[String]) -> Result<()> {
         let mut samples = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            let host = wip::hosts::mcp::McpHost::open("mcp", settings.clone(), &ctx)?;
+            let host = wip::hosts::mcp::McpHost::open(settings.clone(), &ctx.at("mcp"))?;
             samples.push(t.elapsed().as_secs_f64() * 1e6);
             drop(host);
         }

@@ -72,6 +72,14 @@ impl HostContext {
         }
     }
 
+    /// The same context for the host mounted at `mount` (`tracker`, `db/chinook`).
+    pub fn at(&self, mount: &str) -> HostContext {
+        HostContext {
+            mount: mount.to_string(),
+            ..self.clone()
+        }
+    }
+
     /// The builder of every world path this host prints (its mount, then escaped names).
     pub fn paths(&self) -> Paths {
         Paths::new(&self.mount)
@@ -122,9 +130,9 @@ pub enum BuildError {
     UnknownKind(String),
 }
 
-/// How a host kind is opened: at its mount path, with its own settings table parsed into
-/// `S`, in the mount's context.
-type Open<S, H, E> = fn(&str, S, &HostContext) -> Result<H, E>;
+/// How a host kind is opened: with its own settings table parsed into `S`, in the mount's
+/// context (which says where it is mounted: `HostContext::mount`).
+type Open<S, H, E> = fn(S, &HostContext) -> Result<H, E>;
 
 /// Open one host from its table (the common part of every kind).
 fn open<S, H, E>(
@@ -137,11 +145,7 @@ where
     H: Host + 'static,
     E: std::fmt::Display,
 {
-    let ctx = HostContext {
-        mount: spec.path.clone(),
-        ..ctx.clone()
-    };
-    let host = open(&spec.path, spec.settings()?, &ctx).map_err(|e| BuildError::Host {
+    let host = open(spec.settings()?, &ctx.at(&spec.path)).map_err(|e| BuildError::Host {
         kind: spec.kind.clone(),
         path: spec.path.clone(),
         message: e.to_string(),

@@ -324,11 +324,8 @@ impl Observer for Reporter {
 }
 
 impl AgentHost {
-    pub fn open(
-        mount_path: &str,
-        settings: AgentSettings,
-        ctx: &HostContext,
-    ) -> Result<AgentHost, AgentError> {
+    pub fn open(settings: AgentSettings, ctx: &HostContext) -> Result<AgentHost, AgentError> {
+        let mount_path = ctx.mount.as_str();
         let Some((first, args)) = settings.command.split_first() else {
             return Err(AgentError::NoCommand);
         };

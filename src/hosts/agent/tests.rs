@@ -43,7 +43,7 @@ fn settings(extra: &[&str]) -> AgentSettings {
 }
 
 fn open(state: &Path, s: AgentSettings) -> AgentHost {
-    match AgentHost::open("agents/echo", s, &ctx(state, Changes::detached())) {
+    match AgentHost::open(s, &ctx(state, Changes::detached()).at("agents/echo")) {
         Ok(h) => h,
         Err(e) => panic!("open: {e}"),
     }
@@ -51,7 +51,7 @@ fn open(state: &Path, s: AgentSettings) -> AgentHost {
 
 fn open_with_changes(state: &Path, s: AgentSettings) -> (AgentHost, Receiver<HostChange>) {
     let (changes, rx) = Changes::channel();
-    let h = match AgentHost::open("agents/echo", s, &ctx(state, changes.for_host(3))) {
+    let h = match AgentHost::open(s, &ctx(state, changes.for_host(3)).at("agents/echo")) {
         Ok(h) => h,
         Err(e) => panic!("open: {e}"),
     };
@@ -614,14 +614,14 @@ fn settings_are_checked() {
             ..settings(&[])
         },
     ] {
-        assert!(AgentHost::open("a", bad, &c).is_err());
+        assert!(AgentHost::open(bad, &c.at("a")).is_err());
     }
     let parsed: AgentSettings = toml::from_str("command = [\"python3\", \"x.py\"]\n").unwrap();
     assert_eq!(
         parsed.wait_ms, None,
         "by default a call waits for its turn: it is a run"
     );
-    let host = AgentHost::open("a", parsed, &c).unwrap();
+    let host = AgentHost::open(parsed, &c.at("a")).unwrap();
     // The default wait limit follows the world's call timeout (30 s by default).
     assert_eq!(host.inner.wait_limit, Duration::from_secs(25));
     assert!(toml::from_str::<AgentSettings>("command = [\"x\"]\nnope = 1\n").is_err());
@@ -671,9 +671,8 @@ fn the_example_manifest_and_agent_work() {
         .expect("an agent host");
     let dir = tempfile::tempdir().unwrap();
     let h = AgentHost::open(
-        &spec.path,
         spec.settings().unwrap(),
-        &ctx(dir.path(), Changes::detached()),
+        &ctx(dir.path(), Changes::detached()).at(&spec.path),
     )
     .unwrap();
     // The answer, however long python takes to start here: ask's own wait may end first,

@@ -368,11 +368,8 @@ fn store_path(mount_path: &str, state_dir: &Path) -> PathBuf {
 }
 
 impl DbHost {
-    pub fn open(
-        mount_path: &str,
-        settings: DbSettings,
-        ctx: &HostContext,
-    ) -> Result<DbHost, DbError> {
+    pub fn open(settings: DbSettings, ctx: &HostContext) -> Result<DbHost, DbError> {
+        let mount_path = ctx.mount.as_str();
         if settings.page_size == 0 {
             return Err(DbError::PageSize);
         }

@@ -89,7 +89,7 @@ fn open(ctx: &HostContext, file: &str, writable: bool) -> DbHost {
         search: Vec::new(),
         titles: Default::default(),
     };
-    match DbHost::open("db/test", settings, ctx) {
+    match DbHost::open(settings, &(ctx).at("db/test")) {
         Ok(h) => h,
         Err(e) => panic!("open failed: {e}"),
     }
@@ -761,7 +761,7 @@ fn opening() {
         search: Vec::new(),
         titles: Default::default(),
     };
-    let err = DbHost::open("db/x", settings, &c).err().expect("error");
+    let err = DbHost::open(settings, &c.at("db/x")).err().expect("error");
     assert!(err.to_string().contains("does not exist"), "{err}");
     assert!(!f.dir.path().join("missing.db").exists());
     // `{state}` expands to the state directory.
@@ -782,7 +782,7 @@ fn opening() {
         search: Vec::new(),
         titles: Default::default(),
     };
-    assert!(DbHost::open("db/junk", settings, &c).is_err());
+    assert!(DbHost::open(settings, &c.at("db/junk")).is_err());
     // Settings are strict.
     let parsed: Result<DbSettings, _> =
         toml::from_str("file = \"a.db\"\nwritable = true\nbogus = 1\n");
@@ -885,7 +885,7 @@ fn rows_of_the_configured_tables_are_offered_to_search() {
         search: vec!["Artist".to_string(), "Playlist".to_string()],
         titles: Default::default(),
     };
-    let h = DbHost::open("db/test", settings, &f.ctx()).expect("open");
+    let h = DbHost::open(settings, &f.ctx().at("db/test")).expect("open");
     let (mut all, mut cursor) = (Vec::new(), None);
     loop {
         let (docs, next) = h.documents(cursor.as_deref(), 2).expect("documents");
@@ -924,7 +924,9 @@ fn rows_of_the_configured_tables_are_offered_to_search() {
         search: vec!["NoSuch".to_string()],
         titles: Default::default(),
     };
-    let err = DbHost::open("db/test", bad, &f.ctx()).err().expect("error");
+    let err = DbHost::open(bad, &f.ctx().at("db/test"))
+        .err()
+        .expect("error");
     assert!(err.to_string().contains("NoSuch"), "{err}");
 }
 
@@ -973,7 +975,7 @@ fn rows_carry_the_title_column_the_manifest_names() {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
         };
-        DbHost::open("db/test", settings, &f.ctx())
+        DbHost::open(settings, &f.ctx().at("db/test"))
     };
     let h = open_with(&[("Artist", "Name"), ("Big", "v")]).expect("open");
     let rows = h.children(&p("tables/Artist/rows")).unwrap();

@@ -129,7 +129,8 @@ const DEFAULT_CALL_LIMIT_MS: u64 = 3_600_000;
 const LAST_OPS_MAX: usize = 1024;
 
 impl ExecHost {
-    pub fn open(mount: &str, settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
+    pub fn open(settings: ExecSettings, ctx: &HostContext) -> Result<Self, ExecError> {
+        let mount = ctx.mount.as_str();
         let call_timeout_ms = settings.call_timeout_ms.unwrap_or(DEFAULT_CALL_LIMIT_MS);
         if settings.timeout_ms == 0
             || call_timeout_ms == 0

@@ -230,7 +230,7 @@ fn settings_need_exactly_one_transport() {
         "command = [\"true\"]\ntimeout_ms = 0",
     ] {
         let s: ExecSettings = settings(bad);
-        let err = ExecHost::open("x", s, &c).err().map(|e| e.to_string());
+        let err = ExecHost::open(s, &c.at("x")).err().map(|e| e.to_string());
         assert!(err.is_some(), "accepted: {bad}");
     }
     assert!(toml::from_str::<ExecSettings>("comand = [\"x\"]").is_err());
@@ -272,7 +272,7 @@ fn socket_host(path: &std::path::Path, extra: &str, changes: Changes) -> ExecHos
         "connect = \"unix:{}\"\ntimeout_ms = 500\ncall_timeout_ms = 500\n{extra}",
         path.display()
     ));
-    ExecHost::open("peer", s, &ctx(changes)).unwrap()
+    ExecHost::open(s, &ctx(changes).at("peer")).unwrap()
 }
 
 #[test]
@@ -401,7 +401,7 @@ fn processes(extra: &str, changes: Changes) -> ExecHost {
     let s = settings(&format!(
         "command = [\"python3\", \"examples/hosts/processes.py\"]\n{extra}"
     ));
-    ExecHost::open("processes", s, &ctx(changes)).unwrap()
+    ExecHost::open(s, &ctx(changes).at("processes")).unwrap()
 }
 
 fn misbehave(mode: &str) -> ExecHost {
@@ -415,7 +415,7 @@ fn misbehave(mode: &str) -> ExecHost {
     let s = settings(&format!(
         "command = [\"python3\", \"tests/hosts/misbehave.py\", \"{mode}\"]\ntimeout_ms = {read}\nstart_timeout_ms = {start}\ncall_timeout_ms = 1000"
     ));
-    ExecHost::open(&format!("bad/{mode}"), s, &ctx(Changes::detached())).unwrap()
+    ExecHost::open(s, &ctx(Changes::detached()).at(&format!("bad/{mode}"))).unwrap()
 }
 
 #[test]
@@ -572,7 +572,7 @@ fn the_command_gets_the_manifest_env_and_runs_in_the_launch_directory() {
         "command = [\"python3\", \"tests/hosts/misbehave.py\", \"junk\"]\n\
          env = { MISBEHAVE_NOTE = \" with a note\" }\n",
     );
-    let host = ExecHost::open("noted", s, &ctx(Changes::detached())).unwrap();
+    let host = ExecHost::open(s, &ctx(Changes::detached()).at("noted")).unwrap();
     let root = host.entry(&[]).unwrap().unwrap();
     assert!(
         root.description
@@ -606,7 +606,7 @@ fn recorder(log: &std::path::Path, args: &str, extra: &str) -> ExecHost {
         "command = [\"python3\", \"tests/hosts/recorder.py\", {:?}{args}]\n{extra}",
         log.display().to_string()
     ));
-    ExecHost::open("rec", s, &ctx(Changes::detached())).unwrap()
+    ExecHost::open(s, &ctx(Changes::detached()).at("rec")).unwrap()
 }
 
 fn p(s: &[&str]) -> Vec<String> {

@@ -120,11 +120,7 @@ pub struct FilesHost {
 impl FilesHost {
     /// Open the host; its printed paths start at `ctx.mount` (which `hosts::build` sets to
     /// the mount path it also passes first).
-    pub fn open(
-        _mount_path: &str,
-        settings: FilesSettings,
-        ctx: &HostContext,
-    ) -> Result<FilesHost, FilesError> {
+    pub fn open(settings: FilesSettings, ctx: &HostContext) -> Result<FilesHost, FilesError> {
         if settings.page_size == 0 {
             return Err(FilesError::PageSize);
         }

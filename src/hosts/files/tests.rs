@@ -48,7 +48,7 @@ fn world_with(settings: FilesSettings, mount_inside: bool) -> World {
         root: Some(PathBuf::from("root")),
         ..settings
     };
-    let host = FilesHost::open("files", settings, &ctx(&base, &mount)).unwrap();
+    let host = FilesHost::open(settings, &ctx(&base, &mount).at("files")).unwrap();
     World {
         _dir: dir,
         root,
@@ -112,9 +112,12 @@ fn missing_root_is_an_error_with_words() {
         root: Some("does-not-exist".into()),
         ..FilesSettings::default()
     };
-    let err = FilesHost::open("files", settings, &ctx(dir.path(), &dir.path().join("m")))
-        .err()
-        .unwrap();
+    let err = FilesHost::open(
+        settings,
+        &ctx(dir.path(), &dir.path().join("m")).at("files"),
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("does-not-exist"), "{err}");
 }
 
@@ -180,12 +183,11 @@ fn changes_on_disk_are_reported_for_directories_shown() {
         ..ctx(&base, &base.join("mnt"))
     };
     let host = FilesHost::open(
-        "files",
         FilesSettings {
             root: Some(PathBuf::from("root")),
             ..FilesSettings::default()
         },
-        &ctx,
+        &ctx.at("files"),
     )
     .unwrap();
     let wait = |want: &[&str]| {
@@ -620,7 +622,7 @@ fn root_inside_the_mount_point_is_refused() {
         root: Some("r".into()),
         ..FilesSettings::default()
     };
-    assert!(FilesHost::open("files", settings, &ctx(dir.path(), dir.path())).is_err());
+    assert!(FilesHost::open(settings, &ctx(dir.path(), dir.path()).at("files")).is_err());
 }
 
 #[test]

@@ -358,11 +358,7 @@ fn gh_token() -> Option<String> {
 }
 
 impl GithubHost {
-    pub fn open(
-        _mount_path: &str,
-        settings: GithubSettings,
-        ctx: &HostContext,
-    ) -> Result<GithubHost, GithubError> {
+    pub fn open(settings: GithubSettings, ctx: &HostContext) -> Result<GithubHost, GithubError> {
         // The token is the daemon's alone: no child of another host inherits it.
         crate::secrets::withhold_env(&settings.token_env);
         let (token, source) = find_token(&settings.token_env, settings.gh);

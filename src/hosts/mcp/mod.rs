@@ -206,7 +206,8 @@ pub struct McpHost {
 const DEFAULT_CALL_LIMIT_MS: u64 = 3_600_000;
 
 impl McpHost {
-    pub fn open(mount: &str, settings: McpSettings, ctx: &HostContext) -> Result<Self, McpError> {
+    pub fn open(settings: McpSettings, ctx: &HostContext) -> Result<Self, McpError> {
+        let mount = ctx.mount.as_str();
         if settings.command.first().is_none_or(|c| c.is_empty()) {
             return Err(McpError::NoCommand);
         }

@@ -456,16 +456,16 @@ fn settings(command: &[&str]) -> McpSettings {
 
 #[test]
 fn bad_settings_are_refused_with_words() {
-    let e = McpHost::open("m", settings(&[]), &ctx()).err().unwrap();
+    let e = McpHost::open(settings(&[]), &ctx().at("m")).err().unwrap();
     assert!(e.to_string().contains("command must name a program"));
     let mut s = settings(&["true"]);
     s.allow = vec!["everything".into()];
-    let e = McpHost::open("m", s, &ctx()).err().unwrap();
+    let e = McpHost::open(s, &ctx().at("m")).err().unwrap();
     assert!(e.to_string().contains("\"destructive\""), "{e}");
     let mut s = settings(&["true"]);
     s.restart_delay_ms = 5000;
     s.restart_delay_max_ms = 1000;
-    let e = McpHost::open("m", s, &ctx()).err().unwrap();
+    let e = McpHost::open(s, &ctx().at("m")).err().unwrap();
     assert!(e.to_string().contains("restart_delay_max_ms (1000)"), "{e}");
 }
 
@@ -473,7 +473,7 @@ fn bad_settings_are_refused_with_words() {
 fn open_bounded(s: McpSettings) -> McpHost {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(McpHost::open("m", s, &ctx()));
+        let _ = tx.send(McpHost::open(s, &ctx().at("m")));
     });
     rx.recv_timeout(Duration::from_secs(60))
         .expect("McpHost::open never returned")

@@ -270,11 +270,8 @@ fn default_index_dir(mount_path: &str, ctx: &HostContext) -> PathBuf {
 }
 
 impl SearchHost {
-    pub fn open(
-        mount_path: &str,
-        settings: SearchSettings,
-        ctx: &HostContext,
-    ) -> Result<SearchHost, SearchError> {
+    pub fn open(settings: SearchSettings, ctx: &HostContext) -> Result<SearchHost, SearchError> {
+        let mount_path = ctx.mount.as_str();
         if settings.page_size == 0 {
             return Err(SearchError::PageSize);
         }

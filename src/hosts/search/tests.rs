@@ -58,14 +58,14 @@ fn world() -> World {
         mount_point: base.join("mnt"),
         ..HostContext::for_tests(&base)
     };
-    let tracker = Arc::new(TrackerHost::open("tracker", TrackerSettings::default(), &ctx).unwrap());
+    let tracker =
+        Arc::new(TrackerHost::open(TrackerSettings::default(), &ctx.at("tracker")).unwrap());
     let files = FilesHost::open(
-        "files",
         FilesSettings {
             root: Some(PathBuf::from("root")),
             ..FilesSettings::default()
         },
-        &ctx,
+        &ctx.at("files"),
     )
     .unwrap();
     ctx.peers.push(Peer {
@@ -86,7 +86,7 @@ fn world() -> World {
 
 /// A search host on the world, its first pass done.
 fn open(w: &World) -> SearchHost {
-    let h = SearchHost::open("search", SearchSettings::default(), &w.ctx).unwrap();
+    let h = SearchHost::open(SearchSettings::default(), &w.ctx.at("search")).unwrap();
     assert!(
         h.inner.shared.wait(1, Duration::from_secs(60)),
         "first pass"
@@ -129,7 +129,7 @@ fn settings_parse_strictly_and_sources_must_be_peers() {
         sources: Some(vec!["nope".to_string()]),
         ..SearchSettings::default()
     };
-    match SearchHost::open("search", bad, &w.ctx) {
+    match SearchHost::open(bad, &w.ctx.at("search")) {
         Err(e @ SearchError::UnknownSource { .. }) => {
             assert!(e.to_string().contains("known: tracker, files"), "{e}")
         }
@@ -141,7 +141,7 @@ fn settings_parse_strictly_and_sources_must_be_peers() {
         ..SearchSettings::default()
     };
     assert!(matches!(
-        SearchHost::open("search", zero, &w.ctx),
+        SearchHost::open(zero, &w.ctx.at("search")),
         Err(SearchError::PageSize)
     ));
 }
@@ -429,7 +429,7 @@ fn ops_have_strict_schemas_and_guards() {
         index_dir: Some(PathBuf::from("other-index")),
         ..SearchSettings::default()
     };
-    let empty = SearchHost::open("search", settings, &ctx).unwrap();
+    let empty = SearchHost::open(settings, &ctx.at("search")).unwrap();
     assert!(matches!(
         call(&empty, "", "search", json!({"query": "x"})),
         Err(HostError::Blocked(_))
@@ -613,12 +613,11 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     let mut ctx = HostContext::for_tests(&base);
     let files: Arc<dyn Host> = Arc::new(
         FilesHost::open(
-            "files",
             FilesSettings {
                 root: Some(root),
                 ..FilesSettings::default()
             },
-            &ctx,
+            &ctx.at("files"),
         )
         .unwrap(),
     );
@@ -626,7 +625,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
         path: "files".to_string(),
         host: files.clone(),
     });
-    let h = SearchHost::open("search", SearchSettings::default(), &ctx).unwrap();
+    let h = SearchHost::open(SearchSettings::default(), &ctx.at("search")).unwrap();
     assert!(h.inner.shared.wait(1, Duration::from_secs(60)));
     let out = ok(&h, "", "search", json!({"query": "platypus"}));
     let mut found = out.found_elsewhere.clone();

@@ -282,11 +282,8 @@ fn default_database(mount_path: &str, state_dir: &Path) -> PathBuf {
 }
 
 impl TrackerHost {
-    pub fn open(
-        mount_path: &str,
-        settings: TrackerSettings,
-        ctx: &HostContext,
-    ) -> Result<TrackerHost, TrackerError> {
+    pub fn open(settings: TrackerSettings, ctx: &HostContext) -> Result<TrackerHost, TrackerError> {
+        let mount_path = ctx.mount.as_str();
         let seed = match settings.seed.as_str() {
             "demo" => seed::Seed::Demo,
             "none" => seed::Seed::None,

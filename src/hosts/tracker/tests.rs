@@ -198,9 +198,8 @@ fn exists_agrees_with_entry(e: Engine) {
 
 fn open_as(fx: &Fx, user: &str, role: Role, settings: TrackerSettings) -> TrackerHost {
     match TrackerHost::open(
-        "tracker",
         fx.settings(settings),
-        &ctx(fx.path(), user, role),
+        &ctx(fx.path(), user, role).at("tracker"),
     ) {
         Ok(h) => h,
         Err(e) => panic!("open failed: {e}"),
@@ -924,13 +923,13 @@ fn settings_parse_strictly() {
         seed: "lots".into(),
         ..Default::default()
     };
-    assert!(TrackerHost::open("t", bad, &ctx(dir.path(), "a", Role::Reader)).is_err());
+    assert!(TrackerHost::open(bad, &ctx(dir.path(), "a", Role::Reader).at("t")).is_err());
     let empty = TrackerSettings {
         seed: "none".into(),
         database: Some(":memory:".into()),
         ..Default::default()
     };
-    let h = TrackerHost::open("data/t", empty, &ctx(dir.path(), "a", Role::Maintainer)).unwrap();
+    let h = TrackerHost::open(empty, &ctx(dir.path(), "a", Role::Maintainer).at("data/t")).unwrap();
     assert!(h.children(&p("issues")).unwrap().is_empty());
     assert!(desc(&h, "").contains("0 issues"));
     let o = ok(&h, "issues", "create_issue", json!({"title": "first"}));
@@ -1171,7 +1170,7 @@ fn a_tracker_on_postgresql_says_so_and_never_shows_a_password() {
         database: Some(url.into()),
         ..Default::default()
     };
-    let h = TrackerHost::open("tracker", settings, &ctx).unwrap();
+    let h = TrackerHost::open(settings, &ctx.at("tracker")).unwrap();
     let root = desc(&h, "");
     assert!(
         root.contains(" · on PostgreSQL postgresql://root:<redacted>@/wip_unit_"),
@@ -1186,7 +1185,7 @@ fn a_tracker_on_postgresql_says_so_and_never_shows_a_password() {
         database: Some("postgresql://wip:pw@127.0.0.1:1/wip".into()),
         ..Default::default()
     };
-    let err = TrackerHost::open("tracker", settings, &ctx)
+    let err = TrackerHost::open(settings, &ctx.at("tracker"))
         .err()
         .unwrap()
         .to_string();
@@ -1207,9 +1206,8 @@ fn two_trackers_opening_one_empty_postgresql_database_together_seed_it_once() {
                     ..Default::default()
                 };
                 let h = TrackerHost::open(
-                    "tracker",
                     settings,
-                    &ctx(dir.path(), "alex", Role::Maintainer),
+                    &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
                 )
                 .unwrap();
                 desc(&h, "issues")
@@ -1231,9 +1229,8 @@ fn a_lost_postgresql_connection_is_eio_with_words_and_the_next_call_reconnects()
         ..Default::default()
     };
     let h = TrackerHost::open(
-        "tracker",
         settings,
-        &ctx(dir.path(), "alex", Role::Maintainer),
+        &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
     )
     .unwrap();
     ok(&h, "issues/42", "comment", json!({"body": "before"}));
@@ -1274,9 +1271,8 @@ fn an_existing_sqlite_database_without_edited_at_is_migrated() {
         ..Default::default()
     };
     let h = TrackerHost::open(
-        "tracker",
         settings,
-        &ctx(dir.path(), "alex", Role::Maintainer),
+        &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
     )
     .unwrap();
     ok(
@@ -1364,9 +1360,8 @@ fn printed_paths_start_at_the_mount() {
         ..Default::default()
     };
     let h = TrackerHost::open(
-        "data/t/",
         settings,
-        &ctx(dir.path(), "alex", Role::Maintainer),
+        &ctx(dir.path(), "alex", Role::Maintainer).at("data/t/"),
     )
     .unwrap();
     let g = guard(&h, "pulls/50", "merge");
@@ -1390,9 +1385,8 @@ fn printed_paths_start_at_the_mount() {
 fn cached_statements_are_not_re_prepared_for_issue_1() {
     let dir = tempfile::tempdir().unwrap();
     let h = TrackerHost::open(
-        "tracker",
         TrackerSettings::default(),
-        &ctx(dir.path(), "alex", Role::Maintainer),
+        &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
     )
     .unwrap();
     for _ in 0..3 {
