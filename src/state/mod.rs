@@ -297,5 +297,70 @@ pub fn open(state_dir: &Path, url: Option<&str>, origin: &str) -> WorldResult<Op
 
 #[cfg(test)]
 pub(crate) use postgres::PgJournal;
+/// A result row as either engine gives it, read by column: the one mapping of a row to a
+/// `Run` or an `Approval` (`run_of`, `approval_of`) reads through it.
+trait Columns {
+    type Error;
+    fn int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
+    fn text(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    fn flag(&self, i: usize) -> Result<bool, Self::Error>;
+}
+
+/// The columns `SELECT id, started, finished, pid, uid, session, command, path, op, args,
+/// guard, status, errno, result, discovered, seq` gives, as a run.
+fn run_of<R: Columns>(r: &R) -> Result<Run, R::Error> {
+    let int = |i| -> Result<i64, R::Error> { Ok(r.int(i)?.unwrap_or(0)) };
+    let text = |i| -> Result<String, R::Error> { Ok(r.text(i)?.unwrap_or_default()) };
+    Ok(Run {
+        id: int(0)?,
+        started: text(1)?,
+        finished: r.text(2)?,
+        pid: int(3)? as u32,
+        uid: int(4)? as u32,
+        session: int(5)? as u32,
+        command: text(6)?,
+        path: text(7)?,
+        op: text(8)?,
+        args: text(9)?,
+        guard: text(10)?,
+        status: text(11)?,
+        errno: int(12)? as i32,
+        result: text(13)?,
+        discovered: serde_json::from_str(&text(14)?).unwrap_or_default(),
+        seq: int(15)?,
+    })
+}
+
+/// The columns `APPROVAL_COLUMNS` names, as an approval.
+fn approval_of<R: Columns>(r: &R) -> Result<Approval, R::Error> {
+    let text = |i| -> Result<String, R::Error> { Ok(r.text(i)?.unwrap_or_default()) };
+    Ok(Approval {
+        run: r.int(0)?.unwrap_or(0),
+        rule: r.int(1)?.unwrap_or(0) as usize,
+        rule_text: text(2)?,
+        approvers: serde_json::from_str(&text(3)?).unwrap_or_default(),
+        self_approve: r.flag(4)?,
+        requested: text(5)?,
+        expires: r.text(6)?,
+        state: text(7)?,
+        decided_at: r.text(8)?,
+        decider: match r.int(9)? {
+            Some(uid) => Some(Decider {
+                uid: uid as u32,
+                pid: r.int(10)?.unwrap_or(0) as u32,
+                session: r.int(11)?.unwrap_or(0) as u32,
+                command: r.text(12)?.unwrap_or_default(),
+            }),
+            None => None,
+        },
+        reason: r.text(13)?,
+    })
+}
+
+/// What an approvals row holds, in the order `approval_of` reads it.
+const APPROVAL_COLUMNS: &str =
+    "run, rule, rule_text, approvers, self_approve, requested, expires, state,
+    decided_at, decider_uid, decider_pid, decider_session, decider_command, reason";
+
 #[cfg(test)]
 pub(crate) use sqlite::SqliteJournal;

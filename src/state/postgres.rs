@@ -15,8 +15,8 @@ use postgres::Transaction;
 use super::pg::{SharedDb, EVENTS_CHANNEL};
 use super::{
     known, Approval, Began, Clean, Decider, Event, Expired, Journal, KnownEntry, NewApproval, Run,
-    RunChange, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING,
-    RUNNING,
+    RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO,
+    INTERRUPTED_WORDS, PENDING, RUNNING,
 };
 use crate::host::Caller;
 use crate::world::error::{WorldError, WorldResult};
@@ -86,9 +86,6 @@ fn finish_function() -> String {
 }
 
 const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq";
-const APPROVAL_COLUMNS: &str =
-    "run, rule, rule_text, approvers, self_approve, requested, expires, state,
-    decided_at, decider_uid, decider_pid, decider_session, decider_command, reason";
 
 pub(crate) struct PgJournal {
     db: Arc<SharedDb>,
@@ -700,56 +697,32 @@ fn known_row(r: &postgres::Row) -> PgResult<KnownEntry> {
     })
 }
 
-fn u32_of(r: &postgres::Row, i: usize) -> PgResult<u32> {
-    Ok(r.try_get::<_, i64>(i)? as u32)
+impl super::Columns for postgres::Row {
+    type Error = postgres::Error;
+
+    /// INTEGER and BIGINT columns alike (errno is the one INTEGER).
+    fn int(&self, i: usize) -> PgResult<Option<i64>> {
+        if self.columns().get(i).map(|c| c.type_()) == Some(&Type::INT4) {
+            return Ok(self.try_get::<_, Option<i32>>(i)?.map(i64::from));
+        }
+        self.try_get(i)
+    }
+
+    fn text(&self, i: usize) -> PgResult<Option<String>> {
+        self.try_get(i)
+    }
+
+    fn flag(&self, i: usize) -> PgResult<bool> {
+        self.try_get(i)
+    }
 }
 
 fn row_to_run(r: &postgres::Row) -> PgResult<Run> {
-    let discovered: String = r.try_get(14)?;
-    Ok(Run {
-        id: r.try_get(0)?,
-        started: r.try_get(1)?,
-        finished: r.try_get(2)?,
-        pid: u32_of(r, 3)?,
-        uid: u32_of(r, 4)?,
-        session: u32_of(r, 5)?,
-        command: r.try_get(6)?,
-        path: r.try_get(7)?,
-        op: r.try_get(8)?,
-        args: r.try_get(9)?,
-        guard: r.try_get(10)?,
-        status: r.try_get(11)?,
-        errno: r.try_get(12)?,
-        result: r.try_get(13)?,
-        discovered: serde_json::from_str(&discovered).unwrap_or_default(),
-        seq: r.try_get::<_, Option<i64>>(15)?.unwrap_or(0),
-    })
+    super::run_of(r)
 }
 
 fn row_to_approval(r: &postgres::Row) -> PgResult<Approval> {
-    let approvers: String = r.try_get(3)?;
-    let uid: Option<i64> = r.try_get(9)?;
-    Ok(Approval {
-        run: r.try_get(0)?,
-        rule: r.try_get::<_, i64>(1)? as usize,
-        rule_text: r.try_get(2)?,
-        approvers: serde_json::from_str(&approvers).unwrap_or_default(),
-        self_approve: r.try_get(4)?,
-        requested: r.try_get(5)?,
-        expires: r.try_get(6)?,
-        state: r.try_get(7)?,
-        decided_at: r.try_get(8)?,
-        decider: match uid {
-            Some(uid) => Some(Decider {
-                uid: uid as u32,
-                pid: r.try_get::<_, Option<i64>>(10)?.unwrap_or(0) as u32,
-                session: r.try_get::<_, Option<i64>>(11)?.unwrap_or(0) as u32,
-                command: r.try_get::<_, Option<String>>(12)?.unwrap_or_default(),
-            }),
-            None => None,
-        },
-        reason: r.try_get(13)?,
-    })
+    super::approval_of(r)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
     fresh_journal_id, known, Approval, Began, Clean, Decider, Event, Expired, Journal, KnownEntry,
-    NewApproval, Run, RunChange, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO,
-    INTERRUPTED_WORDS, PENDING, RUNNING,
+    NewApproval, Run, RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED,
+    INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING, RUNNING,
 };
 use crate::host::Caller;
 use crate::world::error::{WorldError, WorldResult};
@@ -648,36 +648,6 @@ fn create_approvals(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-const APPROVAL_COLUMNS: &str =
-    "run, rule, rule_text, approvers, self_approve, requested, expires, state,
-    decided_at, decider_uid, decider_pid, decider_session, decider_command, reason";
-
-fn row_to_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
-    let approvers: String = r.get(3)?;
-    let uid: Option<u32> = r.get(9)?;
-    Ok(Approval {
-        run: r.get(0)?,
-        rule: r.get::<_, i64>(1)? as usize,
-        rule_text: r.get(2)?,
-        approvers: serde_json::from_str(&approvers).unwrap_or_default(),
-        self_approve: r.get(4)?,
-        requested: r.get(5)?,
-        expires: r.get(6)?,
-        state: r.get(7)?,
-        decided_at: r.get(8)?,
-        decider: match uid {
-            Some(uid) => Some(Decider {
-                uid,
-                pid: r.get::<_, Option<u32>>(10)?.unwrap_or(0),
-                session: r.get::<_, Option<u32>>(11)?.unwrap_or(0),
-                command: r.get::<_, Option<String>>(12)?.unwrap_or_default(),
-            }),
-            None => None,
-        },
-        reason: r.get(13)?,
-    })
-}
-
 fn update_run(
     tx: &rusqlite::Transaction,
     run: i64,
@@ -710,26 +680,28 @@ fn update_run(
     Ok(())
 }
 
+impl super::Columns for rusqlite::Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+
+    fn text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+
+    fn flag(&self, i: usize) -> rusqlite::Result<bool> {
+        self.get(i)
+    }
+}
+
 fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
-    let discovered: String = r.get(14)?;
-    Ok(Run {
-        id: r.get(0)?,
-        started: r.get(1)?,
-        finished: r.get(2)?,
-        pid: r.get(3)?,
-        uid: r.get(4)?,
-        session: r.get(5)?,
-        command: r.get(6)?,
-        path: r.get(7)?,
-        op: r.get(8)?,
-        args: r.get(9)?,
-        guard: r.get(10)?,
-        status: r.get(11)?,
-        errno: r.get(12)?,
-        result: r.get(13)?,
-        discovered: serde_json::from_str(&discovered).unwrap_or_default(),
-        seq: r.get(15)?,
-    })
+    super::run_of(r)
+}
+
+fn row_to_approval(r: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
+    super::approval_of(r)
 }
 
 /// Give journals made before runs were numbered per op their numbers, once.
