@@ -129,7 +129,11 @@ impl<'a> Clean<'a> {
 
     /// `new`, for text made on the spot.
     pub fn owned(text: String) -> Clean<'static> {
-        Clean(Cow::Owned(scrub(&text).into_owned()))
+        let clean = match scrub(&text) {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(scrubbed) => Some(scrubbed),
+        };
+        Clean(Cow::Owned(clean.unwrap_or(text)))
     }
 
     pub fn as_str(&self) -> &str {
