@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::{json, Value};
 
+use crate::host::names;
 use crate::world::call::args;
-use crate::world::names;
 
 /// One parser under test.
 pub struct Target {

@@ -147,8 +147,8 @@ impl Manifest {
                 s.is_empty()
                     || *s == "."
                     || *s == ".."
-                    || crate::world::names::is_reserved(s)
-                    || crate::world::names::ROOT_RESERVED.contains(s)
+                    || crate::host::names::is_reserved(s)
+                    || crate::host::names::ROOT_RESERVED.contains(s)
             }) {
                 return Err(invalid(format!(
                     "host path {:?} must be one or more plain names (not description, ref, ops, README.md or .wip)",

@@ -26,10 +26,10 @@ use fuser::{
     Request, Session, SessionACL, WriteFlags,
 };
 
+use crate::host::names;
 use crate::host::Caller;
 use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
-use crate::world::names;
 use crate::world::node::{Caching, EntryRef, NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, Snapshot, World};
 use inodes::{Inodes, ROOT_INO};

@@ -5,7 +5,9 @@
 //! point, one `String` per segment (already unescaped: a host never sees `description~`).
 //! `op` declares an op once (`Decl`), with its arguments' type, schema and guard.
 
+pub mod names;
 pub mod op;
+pub mod signal;
 
 use serde_json::Value;
 
@@ -205,8 +207,8 @@ impl Guard {
             // One condition, one line, whatever its words hold.
             out.push_str(&format!(
                 "{mark} {}: {}\n",
-                crate::world::names::shown(&c.name),
-                crate::world::names::shown(&c.detail)
+                names::shown(&c.name),
+                names::shown(&c.detail)
             ));
         }
         out
@@ -230,7 +232,7 @@ pub struct Caller {
     pub signal: RunSignal,
 }
 
-pub use crate::world::call::live::{Progress, RunSignal};
+pub use signal::{Progress, RunSignal};
 
 /// How a run cut off by a crash ended, as its host knows it (`Host::settle`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,6 +271,38 @@ pub struct ContentPart {
     /// What the host said of it besides (an MCP block's annotations: audience, priority),
     /// one line, shown beside its path.
     pub note: String,
+}
+
+/// The extension a MIME type's file gets (`bin` for one not known here).
+pub fn extension(mime: &str) -> &'static str {
+    let essence = mime.split(';').next().unwrap_or("").trim();
+    match essence.to_ascii_lowercase().as_str() {
+        "image/png" => "png",
+        "image/jpeg" | "image/jpg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "image/bmp" => "bmp",
+        "image/tiff" => "tiff",
+        "image/x-icon" | "image/vnd.microsoft.icon" => "ico",
+        "audio/wav" | "audio/x-wav" | "audio/wave" => "wav",
+        "audio/mpeg" | "audio/mp3" => "mp3",
+        "audio/ogg" => "ogg",
+        "audio/webm" => "weba",
+        "audio/flac" | "audio/x-flac" => "flac",
+        "audio/aac" => "aac",
+        "video/mp4" => "mp4",
+        "video/webm" => "webm",
+        "application/pdf" => "pdf",
+        "application/json" => "json",
+        "application/zip" => "zip",
+        "application/gzip" => "gz",
+        "text/plain" => "txt",
+        "text/html" => "html",
+        "text/csv" => "csv",
+        "text/markdown" => "md",
+        _ => "bin",
+    }
 }
 
 impl CallOutcome {
@@ -605,11 +639,7 @@ pub trait Host: Send + Sync {
 
     /// The host's own policy for `op` on `path`, applied when no `[[policy]]` rule of the
     /// manifest matches the op (so the manifest can override it). `None`: no opinion.
-    fn policy_default(
-        &self,
-        _path: &[String],
-        _op: &str,
-    ) -> Option<crate::world::call::policy::HostDefault> {
+    fn policy_default(&self, _path: &[String], _op: &str) -> Option<HostDefault> {
         None
     }
 
@@ -625,6 +655,16 @@ pub trait Host: Send + Sync {
     fn cache_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_secs(3600)
     }
+}
+
+/// A host's own policy for an op where the manifest has no rule for it (see
+/// `Host::policy_default`): the manifest's `[[policy]]` rules come first, so a rule can
+/// allow, deny or ask a sign-off for what a host would decide otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostDefault {
+    pub allowed: bool,
+    /// Why, and (when denied) how the manifest could allow it.
+    pub words: String,
 }
 
 /// Whether a host can answer now (see `Host::readiness`).

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::host::names::Paths;
 use crate::host::{Changes, Host};
 use crate::manifest::{HostSpec, Identity, ManifestError};
-use crate::world::names::Paths;
 
 pub mod agent;
 pub mod db;

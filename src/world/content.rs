@@ -7,9 +7,10 @@ use std::time::{Duration, SystemTime};
 use super::error::{ErrorKind, WorldError, WorldResult};
 use super::node::*;
 use super::root_ops::event_line;
-use super::{line, names, readme, World};
+use super::{line, readme, World};
 use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
 use crate::calendar::parse_iso;
+use crate::host::names;
 use crate::host::Body;
 use crate::host::Readiness;
 use crate::secrets::scrub;
@@ -514,7 +515,7 @@ impl World {
                         run.pid,
                         run.uid,
                         run.session,
-                        super::names::shown(&run.command),
+                        names::shown(&run.command),
                         run.started,
                         run.finished.as_deref().unwrap_or("-")
                     ),

@@ -13,7 +13,6 @@ pub mod cache;
 pub mod call;
 mod content;
 pub mod error;
-pub mod names;
 pub mod node;
 mod readme;
 mod remote;
@@ -29,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::host::{self, Guard, Host, HostChange, OpSpec};
+use crate::host::{self, names, Guard, Host, HostChange, OpSpec};
 use crate::state::Journal;
 use crate::state::{Known, KnownEntry};
 use crate::world::settings::{Identity, WorldSettings};

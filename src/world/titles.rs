@@ -98,8 +98,8 @@ mod tests {
     fn a_titled_name_is_never_reserved_nor_invalid() {
         for (bare, title) in [("ops", "x"), ("description", "y/z"), ("1", "\0")] {
             if let Some(n) = titled_name(bare, title) {
-                assert!(crate::world::names::is_valid(&n), "{n:?}");
-                assert!(!crate::world::names::is_reserved(&n), "{n:?}");
+                assert!(crate::host::names::is_valid(&n), "{n:?}");
+                assert!(!crate::host::names::is_reserved(&n), "{n:?}");
             }
         }
         assert_eq!(titled_name("1", "\0"), None);

@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 use super::error::{ErrorKind, WorldError, WorldResult};
-use super::names;
 use super::node::*;
 use super::titles;
 use super::World;
 use super::RUNS_LISTED;
+use crate::host::names;
 use crate::host::Child;
 
 /// The real name of an entry's op directory; `ops` is a link to it (see `NodeId::OpsLink`).

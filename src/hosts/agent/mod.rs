@@ -31,9 +31,9 @@ use crate::host::{
 };
 use crate::hosts::{lock, HostContext};
 
+use crate::host::names::{canonical_number, Paths};
 use crate::host::op::{Decl, NoArgs, Ops, Text};
 use crate::hosts::text::{one_line, plural};
-use crate::world::names::{canonical_number, Paths};
 use store::{Conversation, State, Store};
 use turn::{Observer, Program, Turn, TurnEnd};
 

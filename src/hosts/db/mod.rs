@@ -34,12 +34,12 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::host::names::{canonical_number, Paths};
 use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
 use crate::hosts::{lock, HostContext};
-use crate::world::names::{canonical_number, Paths};
 
 /// How long a lock on the database may be waited for.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

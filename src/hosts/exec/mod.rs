@@ -20,12 +20,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::host::names::Paths;
 use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec, Readiness,
 };
 use crate::hosts::HostContext;
-use crate::world::names::Paths;
 use cache::CrashLog;
 use client::{Client, Failed, Failure, Health};
 use protocol::{

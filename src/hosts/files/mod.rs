@@ -33,12 +33,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::host::names::Paths;
 use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
 use crate::hosts::HostContext;
-use crate::world::names::Paths;
 
 use resolve::Node;
 

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::num::NonZeroU64;
 use std::sync::LazyLock;
 
-use crate::world::names::shown;
+use crate::host::names::shown;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;

@@ -22,11 +22,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::calendar::parse_iso;
+use crate::host::names::Paths;
 use crate::host::{
     Body, CallOutcome, Caller, Child, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 use crate::hosts::{lock, HostContext};
-use crate::world::names::Paths;
 use client::Client;
 use guards::Read;
 use ops::OPS;
@@ -176,7 +176,7 @@ enum Node {
 }
 
 fn number(s: &str) -> Option<u64> {
-    crate::world::names::canonical_number(s)
+    crate::host::names::canonical_number(s)
 }
 
 /// Names with `/` (branches, paths, check names) in one path segment: `%2F`, and `%` as `%25`.
@@ -206,7 +206,7 @@ impl Node {
             ["results", id] => Node::Result(number(id)?),
             ["results", id, "hits"] => Node::Hits(number(id)?),
             ["results", id, "hits", k] => {
-                Node::Hit(number(id)?, crate::world::names::canonical_number(k)?)
+                Node::Hit(number(id)?, crate::host::names::canonical_number(k)?)
             }
             [o] => Node::Owner(o.to_string()),
             [o, r] => Node::Repo(repo(o, r)),

@@ -9,8 +9,8 @@ use super::{
     decode_name, encode_name, GithubHost, GithubSettings, Hit, Kind, Node, Repo, SearchRun,
     TokenSource,
 };
+use crate::host::names::Paths;
 use crate::host::{Caller, Host, HostError};
-use crate::world::names::Paths;
 
 fn settings(repos: &[&str]) -> GithubSettings {
     toml::from_str::<GithubSettings>(&format!(

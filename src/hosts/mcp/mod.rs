@@ -37,8 +37,8 @@ use crate::host::{
 use crate::hosts::HostContext;
 use crate::world::cache::TtlCache;
 
+use crate::host::HostDefault;
 use crate::hosts::text::one_line;
-use crate::world::call::policy::HostDefault;
 use client::{phase_words, Catalog, Client, Phase};
 use render::{decode_name, encode_name, Hints, Policy, Steered, UriTemplate};
 

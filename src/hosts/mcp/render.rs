@@ -379,7 +379,7 @@ fn kept(what: &str, mime: &str, data: &str, note: String, found: &mut Found) -> 
             format!(
                 "[{what}: {mime}, {n} bytes, kept as content/{}.{} of this run]",
                 found.parts.len(),
-                crate::world::call::attachments::extension(mime)
+                crate::host::extension(mime)
             )
         }
         Err(e) => format!(

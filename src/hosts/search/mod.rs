@@ -27,13 +27,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::host::names::{canonical_number, Paths};
 use crate::host::op::{Decl, NoArgs, Ops, Text};
 use crate::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 use crate::hosts::text::{one_line, plural};
 use crate::hosts::{HostContext, Peer};
-use crate::world::names::{canonical_number, Paths};
 
 use index::{Engine, Hit};
 use store::{Search, Store};
@@ -762,8 +762,8 @@ impl SearchHost {
                 "{}. {:.2} {} — {}\n",
                 i + 1,
                 h.score,
-                crate::world::names::shown(&Self::hit_target(h)),
-                crate::world::names::shown(&one_line(&h.title, 120))
+                crate::host::names::shown(&Self::hit_target(h)),
+                crate::host::names::shown(&one_line(&h.title, 120))
             ));
         }
         out

@@ -649,7 +649,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
         let segments: Vec<String> = path
             .split('/')
             .skip(1)
-            .map(|s| crate::world::names::unescape(s).expect("a child's name"))
+            .map(|s| crate::host::names::unescape(s).expect("a child's name"))
             .collect();
         assert!(
             files.entry(&segments).unwrap().is_some(),

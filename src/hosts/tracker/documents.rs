@@ -7,8 +7,8 @@
 use super::db::limit_of;
 use super::store::{args, Store};
 use super::{Kind, Node, TrackerHost};
+use crate::host::names::canonical_number;
 use crate::host::{Document, DocumentPage, HostError, HostResult};
-use crate::world::names::canonical_number;
 
 /// An item's own columns, as search needs them.
 struct Row {

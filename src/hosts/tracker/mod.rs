@@ -32,6 +32,7 @@ use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::host::names::{canonical_number, Paths};
 use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
@@ -39,7 +40,6 @@ use crate::host::{
 use crate::hosts::HostContext;
 use crate::manifest::Identity;
 use crate::state::pg::{is_postgres_url, redact_url, SharedDb};
-use crate::world::names::{canonical_number, Paths};
 use ops::{Here, OPS};
 use store::Store;
 

@@ -1302,7 +1302,7 @@ fn assert_printed_paths_exist(h: &TrackerHost, text: &str) -> usize {
                 assert!(offered.iter().any(|o| o.name == op), "{word}: no op {op}");
                 break;
             }
-            match crate::world::names::unescape(part) {
+            match crate::host::names::unescape(part) {
                 Some(s) => segs.push(s),
                 None => panic!("{word}: {part} is reserved, not an entry"),
             }

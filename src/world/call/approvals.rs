@@ -643,18 +643,18 @@ impl World {
             let Some(run) = self.journal.get(a.run)? else {
                 continue;
             };
-            let mut args = crate::world::names::shown(&run.args).into_owned();
+            let mut args = crate::host::names::shown(&run.args).into_owned();
             if args.chars().count() > 200 {
                 args = args.chars().take(200).collect::<String>() + "…";
             }
             out.push_str(&format!(
                 "{}\t{} on {} · args {} · called by pid {} ({}) session {} at {} · rule {} · expires {}\n",
-                crate::world::names::shown(&self.run_dir(&run.path, &run.op, a.run)),
+                crate::host::names::shown(&self.run_dir(&run.path, &run.op, a.run)),
                 run.op,
-                crate::world::names::shown(&run.path),
+                crate::host::names::shown(&run.path),
                 args,
                 run.pid,
-                crate::world::names::shown(run.command.split(' ').next().unwrap_or("")),
+                crate::host::names::shown(run.command.split(' ').next().unwrap_or("")),
                 run.session,
                 a.requested,
                 a.rule,

@@ -5,40 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::host::ContentPart;
+use crate::host::{extension, ContentPart};
 use crate::world::World;
-
-/// The extension a MIME type's file gets (`bin` for one not known here).
-pub fn extension(mime: &str) -> &'static str {
-    let essence = mime.split(';').next().unwrap_or("").trim();
-    match essence.to_ascii_lowercase().as_str() {
-        "image/png" => "png",
-        "image/jpeg" | "image/jpg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        "image/svg+xml" => "svg",
-        "image/bmp" => "bmp",
-        "image/tiff" => "tiff",
-        "image/x-icon" | "image/vnd.microsoft.icon" => "ico",
-        "audio/wav" | "audio/x-wav" | "audio/wave" => "wav",
-        "audio/mpeg" | "audio/mp3" => "mp3",
-        "audio/ogg" => "ogg",
-        "audio/webm" => "weba",
-        "audio/flac" | "audio/x-flac" => "flac",
-        "audio/aac" => "aac",
-        "video/mp4" => "mp4",
-        "video/webm" => "webm",
-        "application/pdf" => "pdf",
-        "application/json" => "json",
-        "application/zip" => "zip",
-        "application/gzip" => "gz",
-        "text/plain" => "txt",
-        "text/html" => "html",
-        "text/csv" => "csv",
-        "text/markdown" => "md",
-        _ => "bin",
-    }
-}
 
 impl World {
     fn content_dir(&self, run: i64) -> PathBuf {
@@ -126,7 +94,7 @@ impl World {
 
 #[cfg(test)]
 mod tests {
-    use super::extension;
+    use crate::host::extension;
 
     #[test]
     fn a_type_names_its_extension_and_parameters_do_not_matter() {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::run::RoutedOutcome;
+use crate::host::signal::{LiveRun, Progress, RunSignal};
 use crate::host::{Caller, Condition, Guard, OpSpec};
 use crate::state::{self as journal, Run};
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
@@ -32,183 +33,6 @@ const SEQS_KEPT: usize = 10_000;
 /// How many ended runs' last progress lines are kept.
 const LAST_KEPT: usize = 1000;
 
-/// What a host said of how far a call got.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Progress {
-    /// How far, where a number was given (a task's status message alone has none).
-    pub done: Option<f64>,
-    pub total: Option<f64>,
-    pub message: Option<String>,
-}
-
-impl Progress {
-    /// `2/6 Step 2 of 6`, as `runs/ID/progress` shows it.
-    pub fn line(&self) -> String {
-        let n = |v: f64| {
-            if v.fract() == 0.0 && v.abs() < 1e15 {
-                format!("{}", v as i64)
-            } else {
-                format!("{v}")
-            }
-        };
-        let mut out = match (self.done, self.total) {
-            (Some(d), Some(t)) => format!("{}/{}", n(d), n(t)),
-            (Some(d), None) => n(d),
-            (None, _) => String::new(),
-        };
-        if let Some(m) = self.message.as_deref().filter(|m| !m.trim().is_empty()) {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(&crate::world::names::printable(m.trim()).replace('\n', " "));
-        }
-        out
-    }
-}
-
-type Hook = Box<dyn FnOnce() + Send>;
-
-/// One run in flight on this mount.
-pub struct LiveRun {
-    id: i64,
-    started: Instant,
-    state: Mutex<LiveState>,
-}
-
-#[derive(Default)]
-struct LiveState {
-    progress: Option<Progress>,
-    cancel_requested: bool,
-    /// What stops the call now: the world's (a call still queued) or the host's.
-    hook: Option<Hook>,
-    /// A host said it can stop this call (it registered a hook).
-    host_stops: bool,
-    /// Still waiting for a worker: the world itself can stop it.
-    queued: bool,
-}
-
-impl LiveRun {
-    fn lock(&self) -> MutexGuard<'_, LiveState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The world's hook while the call waits for a worker.
-    pub(in crate::world) fn while_queued(&self, hook: impl FnOnce() + Send + 'static) {
-        let mut st = self.lock();
-        st.queued = true;
-        st.hook = Some(Box::new(hook));
-    }
-
-    /// A worker took the call: from now on only its host can stop it. Returns whether a
-    /// cancel came first (then the call must not start).
-    pub(in crate::world) fn starting(&self) -> bool {
-        let mut st = self.lock();
-        st.queued = false;
-        st.hook = None;
-        st.cancel_requested
-    }
-
-    pub(in crate::world) fn cancel_requested(&self) -> bool {
-        self.lock().cancel_requested
-    }
-
-    /// Whether a cancel can reach the call now.
-    fn stoppable(&self) -> bool {
-        let st = self.lock();
-        st.queued || st.host_stops
-    }
-
-    /// Ask the call to stop; `false` when nothing can stop it.
-    fn request_cancel(&self) -> bool {
-        let hook = {
-            let mut st = self.lock();
-            if !(st.queued || st.host_stops) {
-                return false;
-            }
-            st.cancel_requested = true;
-            st.hook.take()
-        };
-        // Outside the lock: a hook may end the call, which reads this state.
-        if let Some(h) = hook {
-            h();
-        }
-        true
-    }
-}
-
-/// What a host holds of its call's run: report progress, learn of a cancel. Outside a run
-/// (tests, tools calling a host directly) it does nothing.
-#[derive(Clone, Default)]
-pub struct RunSignal(Option<Arc<LiveRun>>);
-
-impl RunSignal {
-    /// How far the call got: shown in `runs/ID/progress` and the run's description.
-    pub fn progress(&self, done: f64, total: Option<f64>, message: Option<String>) {
-        if let Some(run) = &self.0 {
-            run.lock().progress = Some(Progress {
-                done: Some(done),
-                total,
-                message,
-            });
-        }
-    }
-
-    /// Where the call is, in words only (a task's status message): the last numbers stay.
-    pub fn note(&self, message: String) {
-        if let Some(run) = &self.0 {
-            let mut st = run.lock();
-            let p = st.progress.get_or_insert(Progress {
-                done: None,
-                total: None,
-                message: None,
-            });
-            p.message = Some(message);
-        }
-    }
-
-    /// Whether someone asked this call to stop.
-    pub fn cancelled(&self) -> bool {
-        self.0.as_ref().is_some_and(|r| r.cancel_requested())
-    }
-
-    /// The host can stop this call: `stop` runs (once) when someone cancels the run, at
-    /// once if someone already did. The host then ends the call with
-    /// `HostError::Cancelled` (or its outcome, if it finished first).
-    pub fn on_cancel(&self, stop: impl FnOnce() + Send + 'static) {
-        let Some(run) = &self.0 else { return };
-        let mut st = run.lock();
-        st.host_stops = true;
-        if st.cancel_requested {
-            drop(st);
-            stop();
-        } else {
-            st.hook = Some(Box::new(stop));
-        }
-    }
-
-    /// The run's journal id, if this call is a run.
-    pub fn run_id(&self) -> Option<i64> {
-        self.0.as_ref().map(|r| r.id)
-    }
-}
-
-impl std::fmt::Debug for RunSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Some(r) => write!(f, "RunSignal({})", r.id),
-            None => f.write_str("RunSignal(none)"),
-        }
-    }
-}
-
-/// Two callers are the same whichever run they are in.
-impl PartialEq for RunSignal {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for RunSignal {}
-
 /// The runs in flight on this mount.
 #[derive(Default)]
 pub(in crate::world) struct Live {
@@ -225,20 +49,16 @@ impl Live {
 
     /// A run begins on this mount: its signal for the host.
     pub(in crate::world) fn start(&self, id: i64) -> (Arc<LiveRun>, RunSignal) {
-        let run = Arc::new(LiveRun {
-            id,
-            started: Instant::now(),
-            state: Mutex::default(),
-        });
+        let run = Arc::new(LiveRun::new(id));
         self.runs().insert(id, Arc::clone(&run));
-        let signal = RunSignal(Some(Arc::clone(&run)));
+        let signal = RunSignal::of(Arc::clone(&run));
         (run, signal)
     }
 
     /// The run ended and its outcome is recorded: whoever waits for it wakes.
     pub(in crate::world) fn end(&self, id: i64) {
         let run = self.runs().remove(&id);
-        if let Some(p) = run.and_then(|r| r.lock().progress.clone()) {
+        if let Some(p) = run.and_then(|r| r.progress()) {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
             if last.len() >= LAST_KEPT {
                 last.clear();
@@ -271,7 +91,7 @@ impl Live {
     /// The progress line of a run (in flight, or ended here).
     fn progress_line(&self, id: i64) -> Option<String> {
         if let Some(r) = self.get(id) {
-            return r.lock().progress.as_ref().map(Progress::line);
+            return r.progress().as_ref().map(Progress::line);
         }
         self.last.lock().ok().and_then(|l| l.get(&id).cloned())
     }
@@ -368,7 +188,7 @@ impl World {
     /// How long a run took, or has taken so far.
     fn run_age(&self, run: &Run) -> Option<Duration> {
         if let Some(live) = self.calls.live.get(run.id) {
-            return Some(live.started.elapsed());
+            return Some(live.started().elapsed());
         }
         let start = crate::calendar::parse_iso(&run.started)?;
         let end = match &run.finished {
@@ -400,7 +220,7 @@ impl World {
     /// or stop it.
     pub(in crate::world) fn running_text(&self, run: &Run) -> String {
         let dir = self.absolute(&self.run_world_path(run));
-        let dir = crate::world::names::shown(&dir);
+        let dir = crate::host::names::shown(&dir);
         let mut out = format!(
             "running: {} on {} for {}",
             run.op,
@@ -478,7 +298,7 @@ impl World {
                         format!(
                             "run {} waits for a person's sign-off; it has not started, and only a person decides it (wip deny {})",
                             run.seq,
-                            crate::world::names::shown(&self.absolute(&self.run_world_path(&run)))
+                            crate::host::names::shown(&self.absolute(&self.run_world_path(&run)))
                         )
                     } else {
                         format!("run {} already ended {}", run.seq, run.status)
@@ -552,7 +372,7 @@ impl World {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let dir = self.absolute(&self.run_world_path(&run));
-                let dir = crate::world::names::shown(&dir);
+                let dir = crate::host::names::shown(&dir);
                 let mut words = format!(
                     "run {} is still {} after waiting {}",
                     run.seq,
@@ -647,7 +467,7 @@ impl World {
             .wait_end(id, CANCEL_WAIT.min(self.op_patience()));
         let after = self.run(id)?;
         let dir = self.absolute(&self.run_world_path(&after));
-        let dir = crate::world::names::shown(&dir);
+        let dir = crate::host::names::shown(&dir);
         let result = match after.status.as_str() {
             journal::RUNNING => format!(
                 "asked the host to stop run {}; it has not ended yet (wait for it: echo > {dir}/ops/wait/call)\n",

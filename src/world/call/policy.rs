@@ -35,15 +35,7 @@ impl Action {
     }
 }
 
-/// A host's own default for one op, consulted when no manifest rule matches. Manifest rules
-/// come first, so a `[[policy]]` rule can allow, deny or ask approval for what a host
-/// would decide otherwise.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostDefault {
-    pub allowed: bool,
-    /// Why, and (when denied) how the manifest could allow it.
-    pub words: String,
-}
+pub use crate::host::HostDefault;
 
 /// A glob over an op's world path: `*` matches within one segment, `?` one character,
 /// a `**` segment any number of segments (also none).

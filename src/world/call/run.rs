@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::doc::{CallDoc, CallReport};
+use crate::host::names;
 use crate::host::{self, CallOutcome, Caller};
 use crate::proc as caller;
 use crate::state::Event;
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::*;
-use crate::world::{names, World};
+use crate::world::World;
 
 /// How often the watch looks at callers still waiting (are they being killed?).
 const WATCH_TICK: Duration = Duration::from_millis(100);
@@ -68,7 +69,7 @@ struct Flight {
     started: Instant,
     state: Mutex<FlightState>,
     /// The run in flight: its progress, and what stops it.
-    live: Arc<super::live::LiveRun>,
+    live: Arc<crate::host::signal::LiveRun>,
 }
 
 enum FlightState {
