@@ -197,12 +197,22 @@ fn conversation_id(at: &At) -> HostResult<i64> {
     }
 }
 
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op use these.
+pub(super) mod name {
+    pub const ASK: &str = "ask";
+    pub const REPLY: &str = "reply";
+    pub const WAIT: &str = "wait";
+    pub const CANCEL: &str = "cancel";
+    pub const READ_BODY: &str = "read_body";
+}
+
 /// Every op of the agents host, in the order `ops/` lists them.
 static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
     let conversation = |at: &At| matches!(at.node, Node::Conversation(_));
     Ops::new(vec![
         Decl::<Arc<Inner>, At, (), AskArgs> {
-            name: "ask",
+            name: name::ASK,
             offers: |at| at.node == Node::Root,
             describe: |at| match at.wait {
                 Some(w) => format!(
@@ -221,7 +231,7 @@ static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<Arc<Inner>, At, (), ReplyArgs> {
-            name: "reply",
+            name: name::REPLY,
             offers: conversation,
             describe: |at| match at.wait {
                 Some(w) => format!(
@@ -239,7 +249,7 @@ static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<Arc<Inner>, At, (), WaitArgs> {
-            name: "wait",
+            name: name::WAIT,
             offers: conversation,
             describe: |at| {
                 format!(
@@ -253,7 +263,7 @@ static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<Arc<Inner>, At, (), NoArgs> {
-            name: "cancel",
+            name: name::CANCEL,
             offers: conversation,
             describe: |_| "Stop the agent's answer in progress (its whole process group).".into(),
             guard: |h, _, at, _| h.working(conversation_id(at)?),
@@ -261,7 +271,7 @@ static OPS: LazyLock<Ops<Arc<Inner>, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<Arc<Inner>, At, (), NoArgs> {
-            name: "read_body",
+            name: name::READ_BODY,
             offers: |at| matches!(at.node, Node::Conversation(_) | Node::Message(..)),
             describe: |at| {
                 match at.node {
@@ -478,7 +488,7 @@ impl Inner {
                 String::new()
             },
             self.paths.entry(&["conversations"]),
-            self.paths.call::<&str>(&[], "ask"),
+            self.paths.call::<&str>(&[], name::ASK),
         ))
     }
 
@@ -515,7 +525,7 @@ impl Inner {
                             String::new()
                         },
                         self.page_size,
-                        self.paths.call::<&str>(&[], "ask"),
+                        self.paths.call::<&str>(&[], name::ASK),
                     ),
                     self.reference(&["conversations".to_string()]),
                 );
@@ -644,8 +654,8 @@ impl Inner {
                     "conversation {id} is {}: wait for the answer with echo > {} or \
                      stop it with echo > {}",
                     self.state_words(&c),
-                    self.paths.call(&here, "wait"),
-                    self.paths.call(&here, "cancel")
+                    self.paths.call(&here, name::WAIT),
+                    self.paths.call(&here, name::CANCEL)
                 )
             } else {
                 format!("conversation {id} is {}", c.state.as_str())
@@ -861,7 +871,7 @@ impl Inner {
                         },
                         turn.started.elapsed().as_secs_f64(),
                         self.paths.entry(&message_path(id, user_n + 1)),
-                        self.paths.call(&here, "wait"),
+                        self.paths.call(&here, name::WAIT),
                         self.paths.entry(&here),
                     ),
                     ..base
@@ -873,7 +883,7 @@ impl Inner {
                 out.changed.push(message_path(id, user_n + 1));
                 out.result = format!(
                     "{answer}\n\n(conversation {id}, done; continue it with echo 'more' > {})",
-                    self.paths.call(&here, "reply")
+                    self.paths.call(&here, name::REPLY)
                 );
                 Ok(out)
             }
@@ -887,7 +897,7 @@ impl Inner {
         let again = format!(
             "{} is kept; reply to try again: echo '…' > {}",
             self.paths.entry(&here),
-            self.paths.call(&here, "reply")
+            self.paths.call(&here, name::REPLY)
         );
         match end {
             TurnEnd::Failed(why) => {
@@ -944,7 +954,7 @@ impl Inner {
                     } else {
                         format!(" (status: {status})")
                     },
-                    self.paths.call(&here, "wait")
+                    self.paths.call(&here, name::WAIT)
                 )));
             }
         }
@@ -964,7 +974,7 @@ impl Inner {
                     result: format!(
                         "{}\n\n(conversation {id}, done; continue it with echo 'more' > {})",
                         last.content,
-                        self.paths.call(&here, "reply")
+                        self.paths.call(&here, name::REPLY)
                     ),
                     discovered: vec![here, message_path(id, last.n)],
                     changed: Self::turn_changes(id, Some(last.n)),
@@ -976,7 +986,7 @@ impl Inner {
             State::Interrupted => Err(HostError::Backend(format!(
                 "conversation {id} was interrupted ({}); reply to ask again: echo '…' > {}",
                 c.detail,
-                self.paths.call(&here, "reply")
+                self.paths.call(&here, name::REPLY)
             ))),
             State::Working => Err(HostError::Backend(format!(
                 "conversation {id} says working but no turn is running here; it will show \
@@ -1001,7 +1011,7 @@ impl Inner {
                 result: format!(
                     "cancelled conversation {id} after {took:.1} s (its process group was \
                      stopped); ask again with echo '…' > {}",
-                    self.paths.call(&conversation_path(id), "reply")
+                    self.paths.call(&conversation_path(id), name::REPLY)
                 ),
                 changed: Self::turn_changes(id, None),
                 ..Default::default()

@@ -601,7 +601,12 @@ impl Host for DbHost {
         run: &str,
     ) -> HostResult<Option<crate::host::Settled>> {
         use crate::host::Settled;
-        if !self.writable || !matches!(op, "insert" | "update" | "delete") {
+        if !self.writable
+            || !matches!(
+                op,
+                ops::name::INSERT | ops::name::UPDATE | ops::name::DELETE
+            )
+        {
             return Ok(None);
         }
         let conn = self.main();

@@ -215,11 +215,26 @@ fn elsewhere() -> HostError {
 /// An op's context: who calls (its run's name is kept with a write, see `record_run`).
 type DbDecl<A> = Decl<DbHost, At, Caller, A>;
 
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op use these.
+pub(super) mod name {
+    pub const SCHEMA: &str = "schema";
+    pub const QUERY: &str = "query";
+    pub const COUNT: &str = "count";
+    pub const EXPORT: &str = "export";
+    pub const INSERT: &str = "insert";
+    pub const READ_BODY: &str = "read_body";
+    pub const REFERENCES: &str = "references";
+    pub const REFERENCED_BY: &str = "referenced_by";
+    pub const UPDATE: &str = "update";
+    pub const DELETE: &str = "delete";
+}
+
 /// Every op of the db host, in the order `ops/` lists them.
 pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
     Ops::new(vec![
         DbDecl::<NoArgs> {
-            name: "schema",
+            name: name::SCHEMA,
             offers: |at| matches!(at.node, Node::Root | Node::Table(_) | Node::View(_)),
             describe: |at| match at.node {
                 Node::Root => "All CREATE statements of the database (tables, views, indexes, triggers).".to_string(),
@@ -236,7 +251,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<QueryArgs> {
-            name: "query",
+            name: name::QUERY,
             offers: |at| at.node == Node::Root,
             describe: |_| "query(sql, params?): run one read-only SQL statement (SELECT …) with ? parameters bound from params; the result becomes queries/ID with its rows.".to_string(),
             guard: |_, _, _, _| Ok(vec![read_only()]),
@@ -244,7 +259,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<CountArgs> {
-            name: "count",
+            name: name::COUNT,
             offers: |at| matches!(at.node, Node::Table(_) | Node::View(_)),
             describe: |at| format!("count(where?, params?): how many rows {} has, or how many match the condition.", what(&at.node)),
             guard: |h, _, _, _| Ok(vec![can_read(h), read_only()]),
@@ -252,7 +267,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<ExportArgs> {
-            name: "export",
+            name: name::EXPORT,
             offers: |at| matches!(at.node, Node::Table(_) | Node::View(_)),
             describe: |at| format!(
                 "export(format: csv|json, where?, params?, limit?): rows of {}{} as CSV (with a header) or JSON, at most limit (default {EXPORT_DEFAULT}).",
@@ -264,7 +279,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<InsertArgs> {
-            name: "insert",
+            name: name::INSERT,
             offers: |at| matches!(at.node, Node::Table(_)),
             describe: |at| format!("insert(values): add a row to {}; values is an object column: value (missing columns get their defaults).", what(&at.node)),
             guard: |h, _, _, _| Ok(vec![writable(h)]),
@@ -272,7 +287,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<NoArgs> {
-            name: "read_body",
+            name: name::READ_BODY,
             offers: |at| matches!(at.node, Node::Row(..) | Node::ViewRow(..) | Node::Query(_) | Node::QueryRow(..)),
             describe: |at| match at.node {
                 Node::Query(_) => "The query's SQL, parameters, columns and row count.".to_string(),
@@ -283,7 +298,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<NoArgs> {
-            name: "references",
+            name: name::REFERENCES,
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |_| "Follow this row's foreign keys: the paths of the rows it refers to.".to_string(),
             guard: |h, _, _, _| Ok(vec![can_read(h)]),
@@ -294,7 +309,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<NoArgs> {
-            name: "referenced_by",
+            name: name::REFERENCED_BY,
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |at| format!("Rows of other tables whose foreign keys point at this row (at most {}).", at.page_size),
             guard: |h, _, _, _| Ok(vec![can_read(h)]),
@@ -305,7 +320,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<UpdateArgs> {
-            name: "update",
+            name: name::UPDATE,
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |_| "update(set): change columns of this row; set is an object column: new value.".to_string(),
             guard: |h, _, _, _| Ok(vec![writable(h)]),
@@ -316,7 +331,7 @@ pub(super) static OPS: LazyLock<Ops<DbHost, At, Caller>> = LazyLock::new(|| {
         }
         .into(),
         DbDecl::<NoArgs> {
-            name: "delete",
+            name: name::DELETE,
             offers: |at| matches!(at.node, Node::Row(..)),
             describe: |_| "Delete this row.".to_string(),
             guard: |h, _, _, _| Ok(vec![writable(h)]),

@@ -28,7 +28,7 @@ impl FilesHost {
             .guard
             .allowed();
         Ok(Some(if writable {
-            body.written_by("write", "content")
+            body.written_by(super::ops::name::WRITE, "content")
         } else {
             body
         }))

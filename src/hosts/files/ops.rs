@@ -124,7 +124,7 @@ type FilesDecl<A> = Decl<FilesHost, Entry, Slot, A>;
 
 fn read() -> FilesOp {
     FilesDecl::<ReadArgs> {
-        name: "read",
+        name: name::READ,
         offers: |_| true,
         describe: |e| if e.on_dir() {
             "read(path, offset?, limit?): numbered lines of the file at path (relative to here), like cat -n"
@@ -142,7 +142,7 @@ fn read() -> FilesOp {
 
 fn write() -> FilesOp {
     FilesDecl::<WriteArgs> {
-        name: "write",
+        name: name::WRITE,
         offers: |_| true,
         describe: |e| if e.on_dir() {
             "write(path, content, create_dirs?): create or overwrite the file at path (relative to here)"
@@ -160,7 +160,7 @@ fn write() -> FilesOp {
 
 fn edit() -> FilesOp {
     FilesDecl::<EditArgs> {
-        name: "edit",
+        name: name::EDIT,
         offers: |_| true,
         describe: |e| if e.on_dir() {
             "edit(path, old_string, new_string, replace_all?): replace exact text in the file at path (relative to here)"
@@ -180,7 +180,7 @@ fn edit() -> FilesOp {
 
 fn stat() -> FilesOp {
     FilesDecl::<NoArgs> {
-        name: "stat",
+        name: name::STAT,
         offers: |_| true,
         describe: |e| {
             if e.on_dir() {
@@ -198,7 +198,7 @@ fn stat() -> FilesOp {
 
 fn list() -> FilesOp {
     FilesDecl::<NoArgs> {
-        name: "list",
+        name: name::LIST,
         offers: Entry::on_dir,
         describe: |e| {
             format!(
@@ -210,6 +210,16 @@ fn list() -> FilesOp {
         run: |h, _, e, _| h.list(&e.loc),
     }
     .into()
+}
+
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op use these.
+pub(super) mod name {
+    pub const READ: &str = "read";
+    pub const WRITE: &str = "write";
+    pub const EDIT: &str = "edit";
+    pub const STAT: &str = "stat";
+    pub const LIST: &str = "list";
 }
 
 /// A file's ops, in the order `ops/` lists them. A broken link shows them too, so that
@@ -605,7 +615,7 @@ impl FilesHost {
     }
 
     fn read(&self, t: &Target, offset: u64, limit: u64) -> HostResult<CallOutcome> {
-        let (bytes, capped, meta) = self.read_target(t, "read")?;
+        let (bytes, capped, meta) = self.read_target(t, name::READ)?;
         if is_binary(&bytes) {
             return Ok(CallOutcome::text(format!(
                 "{} is a binary file ({}): read shows text only\n",
@@ -664,7 +674,7 @@ impl FilesHost {
                     t.display
                 )));
             }
-            self.refuse_special(t, m, "write")?;
+            self.refuse_special(t, m, name::WRITE)?;
         }
         let mut new_dir = None;
         if existing.is_none() {
@@ -737,7 +747,7 @@ impl FilesHost {
                 "old_string and new_string are the same: nothing to change".to_string(),
             ));
         }
-        let (bytes, capped, meta) = self.read_target(t, "edit")?;
+        let (bytes, capped, meta) = self.read_target(t, name::EDIT)?;
         if capped {
             return Err(HostError::InvalidArgs(format!(
                 "{} is larger than {READ_CAP_WORDS}: edit works on smaller files",

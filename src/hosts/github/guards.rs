@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::client::{seg, GhResult, Page};
+use super::ops::name;
 use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
 use crate::host::{Condition, HostError, HostResult};
@@ -114,7 +115,7 @@ impl GithubHost {
                         "" => String::new(),
                         at => format!(" (on {})", day(at)),
                     },
-                    self.ops_path(node, "reopen")
+                    self.ops_path(node, name::REOPEN)
                 ),
             ),
         }
@@ -136,7 +137,7 @@ impl GithubHost {
                 false,
                 format!(
                     "{who} is open; nothing to reopen (close it with {})",
-                    self.ops_path(node, "close")
+                    self.ops_path(node, name::CLOSE)
                 ),
             ),
         }
@@ -162,7 +163,7 @@ impl GithubHost {
                         "not locked"
                     },
                     if locked {
-                        format!(" (unlock it with {})", self.ops_path(node, "unlock"))
+                        format!(" (unlock it with {})", self.ops_path(node, name::UNLOCK))
                     } else {
                         String::new()
                     }
@@ -416,13 +417,13 @@ impl GithubHost {
         let ask = if me.as_deref() == Some(author.as_str()) {
             format!(
                 "you opened it and cannot approve it yourself — ask someone with {}",
-                self.ops_path(node, "request_review")
+                self.ops_path(node, name::REQUEST_REVIEW)
             )
         } else {
             format!(
                 "approve it with {} or ask someone with {}",
-                self.ops_path(node, "approve"),
-                self.ops_path(node, "request_review")
+                self.ops_path(node, name::APPROVE),
+                self.ops_path(node, name::REQUEST_REVIEW)
             )
         };
         Ok(Condition::check(
@@ -486,7 +487,7 @@ impl GithubHost {
                 false,
                 format!(
                     "you ({me}) opened PR #{n} and cannot approve your own pull request — ask someone with {}",
-                    self.ops_path(node, "request_review")
+                    self.ops_path(node, name::REQUEST_REVIEW)
                 ),
             ),
             Ok(me) => Condition::check("not_author", true, format!("{author} opened PR #{n}; you are {me}")),

@@ -262,11 +262,37 @@ fn needs_token<A>(h: &GithubHost, _: &Read, _: &Node, _: Option<&A>) -> HostResu
     Ok(vec![h.token_cond()])
 }
 
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op use these.
+pub(super) mod name {
+    pub const SEARCH: &str = "search";
+    pub const CREATE_ISSUE: &str = "create_issue";
+    pub const CREATE_STATUS: &str = "create_status";
+    pub const READ_FILE: &str = "read_file";
+    pub const CREATE_LABEL: &str = "create_label";
+    pub const READ_BODY: &str = "read_body";
+    pub const GET_METADATA: &str = "get_metadata";
+    pub const COMMENT: &str = "comment";
+    pub const CLOSE: &str = "close";
+    pub const REOPEN: &str = "reopen";
+    pub const LABEL: &str = "label";
+    pub const ASSIGN: &str = "assign";
+    pub const UNASSIGN: &str = "unassign";
+    pub const LOCK: &str = "lock";
+    pub const UNLOCK: &str = "unlock";
+    pub const DIFF: &str = "diff";
+    pub const REQUEST_REVIEW: &str = "request_review";
+    pub const APPROVE: &str = "approve";
+    pub const MERGE: &str = "merge";
+    pub const READ_LOG: &str = "read_log";
+    pub const ISSUES: &str = "issues";
+}
+
 /// Every op of the github host, in the order `ops/` lists them.
 pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| {
     Ops::new(vec![
         D::<Search> {
-            name: "search",
+            name: name::SEARCH,
             offers: |n| matches!(n, Node::Root | Node::Repo(_)),
             describe: |n| {
                 format!(
@@ -279,7 +305,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<CreateIssue> {
-            name: "create_issue",
+            name: name::CREATE_ISSUE,
             offers: |n| matches!(n, Node::Repo(_) | Node::Issues(_)),
             describe: |_| {
                 "Open a new issue: title, optional body (markdown), labels and assignees (names)."
@@ -293,7 +319,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<CreateStatus> {
-            name: "create_status",
+            name: name::CREATE_STATUS,
             offers: |n| matches!(n, Node::Repo(_)),
             describe: |_| {
                 "Set a commit status: sha, state pending|success|failure|error, context, description, target_url.".to_string()
@@ -331,7 +357,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<ReadFile> {
-            name: "read_file",
+            name: name::READ_FILE,
             offers: |n| matches!(n, Node::Repo(_)),
             describe: |_| {
                 "Read a file of the repository: path, ref (branch, tag or sha; default the default branch).".to_string()
@@ -357,7 +383,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<CreateLabel> {
-            name: "create_label",
+            name: name::CREATE_LABEL,
             offers: |n| matches!(n, Node::Labels(_)),
             describe: |_| {
                 "Create a label: name, color (6 hex digits, e.g. d73a4a), description.".to_string()
@@ -386,7 +412,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "read_body",
+            name: name::READ_BODY,
             offers: |n| matches!(n, Node::Item(..) | Node::Review(..) | Node::File(..)),
             describe: |n| match n {
                 Node::Review(..) => "Read the review's full text and verdict.".to_string(),
@@ -398,7 +424,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "get_metadata",
+            name: name::GET_METADATA,
             offers: |n| matches!(n, Node::Item(..) | Node::Branch(..)),
             describe: |n| match n {
                 Node::Branch(..) => "All of GitHub's fields of the branch as JSON.".to_string(),
@@ -428,7 +454,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Comment> {
-            name: "comment",
+            name: name::COMMENT,
             offers: is_item,
             describe: |n| format!("Add a comment to the {}: body (markdown).", what(n)),
             guard: needs_token,
@@ -445,7 +471,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Close> {
-            name: "close",
+            name: name::CLOSE,
             offers: is_item,
             describe: |n| {
                 format!(
@@ -477,7 +503,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "reopen",
+            name: name::REOPEN,
             offers: is_item,
             describe: |n| format!("Reopen the closed {}.", what(n)),
             guard: |h, c, n, _| h.closed_guard(*c, n),
@@ -489,7 +515,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Label> {
-            name: "label",
+            name: name::LABEL,
             offers: is_item,
             describe: |_| {
                 "Add and/or remove labels: add [names], remove [names] (see labels/).".to_string()
@@ -499,7 +525,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<User> {
-            name: "assign",
+            name: name::ASSIGN,
             offers: is_item,
             describe: |n| format!("Assign a user to the {}: user (GitHub login).", what(n)),
             guard: needs_token,
@@ -507,7 +533,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<User> {
-            name: "unassign",
+            name: name::UNASSIGN,
             offers: is_item,
             describe: |n| {
                 format!("Remove an assignee from the {}: user (GitHub login).", what(n))
@@ -517,7 +543,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Lock> {
-            name: "lock",
+            name: name::LOCK,
             offers: is_issue,
             describe: |_| {
                 "Lock the conversation: reason (optional: off-topic, too heated, resolved, spam)."
@@ -538,7 +564,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "unlock",
+            name: name::UNLOCK,
             offers: is_issue,
             describe: |_| "Unlock the conversation.".to_string(),
             guard: |h, c, n, _| h.locked_guard(*c, n, true),
@@ -555,7 +581,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "diff",
+            name: name::DIFF,
             offers: is_pull,
             describe: |_| {
                 "The pull request's changes as a unified diff (file by file).".to_string()
@@ -576,7 +602,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<RequestReview> {
-            name: "request_review",
+            name: name::REQUEST_REVIEW,
             offers: is_pull,
             describe: |_| {
                 "Ask someone to review the pull request: reviewer (GitHub login, not its author)."
@@ -597,7 +623,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Approve> {
-            name: "approve",
+            name: name::APPROVE,
             offers: is_pull,
             describe: |_| {
                 "Approve the pull request as the token's user: body (optional review text)."
@@ -628,7 +654,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Merge> {
-            name: "merge",
+            name: name::MERGE,
             offers: is_pull,
             describe: |_| {
                 "Merge into the base branch: method merge|squash|rebase (default merge). GitHub refuses it if the head moved since the guard was read.".to_string()
@@ -658,7 +684,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<NoArgs> {
-            name: "read_log",
+            name: name::READ_LOG,
             offers: |n| matches!(n, Node::Check(..)),
             describe: |_| {
                 "Read the check's output (title, summary, text) and where its full log is."
@@ -693,7 +719,7 @@ pub(super) static OPS: LazyLock<Ops<GithubHost, Node, Read>> = LazyLock::new(|| 
         }
         .into(),
         D::<Issues> {
-            name: "issues",
+            name: name::ISSUES,
             offers: |n| matches!(n, Node::Label(..)),
             describe: |_| {
                 "Issues and pull requests with this label, newest first, as paths: state open|closed|all (default all).".to_string()

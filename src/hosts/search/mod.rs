@@ -207,11 +207,19 @@ struct ReindexArgs {
     full: bool,
 }
 
+/// Every op's name, spelled once: the declarations below and the words that point to an
+/// op use these.
+pub(super) mod name {
+    pub const SEARCH: &str = "search";
+    pub const REINDEX: &str = "reindex";
+    pub const READ_BODY: &str = "read_body";
+}
+
 /// Every op of the search host, in the order `ops/` lists them.
 static OPS: LazyLock<Ops<SearchHost, At>> = LazyLock::new(|| {
     Ops::new(vec![
         Decl::<SearchHost, At, (), SearchArgs> {
-            name: "search",
+            name: name::SEARCH,
             offers: |at| at.node == Node::Root,
             describe: |at| {
                 format!(
@@ -226,7 +234,7 @@ static OPS: LazyLock<Ops<SearchHost, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<SearchHost, At, (), ReindexArgs> {
-            name: "reindex",
+            name: name::REINDEX,
             offers: |at| at.node == Node::Root,
             describe: |_| {
                 "Bring the index up to date with every source now (full: rebuild it from \
@@ -238,7 +246,7 @@ static OPS: LazyLock<Ops<SearchHost, At>> = LazyLock::new(|| {
         }
         .into(),
         Decl::<SearchHost, At, (), NoArgs> {
-            name: "read_body",
+            name: name::READ_BODY,
             offers: |at| matches!(at.node, Node::Result(_) | Node::Hit(..)),
             describe: |at| {
                 if matches!(at.node, Node::Hit(..)) {
