@@ -109,11 +109,6 @@ impl Invalidator {
         }
     }
 
-    /// How many nodes the kernel holds now.
-    fn held(&self) -> usize {
-        self.inodes.lock().map(|t| t.len()).unwrap_or(0)
-    }
-
     pub fn set_notifier(&self, notifier: Notifier) {
         let (tx, rx) = std::sync::mpsc::channel::<NameDrop>();
         let names = notifier.clone();
@@ -146,7 +141,7 @@ impl crate::world::Subscriber for Invalidator {
     }
 
     fn held(&self) -> usize {
-        Invalidator::held(self)
+        self.inodes.lock().map(|t| t.len()).unwrap_or(0)
     }
 }
 

@@ -141,7 +141,7 @@ impl SqliteJournal {
         ))
     }
 
-    fn conn(&self) -> WorldResult<std::sync::MutexGuard<'_, Connection>> {
+    fn conn(&self) -> MutexGuard<'_, Connection> {
         lock(&self.conn)
     }
 }
@@ -156,7 +156,7 @@ impl Journal for SqliteJournal {
         args: &str,
         guard: &Clean,
     ) -> WorldResult<Began> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         // One writer (this daemon, under the connection's lock): the next number is the
         // last one given plus one, kept in memory (a statement that computes it would be
         // planned again at every call: its plan depends on the bound path).
@@ -213,7 +213,7 @@ impl Journal for SqliteJournal {
     ) -> WorldResult<()> {
         let discovered = serde_json::to_string(discovered)
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
-        let mut conn = self.conn()?;
+        let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.prepare_cached(
             "UPDATE calls SET status = ?2, errno = ?3, result = ?4, discovered = ?5,
@@ -233,7 +233,7 @@ impl Journal for SqliteJournal {
     /// Settle a run marked interrupted at start-up, as its host knows it ended (`ok` with
     /// its result, or `not_run`); a run no longer interrupted is left alone.
     fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let n = conn.execute(
             "UPDATE calls SET status = ?2, errno = ?3, result = ?4 WHERE id = ?1 AND status = ?5",
             params![id, status, errno, result.as_str(), INTERRUPTED],
@@ -246,7 +246,7 @@ impl Journal for SqliteJournal {
         if events.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn()?;
+        let mut conn = self.conn();
         let tx = conn.transaction()?;
         insert_events(&tx, events)?;
         tx.commit()?;
@@ -255,7 +255,7 @@ impl Journal for SqliteJournal {
 
     /// Events after `cursor`, oldest first, at most `limit`.
     fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT cursor, at, kind, path, op, run, status FROM events
              WHERE cursor > ?1 ORDER BY cursor LIMIT ?2",
@@ -278,7 +278,7 @@ impl Journal for SqliteJournal {
     /// When the newest event after `cursor` happened (`None`: there is none).
     fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
         Ok(self
-            .conn()?
+            .conn()
             .query_row(
                 "SELECT at FROM events WHERE cursor > ?1 ORDER BY cursor DESC LIMIT 1",
                 params![cursor],
@@ -289,14 +289,14 @@ impl Journal for SqliteJournal {
 
     fn last_event(&self) -> WorldResult<i64> {
         Ok(self
-            .conn()?
+            .conn()
             .query_row("SELECT coalesce(max(cursor), 0) FROM events", [], |r| {
                 r.get(0)
             })?)
     }
 
     fn get(&self, id: i64) -> WorldResult<Option<Run>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt =
             conn.prepare_cached(&format!("SELECT {COLUMNS} FROM calls WHERE id = ?1"))?;
         Ok(stmt.query_row([id], row_to_run).optional()?)
@@ -313,7 +313,7 @@ impl Journal for SqliteJournal {
         if never_ran {
             return Ok(Vec::new());
         }
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT id, seq FROM calls WHERE path = ?1 AND op = ?2 ORDER BY id DESC LIMIT ?3",
         )?;
@@ -330,7 +330,7 @@ impl Journal for SqliteJournal {
 
     /// The journal id of run number `seq` of one op of one entry.
     fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt =
             conn.prepare_cached("SELECT id FROM calls WHERE path = ?1 AND op = ?2 AND seq = ?3")?;
         Ok(stmt
@@ -340,7 +340,7 @@ impl Journal for SqliteJournal {
 
     /// Runs still running, oldest first, at most `limit`.
     fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM calls WHERE status = 'running' ORDER BY id LIMIT ?1"
         ))?;
@@ -352,7 +352,7 @@ impl Journal for SqliteJournal {
 
     /// Newest calls first.
     fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT ?1"
         ))?;
@@ -365,7 +365,7 @@ impl Journal for SqliteJournal {
     /// Newest calls first, with `args` and `result` cut to their first `cut` characters by the
     /// database itself, so a view of recent calls costs the same whatever they carried.
     fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT id, started, finished, pid, uid, session, command, path, op,
                     substr(args, 1, ?2), '', status, errno, substr(result, 1, ?2), '[]', seq,
@@ -390,13 +390,13 @@ impl Journal for SqliteJournal {
 
     fn count(&self) -> WorldResult<i64> {
         Ok(self
-            .conn()?
+            .conn()
             .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))?)
     }
 
     /// How many calls are running now (begun, not finished).
     fn running(&self) -> WorldResult<i64> {
-        Ok(self.conn()?.query_row(
+        Ok(self.conn().query_row(
             "SELECT count(*) FROM calls WHERE status = 'running'",
             [],
             |r| r.get(0),
@@ -405,7 +405,7 @@ impl Journal for SqliteJournal {
 
     /// The database's size in bytes (pages in use, without the write-ahead log).
     fn bytes(&self) -> WorldResult<i64> {
-        Ok(self.conn()?.query_row(
+        Ok(self.conn().query_row(
             "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
             [],
             |r| r.get(0),
@@ -418,7 +418,7 @@ impl Journal for SqliteJournal {
             .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
         let expires_ms = new.expires_after.map(|d| d.as_millis() as f64);
         {
-            let mut conn = self.conn()?;
+            let mut conn = self.conn();
             let tx = conn.transaction()?;
             tx.execute(
                 "INSERT INTO approvals(run, rule, rule_text, approvers, self_approve, requested, expires, state)
@@ -445,7 +445,7 @@ impl Journal for SqliteJournal {
 
     /// The approval record of a run, if it asked for one.
     fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut st = conn.prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = ?1"
         ))?;
@@ -454,7 +454,7 @@ impl Journal for SqliteJournal {
 
     /// Runs waiting for a decision, oldest first, at most `limit`.
     fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
-        let conn = self.conn()?;
+        let conn = self.conn();
         let mut st = conn.prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = ?1 ORDER BY run LIMIT ?2"
         ))?;
@@ -474,7 +474,7 @@ impl Journal for SqliteJournal {
         change: &RunChange<'_>,
         events: &[Event],
     ) -> WorldResult<bool> {
-        let mut conn = self.conn()?;
+        let mut conn = self.conn();
         let tx = conn.transaction()?;
         let n = tx.execute(
             "UPDATE approvals SET state = ?2, decided_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
@@ -507,7 +507,7 @@ impl Journal for SqliteJournal {
         &self,
         result_of: &dyn Fn(&Approval) -> Clean<'static>,
     ) -> WorldResult<Vec<Expired>> {
-        let mut conn = self.conn()?;
+        let mut conn = self.conn();
         let tx = conn.transaction()?;
         let due: Vec<Expired> = {
             let mut st = tx.prepare_cached(&format!(
@@ -550,7 +550,7 @@ impl Journal for SqliteJournal {
 
     /// How long until the next pending run expires (zero if one is due), if any will.
     fn next_expiry(&self) -> WorldResult<Option<Duration>> {
-        let ms: Option<f64> = self.conn()?.query_row(
+        let ms: Option<f64> = self.conn().query_row(
             "SELECT (julianday(min(expires)) - julianday('now')) * 86400000.0
              FROM approvals WHERE state = ?1 AND expires IS NOT NULL",
             [PENDING],
@@ -560,7 +560,7 @@ impl Journal for SqliteJournal {
     }
 
     fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()> {
-        let mut conn = lock(&self.known_writer)?;
+        let mut conn = lock(&self.known_writer);
         let tx = conn.transaction()?;
         {
             let mut st = tx.prepare_cached(
@@ -579,7 +579,7 @@ impl Journal for SqliteJournal {
     }
 
     fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
-        let conn = lock(&self.known_reader)?;
+        let conn = lock(&self.known_reader);
         let (sql, args) = known::locate_query(words, limit, "indexable = 1", "LIKE", '?');
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map(rusqlite::params_from_iter(args.iter()), known_row)?;
@@ -587,14 +587,14 @@ impl Journal for SqliteJournal {
     }
 
     fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
-        let conn = lock(&self.known_reader)?;
+        let conn = lock(&self.known_reader);
         let mut st = conn.prepare_cached("SELECT path FROM known WHERE ref = ?1 ORDER BY path")?;
         let rows = st.query_map([reference], |r| r.get(0))?;
         Ok(rows.collect::<Result<Vec<String>, _>>()?)
     }
 
     fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
-        let conn = lock(&self.known_reader)?;
+        let conn = lock(&self.known_reader);
         let total: i64 = conn.query_row("SELECT count(*) FROM known", [], |r| r.get(0))?;
         let mut st = conn.prepare_cached(
             "SELECT path, ref, description, indexable FROM known ORDER BY seen DESC, path LIMIT ?1",
@@ -613,8 +613,8 @@ impl From<rusqlite::Error> for WorldError {
 
 /// A connection, its lock poisoned or not (every write is a transaction: a panic leaves
 /// none half done).
-fn lock(conn: &Mutex<Connection>) -> WorldResult<MutexGuard<'_, Connection>> {
-    Ok(conn.lock().unwrap_or_else(|p| p.into_inner()))
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn known_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnownEntry> {

@@ -170,7 +170,12 @@ impl World {
                 state_dir.display()
             ))
         })?;
-        let origin = remote::origin(state_dir);
+        // Who this mount is among others sharing its state (a look at the host name),
+        // asked only when state is shared.
+        let origin = state
+            .url
+            .map(|_| remote::origin(state_dir))
+            .unwrap_or_default();
         let crate::state::Opened {
             journal,
             interrupted,
