@@ -82,11 +82,18 @@ pub fn serve(world: Arc<World>, state_dir: &Path) -> Result<Control> {
     let owner = unsafe { libc::geteuid() };
     let mut sockets = vec![(state_dir.join(SOCKET), owner)];
     let mut others: Vec<(u32, bool)> = world
+        .calls()
         .policy_approvers()
         .into_iter()
         .map(|u| (u, true))
         .collect();
-    others.extend(world.pending_approvers().into_iter().map(|u| (u, false)));
+    others.extend(
+        world
+            .calls()
+            .pending_approvers()
+            .into_iter()
+            .map(|u| (u, false)),
+    );
     for (uid, in_policy) in others.into_iter().filter(|(u, _)| *u != owner) {
         if owner != 0 {
             let why = format!(
@@ -118,7 +125,7 @@ pub fn serve(world: Arc<World>, state_dir: &Path) -> Result<Control> {
             .context("cannot start the control socket's thread")?;
     }
     if let Some(first) = control.paths.first() {
-        world.set_control_socket(first);
+        world.calls().set_control_socket(first);
     }
     Ok(control)
 }

@@ -293,36 +293,37 @@ pub fn build_world(
     }
     let policy = manifest.policy()?;
     let state_url = opts.state_url.clone().or(manifest.state.url.clone());
-    let mut world = World::new(
-        manifest.world.clone(),
-        manifest.identity.clone(),
-        mounted,
-        crate::world::StateAt {
+    let world = World::new(crate::world::WorldParts {
+        settings: manifest.world.clone(),
+        identity: manifest.identity.clone(),
+        hosts: mounted,
+        state: crate::world::StateAt {
             dir: &opts.state_dir,
             url: state_url.as_deref(),
         },
-        opts.mount_point.clone(),
+        mount_point: opts.mount_point.clone(),
         config_text,
         subscriber,
-    )?;
+        policy,
+    })?;
     if world.interrupted_at_start > 0 {
         tracing::warn!(
             calls = world.interrupted_at_start,
             "calls cut off by the last stop are marked interrupted in the journal"
         );
     }
-    world.set_policy(policy);
     // Only the hosts keep senders: the listener ends when the world's hosts are gone.
     drop(changes);
     drop(ctx);
     let world = Arc::new(world);
-    world
+    let calls = world.calls();
+    calls
         .listen_for_host_changes(change_rx)
         .context("cannot start the host-changes thread")?;
-    world
+    calls
         .start_approvals()
         .context("cannot start the approvals' expiry thread")?;
-    world
+    calls
         .listen_to_other_mounts()
         .context("cannot start the thread that hears other mounts")?;
     Ok(world)

@@ -85,7 +85,7 @@ fn host_call(args: &[String]) -> Result<()> {
     let mut runtime = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let r = world.call(&target, op, op_args.as_bytes(), &caller);
+        let r = world.calls().call(&target, op, op_args.as_bytes(), &caller);
         runtime.push(t.elapsed().as_secs_f64() * 1e6);
         r.outcome?;
     }

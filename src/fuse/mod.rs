@@ -573,7 +573,7 @@ impl Filesystem for WorldFs {
                     return Err(refused("open", Errno::ESTALE));
                 }
                 let caller = Caller::from_pid(req.pid(), req.uid());
-                let doc = match self.world.open_call(target, op, &caller) {
+                let doc = match self.world.calls().open_call(target, op, &caller) {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);
@@ -594,7 +594,11 @@ impl Filesystem for WorldFs {
                 let caller = Caller::from_pid(req.pid(), req.uid());
                 let truncate = flags.0 & libc::O_TRUNC != 0;
                 let append = flags.0 & libc::O_APPEND != 0;
-                let doc = match self.world.open_body(entry, &caller, truncate, append) {
+                let doc = match self
+                    .world
+                    .calls()
+                    .open_body(entry, &caller, truncate, append)
+                {
                     Ok(doc) => doc,
                     Err(e) => {
                         self.inodes().close_writer(ino.0);

@@ -8,36 +8,16 @@ use super::error::{ErrorKind, WorldError, WorldResult};
 use super::node::*;
 use super::root_ops::event_line;
 use super::{line, readme, World};
-use super::{EVENTS_SHOWN, KNOWN_SHOWN, LOG_LINES, STABLE_TTL};
+use super::{EVENTS_SHOWN, KNOWN_SHOWN, STABLE_TTL};
 use crate::calendar::parse_iso;
 use crate::host::names;
-use crate::host::Body;
+
 use crate::host::Readiness;
 use crate::secrets::scrub;
-use crate::state::{self as journal, Run};
+use crate::state::{self as journal};
 
 /// How many runs in flight `.wip/status` names (all are in `.wip/runs`).
 const STATUS_RUNS: usize = 20;
-/// How many runs `.wip/runs` shows of each kind (in flight, ended).
-const RUNS_SHOWN: usize = 200;
-/// How many characters of a call's arguments and result `.wip/log` shows.
-const LOG_CUT: usize = 300;
-
-/// A text on one line: newlines, tabs and other control characters escaped.
-fn one_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// `12.3 KiB`: a size for people.
 fn human_bytes(n: i64) -> String {
     let mut v = n as f64;
@@ -81,7 +61,7 @@ impl World {
             });
         }
         if let NodeId::Body(e) = node {
-            let body = self.body_of(e)?;
+            let body = self.entries.body_of(e)?;
             return Ok(Snapshot {
                 ranged: body.bytes.is_none(),
                 bytes: body.bytes.unwrap_or_else(|| Arc::from(Vec::new())),
@@ -129,7 +109,8 @@ impl World {
             // A run's description moves while it runs.
             Target::Run(_) => Caching::Direct(Duration::ZERO),
             Target::Entry(e) => Caching::Stable(
-                self.hosts
+                self.entries
+                    .hosts()
                     .get(e.host)
                     .map(|m| m.host.cache_ttl())
                     .unwrap_or(STABLE_TTL),
@@ -169,21 +150,21 @@ impl World {
             }
             NodeId::Entry(e) => {
                 let caching = self.target_caching(&Target::Entry(e.clone()));
-                dir(caching, self.entry_modified(e)?)
+                dir(caching, self.entries.entry_modified(e)?)
             }
             NodeId::Body(e) => {
-                let body = self.body_of(e)?;
+                let body = self.entries.body_of(e)?;
                 NodeAttr {
                     kind: NodeKind::File,
                     size: body.size,
                     writable: body
                         .write
                         .as_ref()
-                        .is_some_and(|w| self.may_run(&Target::Entry(e.clone()), &w.op)),
+                        .is_some_and(|w| self.calls.may_run(&Target::Entry(e.clone()), &w.op)),
                     caching: self.target_caching(&Target::Entry(e.clone())),
                     modified: match body.modified {
                         Some(t) => Some(t),
-                        None => self.entry_modified(e)?,
+                        None => self.entries.entry_modified(e)?,
                     },
                 }
             }
@@ -193,22 +174,22 @@ impl World {
             // Its listing is invalidated with every call of the op.
             NodeId::Runs(t, op) => dir(
                 Caching::Stable(STABLE_TTL),
-                match self.journal.latest(&self.target_path(t), op)? {
-                    Some(id) => self.run_time(id)?,
+                match self.journal.latest(&self.calls.target_path(t), op)? {
+                    Some(id) => self.calls.run_time(id)?,
                     None => None,
                 },
             ),
             NodeId::Run(_, _, id) | NodeId::Discovered(id) | NodeId::RunContent(id) => {
-                dir(Caching::Stable(STABLE_TTL), self.run_time(*id)?)
+                dir(Caching::Stable(STABLE_TTL), self.calls.run_time(*id)?)
             }
             NodeId::RunContentFile(id, name) => NodeAttr {
                 kind: NodeKind::File,
-                size: std::fs::metadata(self.content_file(*id, name))
+                size: std::fs::metadata(self.calls.content_file(*id, name))
                     .map(|m| m.len())
                     .map_err(|e| WorldError::not_found(format!("content {name}: {e}")))?,
                 writable: false,
                 caching: Caching::Stable(STABLE_TTL),
-                modified: self.run_time(*id)?,
+                modified: self.calls.run_time(*id)?,
             },
             NodeId::OpsLink(t) => NodeAttr {
                 kind: NodeKind::Symlink,
@@ -222,7 +203,7 @@ impl World {
                 size: self.readlink(node)?.len() as u64,
                 writable: false,
                 caching: Caching::Stable(STABLE_TTL),
-                modified: self.run_time(*id)?,
+                modified: self.calls.run_time(*id)?,
             },
             NodeId::OpFile(_, _, OpFile::Call) => NodeAttr {
                 kind: NodeKind::File,
@@ -250,70 +231,30 @@ impl World {
     /// without attributes, and whoever looks at it gets them then.
     pub fn listing_attr(&self, node: &NodeId) -> WorldResult<Option<NodeAttr>> {
         if let NodeId::Info(Target::Entry(e), InfoFile::Description) = node {
-            if self.infos.get(e).is_some_and(|i| i.partial) {
+            if self.entries.is_partial(e) {
                 return Ok(None);
             }
         }
         self.attr(node, 0).map(Some)
     }
 
-    /// Whether the policy lets a call of `op` run now (or a person may approve it): a body
-    /// the host offers to replace through `op` is writable (`rw-`) only then. The host's
-    /// own guard was asked when it offered (`Body::write`), so only the policy is added.
-    fn may_run(&self, target: &Target, op: &str) -> bool {
-        let mut g = crate::host::Guard::default();
-        self.apply_policy(target, op, None, None, &mut g);
-        g.allowed() || self.awaits_approval(target, op, None, &g).is_some()
-    }
-
-    /// When an entry last changed, as its host knows it. A host that cannot say now (a
-    /// server restarting) costs the time, never the `stat`: the mount's start is shown.
-    fn entry_modified(&self, e: &EntryRef) -> WorldResult<Option<SystemTime>> {
-        if let Some(t) = self.mtimes.get(e) {
-            return Ok(t);
-        }
-        // What the host just said of the entry says it too (see `Host::modified`).
-        if let Some(t) = self.infos.get(e).and_then(|i| i.modified) {
-            return Ok(Some(t));
-        }
-        match self.host(e)?.host.modified(&e.path) {
-            Ok(t) => {
-                // Every node of the entry shows it: a walk asks once per entry.
-                if self.keeps_infos(e) {
-                    self.mtimes.insert(e.clone(), t);
-                }
-                Ok(t)
-            }
-            Err(err) => {
-                tracing::debug!(path = ?e.path, "no modification time: {err}");
-                Ok(None)
-            }
-        }
-    }
-
     fn target_modified(&self, t: &Target) -> WorldResult<Option<SystemTime>> {
         match t {
             Target::Root => Ok(None),
-            Target::Entry(e) => self.entry_modified(e),
-            Target::Run(id) => self.run_time(*id),
+            Target::Entry(e) => self.entries.entry_modified(e),
+            Target::Run(id) => self.calls.run_time(*id),
         }
-    }
-
-    /// When a run ended (or began, while it runs).
-    fn run_time(&self, id: i64) -> WorldResult<Option<SystemTime>> {
-        let run = self.run(id)?;
-        Ok(parse_iso(run.finished.as_deref().unwrap_or(&run.started)))
     }
 
     /// The time of a generated file: when what it shows last changed.
     fn file_modified(&self, node: &NodeId, session: u32) -> WorldResult<Option<SystemTime>> {
         Ok(match node {
-            NodeId::OpFile(t, op, OpFile::Result) => match self.result_run(t, op, session)? {
-                Some(id) => self.run_time(id)?,
+            NodeId::OpFile(t, op, OpFile::Result) => match self.calls.result_run(t, op, session)? {
+                Some(id) => self.calls.run_time(id)?,
                 None => None,
             },
             NodeId::Info(t, _) | NodeId::OpFile(t, _, _) => self.target_modified(t)?,
-            NodeId::RunFile(id, _) => self.run_time(*id)?,
+            NodeId::RunFile(id, _) => self.calls.run_time(*id)?,
             NodeId::WipFile(WipFile::Events) => self
                 .journal
                 .last_event_at(self.events_start)?
@@ -327,23 +268,15 @@ impl World {
         })
     }
 
-    /// The body of an entry, which must have one.
-    pub(super) fn body_of(&self, e: &EntryRef) -> WorldResult<Body> {
-        self.entry_body(e)?
-            .ok_or_else(|| WorldError::not_found("this entry has no body (any more)"))
-    }
-
-    /// What the host gives as the entry's body, reused for a moment (see `keeps_infos`).
-    pub(super) fn entry_body(&self, e: &EntryRef) -> WorldResult<Option<Body>> {
-        self.reused(&self.bodies, e, |h| h.body(&e.path))
-    }
-
     /// Whether a body's host gives its bodies as files (it offers `Host::body_file`): such a
     /// body is read one way only (passthrough, or through the daemon without the page
     /// cache, never both on one inode). Asked without opening anything.
     pub fn body_is_file(&self, node: &NodeId) -> bool {
         match node {
-            NodeId::Body(e) => self.host(e).is_ok_and(|m| m.host.bodies_are_files()),
+            NodeId::Body(e) => self
+                .entries
+                .host(e)
+                .is_ok_and(|m| m.host.bodies_are_files()),
             _ => false,
         }
     }
@@ -354,7 +287,7 @@ impl World {
         let NodeId::Body(e) = node else {
             return None;
         };
-        match self.host(e).ok()?.host.body_file(&e.path) {
+        match self.entries.host(e).ok()?.host.body_file(&e.path) {
             Ok(f) => f,
             Err(err) => {
                 tracing::debug!(path = ?e.path, "no file for the body: {err}");
@@ -374,7 +307,11 @@ impl World {
     ) -> WorldResult<Vec<u8>> {
         if snap.ranged {
             if let NodeId::Body(e) = node {
-                return Ok(self.host(e)?.host.read_body(&e.path, offset, size)?);
+                return Ok(self
+                    .entries
+                    .host(e)?
+                    .host
+                    .read_body(&e.path, offset, size)?);
             }
         }
         let bytes = &snap.bytes;
@@ -419,7 +356,7 @@ impl World {
             NodeId::RunFile(id, _) => {
                 // A run's files are final once it finished (a pending run is not).
                 if matches!(
-                    self.run(*id)?.status.as_str(),
+                    self.calls.run(*id)?.status.as_str(),
                     journal::RUNNING | journal::PENDING
                 ) {
                     Caching::Direct(Duration::ZERO)
@@ -434,17 +371,18 @@ impl World {
     /// The bytes of a file node, as `session` sees them.
     pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
         if let NodeId::Body(e) = node {
-            return self.body_bytes(e);
+            return self.entries.body_bytes(e);
         }
         if let NodeId::RunContentFile(id, name) = node {
-            return std::fs::read(self.content_file(*id, name))
+            return std::fs::read(self.calls.content_file(*id, name))
                 .map_err(|e| WorldError::backend(format!("content {name} of run {id}: {e}")));
         }
         let text = match node {
             NodeId::Readme => readme::render(self),
             NodeId::BranchDescription(prefix) => {
                 let held: Vec<String> = self
-                    .hosts
+                    .entries
+                    .hosts()
                     .iter()
                     .filter(|m| m.path.len() > prefix.len() && m.path.starts_with(prefix))
                     .map(|m| format!("{} ({})", m.path[prefix.len()..].join("/"), m.kind))
@@ -462,16 +400,16 @@ impl World {
                 line(&format!("wip://{}", self.settings.name))
             }
             NodeId::Info(Target::Run(id), f) => {
-                let run = self.run(*id)?;
+                let run = self.calls.run(*id)?;
                 match f {
-                    InfoFile::Description => line(&names::shown(&self.run_description(&run))),
-                    InfoFile::Ref => line(&self.run_ref(&run)),
+                    InfoFile::Description => line(&names::shown(&self.calls.run_description(&run))),
+                    InfoFile::Ref => line(&self.calls.run_ref(&run)),
                 }
             }
             NodeId::Info(Target::Entry(e), f) => {
                 let info = match f {
-                    InfoFile::Description => self.full_info(e)?,
-                    InfoFile::Ref => self.entry_info(e)?,
+                    InfoFile::Description => self.entries.full_info(e)?,
+                    InfoFile::Ref => self.entries.entry_info(e)?,
                 }
                 .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
@@ -480,7 +418,7 @@ impl World {
                 }
             }
             NodeId::OpFile(t, op, f) => {
-                let spec = self.op_spec(t, op)?;
+                let spec = self.entries.op_spec(t, op)?;
                 match f {
                     OpFile::Description => line(&spec.description),
                     OpFile::Schema => line(
@@ -489,9 +427,9 @@ impl World {
                         ))
                         .map_err(|e| WorldError::backend(e.to_string()))?,
                     ),
-                    OpFile::Guard => self.guard(t, op)?.render(),
+                    OpFile::Guard => self.calls.guard(t, op)?.render(),
                     OpFile::Call => String::new(),
-                    OpFile::Result => self.result_for(t, op, session)?,
+                    OpFile::Result => self.calls.result_for(t, op, session)?,
                     OpFile::OutputSchema => match &spec.output {
                         Some(o) => line(
                             &serde_json::to_string_pretty(o)
@@ -502,14 +440,14 @@ impl World {
                 }
             }
             NodeId::RunFile(id, f) => {
-                let run = self.run(*id)?;
+                let run = self.calls.run(*id)?;
                 match f {
                     RunFile::Args => line(&run.args),
                     RunFile::Status => line(&run.status),
-                    RunFile::Result => self.shown_result(&run),
-                    RunFile::Progress => self.progress_text(*id),
+                    RunFile::Result => self.calls.shown_result(&run),
+                    RunFile::Progress => self.calls.progress_text(*id),
                     RunFile::Guard => run.guard,
-                    RunFile::Approval => self.approval_text(*id)?,
+                    RunFile::Approval => self.calls.approval_text(*id)?,
                     RunFile::Caller => format!(
                         "pid {} · uid {} · session {} · {}\nstarted {}\nfinished {}\n",
                         run.pid,
@@ -521,13 +459,13 @@ impl World {
                     ),
                 }
             }
-            NodeId::WipFile(WipFile::Log) => self.log_text()?,
+            NodeId::WipFile(WipFile::Log) => self.calls.log_text()?,
             NodeId::WipFile(WipFile::Config) => self.config_text.clone(),
-            NodeId::WipFile(WipFile::Pending) => self.pending_text()?,
-            NodeId::WipFile(WipFile::Control) => self.control_text(),
+            NodeId::WipFile(WipFile::Pending) => self.calls.pending_text()?,
+            NodeId::WipFile(WipFile::Control) => self.calls.control_text(),
             NodeId::WipFile(WipFile::Known) => self.known_text()?,
             NodeId::WipFile(WipFile::Status) => self.status_text()?,
-            NodeId::WipFile(WipFile::Runs) => self.runs_text()?,
+            NodeId::WipFile(WipFile::Runs) => self.calls.runs_text()?,
             NodeId::WipFile(WipFile::Events) => {
                 let mut out = String::new();
                 for e in self.journal.events_after(self.events_start, EVENTS_SHOWN)? {
@@ -537,7 +475,7 @@ impl World {
             }
             NodeId::WipFile(WipFile::Stats) => format!(
                 "materialised_nodes {}\ncalls {}\nuptime_s {}\n",
-                self.subscriber.held(),
+                self.calls.held(),
                 self.journal.count()?,
                 self.started.elapsed().as_secs()
             ),
@@ -567,15 +505,15 @@ impl World {
                     (COMMENT, self.description()),
                     (REF, format!("wip://{}", self.settings.name)),
                 ],
-                Target::Entry(e) => match self.full_info(e)? {
+                Target::Entry(e) => match self.entries.full_info(e)? {
                     Some(info) => vec![(COMMENT, described(e, &info)), (REF, info.reference)],
                     None => Vec::new(),
                 },
                 Target::Run(id) => {
-                    let run = self.run(*id)?;
+                    let run = self.calls.run(*id)?;
                     vec![
-                        (COMMENT, self.run_description(&run)),
-                        (REF, self.run_ref(&run)),
+                        (COMMENT, self.calls.run_description(&run)),
+                        (REF, self.calls.run_ref(&run)),
                     ]
                 }
             })
@@ -587,7 +525,7 @@ impl World {
             NodeId::Op(t, op) | NodeId::OpFile(t, op, _) => {
                 let mut out = of_target(t)?;
                 out.retain(|(n, _)| *n == REF);
-                out.insert(0, (COMMENT, self.op_spec(t, op)?.description));
+                out.insert(0, (COMMENT, self.entries.op_spec(t, op)?.description));
                 out
             }
             _ => Vec::new(),
@@ -609,23 +547,6 @@ impl World {
         }
     }
 
-    /// The whole body of an entry (a ranged one read piece by piece).
-    pub fn body_bytes(&self, e: &EntryRef) -> WorldResult<Vec<u8>> {
-        let body = self.body_of(e)?;
-        if let Some(bytes) = body.bytes {
-            return Ok(bytes.to_vec());
-        }
-        let host = &self.host(e)?.host;
-        let mut out = Vec::new();
-        loop {
-            let piece = host.read_body(&e.path, out.len() as u64, 1 << 20)?;
-            if piece.is_empty() {
-                return Ok(out);
-            }
-            out.extend_from_slice(&piece);
-        }
-    }
-
     /// Target of a `discovered/N` link, relative to the link's folder; `.ops` for `ops`.
     pub fn readlink(&self, node: &NodeId) -> WorldResult<String> {
         if let NodeId::OpsLink(_) = node {
@@ -634,7 +555,7 @@ impl World {
         let NodeId::DiscoveredLink(id, i) = node else {
             return Err(WorldError::new(ErrorKind::NotSupported, "not a symlink"));
         };
-        let run = self.run(*id)?;
+        let run = self.calls.run(*id)?;
         let target = run
             .discovered
             .get(i - 1)
@@ -648,31 +569,18 @@ impl World {
         ))
     }
 
-    pub(super) fn run(&self, id: i64) -> WorldResult<Run> {
-        let mut run = self
-            .journal
-            .get(id)?
-            .ok_or_else(|| WorldError::not_found(format!("no run {id}")))?;
-        // The journal missed this outcome: show what the caller was told.
-        if let Some(text) = self
-            .calls
-            .unrecorded
-            .lock()
-            .ok()
-            .and_then(|u| u.get(&id).cloned())
-        {
-            run.result = text;
-        }
-        Ok(run)
-    }
-
     pub fn description(&self) -> String {
         let mut text = self
             .settings
             .description
             .clone()
             .unwrap_or_else(|| format!("World `{}`.", self.settings.name));
-        let names: Vec<String> = self.hosts.iter().map(|m| m.path.join("/")).collect();
+        let names: Vec<String> = self
+            .entries
+            .hosts()
+            .iter()
+            .map(|m| m.path.join("/"))
+            .collect();
         text.push_str(&format!(
             " Hosts: {}. You act as {} ({}).",
             names.join(", "),
@@ -684,7 +592,8 @@ impl World {
 
     /// Hosts still starting in the background: (world path, words).
     pub fn starting_hosts(&self) -> Vec<(String, String)> {
-        self.hosts
+        self.entries
+            .hosts()
             .iter()
             .filter_map(|m| match m.host.readiness() {
                 Readiness::Starting(w) => Some((m.path.join("/"), w)),
@@ -699,18 +608,19 @@ impl World {
         let mut out = format!(
             "world {} at {} · daemon pid {} · up {} s · {}\nhosts:\n",
             self.settings.name,
-            self.mount_point.display(),
+            self.entries.mount_point().display(),
             std::process::id(),
             self.started.elapsed().as_secs(),
             if starting { "starting" } else { "ready" }
         );
         let width = self
-            .hosts
+            .entries
+            .hosts()
             .iter()
             .map(|m| m.path.join("/").len() + 1)
             .max()
             .unwrap_or(0);
-        for m in &self.hosts {
+        for m in self.entries.hosts() {
             out.push_str(&format!(
                 "  {:width$}  {:8} {}\n",
                 format!("{}/", m.path.join("/")),
@@ -731,7 +641,7 @@ impl World {
                 "runs in flight (wait: RUN/ops/wait, stop: RUN/ops/cancel; all in .wip/runs):\n",
             );
             for run in self.journal.running_runs(STATUS_RUNS)? {
-                out.push_str(&format!("  {}\n", self.run_line(&run)));
+                out.push_str(&format!("  {}\n", self.calls.run_line(&run)));
             }
             if running as usize > STATUS_RUNS {
                 out.push_str(&format!(
@@ -743,45 +653,8 @@ impl World {
         Ok(out)
     }
 
-    /// `.wip/runs`: every run in flight (any mount's), then the latest that ended, one a
-    /// line: status, start, how long, the run's path, progress.
-    fn runs_text(&self) -> WorldResult<String> {
-        let running = self.journal.running_runs(RUNS_SHOWN)?;
-        let mut out = String::new();
-        for run in &running {
-            out.push_str(&self.run_line(run));
-            out.push('\n');
-        }
-        for run in self.journal.recent_brief(RUNS_SHOWN, 0)? {
-            if run.status != journal::RUNNING {
-                out.push_str(&self.run_line(&run));
-                out.push('\n');
-            }
-        }
-        if out.is_empty() {
-            out.push_str("no runs yet\n");
-        }
-        Ok(out)
-    }
-
-    /// One run on a line, as `.wip/runs` and `.wip/status` show it.
-    fn run_line(&self, run: &Run) -> String {
-        let dir = self.absolute(&self.run_world_path(run));
-        let mut line = format!(
-            "{:<10} {} {:>8} {}",
-            run.status,
-            run.started,
-            self.run_took(run),
-            names::shown(&dir)
-        );
-        if let Some(p) = self.progress_line(run.id) {
-            line.push_str(&format!(" · {p}"));
-        }
-        line
-    }
-
     fn known_text(&self) -> WorldResult<String> {
-        let (entries, total) = self.known.recent(KNOWN_SHOWN)?;
+        let (entries, total) = self.entries.known().recent(KNOWN_SHOWN)?;
         let mut out = String::new();
         for e in &entries {
             let mark = if e.indexable { "" } else { " (not indexable)" };
@@ -798,63 +671,6 @@ impl World {
             ));
         }
         Ok(out)
-    }
-
-    fn log_text(&self) -> WorldResult<String> {
-        let mut out = String::new();
-        // One line per call, whatever its arguments and result hold.
-        for run in self.journal.recent_brief(LOG_LINES, LOG_CUT)? {
-            out.push_str(&format!(
-                "#{} {} {:<11} {} {} args={} pid={} ({}) → {}\n",
-                run.id,
-                run.started,
-                run.status,
-                run.path,
-                run.op,
-                one_line(&run.args),
-                run.pid,
-                run.command.split(' ').next().unwrap_or(""),
-                one_line(run.result.trim_end())
-            ));
-        }
-        if out.is_empty() {
-            out.push_str("no calls yet\n");
-        }
-        Ok(out)
-    }
-
-    pub(super) fn result_for(
-        &self,
-        target: &Target,
-        op: &str,
-        session: u32,
-    ) -> WorldResult<String> {
-        match self.result_run(target, op, session)? {
-            Some(id) => Ok(self.shown_result(&self.run(id)?)),
-            None => Ok(String::new()),
-        }
-    }
-
-    /// A run's result; while it runs, where it got and how to wait for it or stop it.
-    fn shown_result(&self, run: &Run) -> String {
-        if run.status == journal::RUNNING && run.result.is_empty() {
-            self.running_text(run)
-        } else {
-            run.result.clone()
-        }
-    }
-
-    /// The run whose result `session` sees in `result`: its last call, else the latest.
-    fn result_run(&self, target: &Target, op: &str, session: u32) -> WorldResult<Option<i64>> {
-        let key = (target.clone(), op.to_string());
-        let remembered = self.calls.results.lock().ok().and_then(|r| {
-            r.get(&key)
-                .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
-        });
-        match remembered {
-            Some(id) => Ok(Some(id)),
-            None => self.journal.latest(&self.target_path(target), op),
-        }
     }
 }
 

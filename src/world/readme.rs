@@ -20,7 +20,7 @@ pub(super) fn render(world: &World) -> String {
         ));
     }
     let mount = world.mount_point().display();
-    let shared = if world.shared_state().is_some() {
+    let shared = if world.calls().shared_state().is_some() {
         "\nOther mounts share this world's state: `runs/`, `.wip/log`, `.wip/events` and the \
          known world include their calls, and what they change shows here too.\n"
     } else {

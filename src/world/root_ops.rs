@@ -3,90 +3,90 @@
 
 use serde_json::{json, Value};
 
+use super::call::run::RoutedOutcome;
+use super::entries::Entries;
 use super::error::{WorldError, WorldResult};
-use super::node::NodeId;
-use super::run::RoutedOutcome;
-use super::World;
 use super::FOUND_MAX;
 use crate::host::OpSpec;
-use crate::state::Event;
+use crate::state::{Event, Journal};
 
-impl World {
-    // ---- root ops -----------------------------------------------------------------
-
-    pub(super) fn root_call(&self, op: &str, args: &Value) -> WorldResult<RoutedOutcome> {
-        let text_arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("").trim();
-        match op {
-            "resolve" => {
-                let reference = text_arg("ref");
-                let mut out = RoutedOutcome::default();
-                for (i, m) in self.hosts.iter().enumerate() {
-                    for p in m.host.resolve(reference) {
-                        if m.host.exists(&p)? {
-                            out.discovered.push((i, p));
-                        }
+pub(super) fn call(
+    entries: &Entries,
+    journal: &dyn Journal,
+    op: &str,
+    args: &Value,
+) -> WorldResult<RoutedOutcome> {
+    let text_arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("").trim();
+    match op {
+        "resolve" => {
+            let reference = text_arg("ref");
+            let mut out = RoutedOutcome::default();
+            for (i, m) in entries.hosts().iter().enumerate() {
+                for p in m.host.resolve(reference) {
+                    if m.host.exists(&p)? {
+                        out.discovered.push((i, p));
                     }
                 }
-                // Other places the object was seen (search hits, query rows, …).
-                for path in self.known.paths_of(reference)? {
-                    self.push_known(&mut out, &path);
-                }
-                if out.discovered.is_empty() {
-                    return Err(WorldError::not_found(format!(
-                        "no entry has the ref {reference:?} (refs look like the content of any entry's `ref` file)"
-                    )));
-                }
-                out.result = format!("{} path(s) for {reference}:", out.discovered.len());
-                Ok(out)
             }
-            "locate" => {
-                let query = text_arg("query");
-                let words: Vec<String> = query.split_whitespace().map(str::to_string).collect();
-                if words.is_empty() {
-                    return Err(WorldError::invalid(
-                        "locate needs a query: words to find in paths and descriptions",
-                    ));
-                }
-                let mut out = RoutedOutcome::default();
-                for e in self.known.locate(&words, FOUND_MAX)? {
-                    self.push_known(&mut out, &e.path);
-                }
-                out.result = format!(
-                    "{} known entr{} match {query:?} (the known world: what was looked at or discovered; .wip/known lists it)",
-                    out.discovered.len(),
-                    if out.discovered.len() == 1 { "y" } else { "ies" }
-                );
-                Ok(out)
+            // Other places the object was seen (search hits, query rows, …).
+            for path in entries.known().paths_of(reference)? {
+                push_known(entries, &mut out, &path);
             }
-            "events" => {
-                let since = args.get("since").and_then(Value::as_i64).unwrap_or(0);
-                let events = self.journal.events_after(since, FOUND_MAX)?;
-                let mut text: String = events.iter().map(event_line).collect();
-                match events.last() {
-                    Some(last) if events.len() == FOUND_MAX => {
-                        text.push_str(&format!("… more: call again with since={}\n", last.cursor))
-                    }
-                    Some(_) => {}
-                    None => text.push_str(&format!("no events after {since}\n")),
-                }
-                Ok(RoutedOutcome {
-                    result: text,
-                    ..Default::default()
-                })
+            if out.discovered.is_empty() {
+                return Err(WorldError::not_found(format!(
+                    "no entry has the ref {reference:?} (refs look like the content of any entry's `ref` file)"
+                )));
             }
-            other => Err(WorldError::not_found(format!(
-                "no op {other:?} at the root"
-            ))),
+            out.result = format!("{} path(s) for {reference}:", out.discovered.len());
+            Ok(out)
         }
-    }
-
-    /// Add a known world path to a root op's discovered entries, if it still exists.
-    fn push_known(&self, out: &mut RoutedOutcome, path: &str) {
-        if let Ok(NodeId::Entry(e)) = self.resolve_path(path) {
-            let item = (e.host, e.path.to_vec());
-            if !out.discovered.contains(&item) {
-                out.discovered.push(item);
+        "locate" => {
+            let query = text_arg("query");
+            let words: Vec<String> = query.split_whitespace().map(str::to_string).collect();
+            if words.is_empty() {
+                return Err(WorldError::invalid(
+                    "locate needs a query: words to find in paths and descriptions",
+                ));
             }
+            let mut out = RoutedOutcome::default();
+            for e in entries.known().locate(&words, FOUND_MAX)? {
+                push_known(entries, &mut out, &e.path);
+            }
+            out.result = format!(
+                "{} known entr{} match {query:?} (the known world: what was looked at or discovered; .wip/known lists it)",
+                out.discovered.len(),
+                if out.discovered.len() == 1 { "y" } else { "ies" }
+            );
+            Ok(out)
+        }
+        "events" => {
+            let since = args.get("since").and_then(Value::as_i64).unwrap_or(0);
+            let events = journal.events_after(since, FOUND_MAX)?;
+            let mut text: String = events.iter().map(event_line).collect();
+            match events.last() {
+                Some(last) if events.len() == FOUND_MAX => {
+                    text.push_str(&format!("… more: call again with since={}\n", last.cursor))
+                }
+                Some(_) => {}
+                None => text.push_str(&format!("no events after {since}\n")),
+            }
+            Ok(RoutedOutcome {
+                result: text,
+                ..Default::default()
+            })
+        }
+        other => Err(WorldError::not_found(format!(
+            "no op {other:?} at the root"
+        ))),
+    }
+}
+
+/// Add a known world path to a root op's discovered entries, if it still exists.
+fn push_known(entries: &Entries, out: &mut RoutedOutcome, path: &str) {
+    if let Some(e) = entries.entry_at(path) {
+        let item = (e.host, e.path.to_vec());
+        if !out.discovered.contains(&item) {
+            out.discovered.push(item);
         }
     }
 }

@@ -215,24 +215,24 @@ pub(super) fn mem_world(
     state: &std::path::Path,
     policy: super::call::policy::Policy,
 ) -> Arc<World> {
-    let mut world = World::new(
+    let world = World::new(super::WorldParts {
         settings,
-        Identity::default(),
-        vec![Mounted {
+        identity: Identity::default(),
+        hosts: vec![Mounted {
             path: vec!["mem".into()],
             kind: "mem".into(),
             host: host.clone(),
         }],
-        super::StateAt {
+        state: super::StateAt {
             dir: state,
             url: None,
         },
-        "/mnt/w".into(),
-        String::new(),
-        Arc::new(super::Unsubscribed),
-    )
+        mount_point: "/mnt/w".into(),
+        config_text: String::new(),
+        subscriber: Arc::new(super::Unsubscribed),
+        policy,
+    })
     .unwrap();
-    world.set_policy(policy);
     Arc::new(world)
 }
 
@@ -255,7 +255,10 @@ pub(super) fn caller(session: u32) -> Caller {
 }
 
 pub(super) fn open(f: &Fixture, op: &str, session: u32) -> CallDoc {
-    f.world.open_call(&root(), op, &caller(session)).unwrap()
+    f.world
+        .calls()
+        .open_call(&root(), op, &caller(session))
+        .unwrap()
 }
 
 /// Write and wait for the descriptor's answer.
@@ -282,7 +285,7 @@ fn read(doc: &CallDoc) -> Result<String, i32> {
 }
 
 pub(super) fn result(f: &Fixture, op: &str, session: u32) -> String {
-    f.world.result_for(&root(), op, session).unwrap()
+    f.world.calls().result_for(&root(), op, session).unwrap()
 }
 
 pub(super) fn notes(f: &Fixture) -> Vec<String> {
@@ -365,7 +368,7 @@ fn a_blank_first_write_runs_with_no_arguments() {
 fn an_op_blocked_whatever_the_arguments_is_refused_at_open_and_journaled() {
     let f = world();
     f.host.closed.store(true, Ordering::SeqCst);
-    let err = match f.world.open_call(&root(), "close", &caller(7)) {
+    let err = match f.world.calls().open_call(&root(), "close", &caller(7)) {
         Err(e) => e,
         Ok(_) => panic!("opened"),
     };
@@ -532,7 +535,7 @@ fn run_op(
     args: &[u8],
     who: &Caller,
 ) -> Result<String, (i32, String)> {
-    let r = f.world.call(&Target::Run(id), op, args, who);
+    let r = f.world.calls().call(&Target::Run(id), op, args, who);
     match r.outcome {
         Ok(()) => Ok(r.text.to_string()),
         Err(e) => Err((e.errno(), r.text.to_string())),
@@ -825,7 +828,7 @@ fn a_call_waiting_for_a_worker_times_out_and_never_runs() {
     // (a verdict that does not depend on how long a loaded machine takes to get there).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let p = f.world.calls.pool.stats();
+        let p = f.world.calls().pool_stats();
         if p.queued == 0 && p.idle == p.threads {
             break;
         }
@@ -870,6 +873,7 @@ fn bounded_hosts_answer_on_the_callers_thread() {
     let here = std::thread::current().id();
     let doc = f
         .world
+        .calls()
         .open_call(&Target::Root, "locate", &caller(1))
         .unwrap();
     let (thread, r) = answered_on(&doc, b"{\"query\":\"nothing-like-this\"}");
@@ -932,7 +936,7 @@ fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
     };
     // A host that does not: asked once before the call, and the run keeps its answer.
     let f = world();
-    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    let r = f.world.calls().call(&root(), "close", b"\n", &caller(1));
     assert!(r.outcome.is_ok());
     assert_eq!(asks(&f), 1);
     assert_eq!(run_guard(&f, r.run), "allowed\n✓ open: open\n");
@@ -940,7 +944,7 @@ fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
     // One that does: not asked; the host's own refusal is the errno and the words.
     let f = world();
     f.host.checks_in_call.store(true, Ordering::SeqCst);
-    let r = f.world.call(&root(), "close", b"\n", &caller(1));
+    let r = f.world.calls().call(&root(), "close", b"\n", &caller(1));
     assert!(r.outcome.is_ok());
     assert_eq!(
         asks(&f),
@@ -948,12 +952,12 @@ fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
         "the runtime asked for the guard before the call"
     );
     assert!(run_guard(&f, r.run).contains("checked by the host as the call ran"));
-    let again = f.world.call(&root(), "close", b"\n", &caller(1));
+    let again = f.world.calls().call(&root(), "close", b"\n", &caller(1));
     assert_eq!(again.outcome.map_err(|e| e.errno()), Err(libc::EPERM));
     assert!(again.text.contains("already closed"), "{}", again.text);
     // Opening `call` still reads the guard, so bash hears the refusal at open.
     let before = asks(&f);
-    let refused = f.world.open_call(&root(), "close", &caller(1));
+    let refused = f.world.calls().open_call(&root(), "close", &caller(1));
     assert_eq!(refused.err().map(|e| e.errno()), Some(libc::EPERM));
     assert_eq!(asks(&f), before + 1);
 }
@@ -1029,25 +1033,26 @@ impl Host for Shelf {
 
 fn shelf(titled: bool) -> (Arc<World>, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
-    let world = World::new(
-        WorldSettings {
+    let world = World::new(super::WorldParts {
+        settings: WorldSettings {
             titled,
             ..WorldSettings::default()
         },
-        Identity::default(),
-        vec![Mounted {
+        identity: Identity::default(),
+        hosts: vec![Mounted {
             path: vec!["shelf".into()],
             kind: "shelf".into(),
             host: Arc::new(Shelf),
         }],
-        super::StateAt {
+        state: super::StateAt {
             dir: state.path(),
             url: None,
         },
-        "/mnt/w".into(),
-        String::new(),
-        Arc::new(super::Unsubscribed),
-    )
+        mount_point: "/mnt/w".into(),
+        config_text: String::new(),
+        subscriber: Arc::new(super::Unsubscribed),
+        policy: Default::default(),
+    })
     .unwrap();
     (Arc::new(world), state)
 }
@@ -1116,7 +1121,7 @@ fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
     w.resolve_path("/shelf/items/1 Crash when config is missing")
         .unwrap();
     let target = Target::Entry(EntryRef::new(0, Vec::new()));
-    let report = w.call(&target, "find", b"\n", &caller(1));
+    let report = w.calls().call(&target, "find", b"\n", &caller(1));
     assert!(report.outcome.is_ok(), "{}", report.text);
     assert_eq!(&*report.text, "found\n/mnt/w/shelf/items/1\titem 1\n");
     let link = w
@@ -1185,6 +1190,7 @@ fn writing_a_body_is_one_journaled_call_of_its_write_op() {
     *f.host.body.lock().unwrap() = "old\n".into();
     let doc = f
         .world
+        .calls()
         .open_body(&entry(), &caller(3), true, false)
         .unwrap();
     assert_eq!(doc.write(0, b"new "), Ok(4));
@@ -1211,6 +1217,7 @@ fn a_body_opened_without_truncating_starts_from_its_content() {
     // `>>` appends at the end of what is there.
     let doc = f
         .world
+        .calls()
         .open_body(&entry(), &caller(1), false, true)
         .unwrap();
     assert_eq!(doc.read(0, 100), b"one\n");
@@ -1221,6 +1228,7 @@ fn a_body_opened_without_truncating_starts_from_its_content() {
     // Opened and closed without a change, it runs nothing.
     let untouched = f
         .world
+        .calls()
         .open_body(&entry(), &caller(1), false, false)
         .unwrap();
     assert_eq!(body_flush(&untouched, true), Ok(()));
@@ -1229,6 +1237,7 @@ fn a_body_opened_without_truncating_starts_from_its_content() {
     // An O_TRUNC open and close empties it: that is a change.
     let emptied = f
         .world
+        .calls()
         .open_body(&entry(), &caller(1), true, false)
         .unwrap();
     assert_eq!(body_flush(&emptied, true), Ok(()));
@@ -1243,6 +1252,7 @@ fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
     assert!(!f.world.attr(&NodeId::Body(entry()), 0).unwrap().writable);
     let err = f
         .world
+        .calls()
         .open_body(&entry(), &caller(1), true, false)
         .err()
         .unwrap();
@@ -1255,6 +1265,7 @@ fn a_body_that_is_not_text_is_refused_with_words_and_journaled() {
     let f = world();
     let doc = f
         .world
+        .calls()
         .open_body(&entry(), &caller(1), true, false)
         .unwrap();
     doc.write(0, &[0xff, 0xfe, b'x']).unwrap();
@@ -1271,7 +1282,7 @@ fn nodes_show_when_what_they_show_last_changed() {
     let result_node = NodeId::OpFile(root(), intern("note"), OpFile::Result);
     assert_eq!(f.world.attr(&result_node, 1).unwrap().modified, None);
     let before = std::time::SystemTime::now() - Duration::from_secs(1);
-    let report = f.world.call(&root(), "note", b"x", &caller(1));
+    let report = f.world.calls().call(&root(), "note", b"x", &caller(1));
     assert!(report.outcome.is_ok());
     let at = |n: &NodeId| f.world.attr(n, 1).unwrap().modified.unwrap();
     assert!(at(&result_node) >= before);
@@ -1305,22 +1316,23 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
     let db = crate::state::pg::TestDb::create();
     let host = Arc::new(MemHost::default());
     let state = tempfile::tempdir().unwrap();
-    let world = World::new(
-        WorldSettings::default(),
-        Identity::default(),
-        vec![Mounted {
+    let world = World::new(super::WorldParts {
+        settings: WorldSettings::default(),
+        identity: Identity::default(),
+        hosts: vec![Mounted {
             path: vec!["mem".into()],
             kind: "mem".into(),
             host: host.clone(),
         }],
-        super::StateAt {
+        state: super::StateAt {
             dir: state.path(),
             url: Some(&db.url),
         },
-        "/mnt/w".into(),
-        String::new(),
-        Arc::new(super::Unsubscribed),
-    )
+        mount_point: "/mnt/w".into(),
+        config_text: String::new(),
+        subscriber: Arc::new(super::Unsubscribed),
+        policy: Default::default(),
+    })
     .unwrap();
     let f = Fixture {
         world: Arc::new(world),
@@ -1350,7 +1362,7 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
     // `result` shows the same words, once the pool has connected again.
     let mut shown = None;
     for _ in 0..32 {
-        if let Ok(text) = f.world.result_for(&root(), "sleep", 1) {
+        if let Ok(text) = f.world.calls().result_for(&root(), "sleep", 1) {
             shown = Some(text);
             break;
         }
@@ -1412,25 +1424,26 @@ impl Fruit {
 #[test]
 fn a_titled_name_that_would_collide_keeps_its_bare_name() {
     let state = tempfile::tempdir().unwrap();
-    let world = World::new(
-        WorldSettings {
+    let world = World::new(super::WorldParts {
+        settings: WorldSettings {
             titled: true,
             ..WorldSettings::default()
         },
-        Identity::default(),
-        vec![Mounted {
+        identity: Identity::default(),
+        hosts: vec![Mounted {
             path: vec!["fruit".into()],
             kind: "fruit".into(),
             host: Arc::new(Fruit),
         }],
-        super::StateAt {
+        state: super::StateAt {
             dir: state.path(),
             url: None,
         },
-        "/mnt/w".into(),
-        String::new(),
-        Arc::new(super::Unsubscribed),
-    )
+        mount_point: "/mnt/w".into(),
+        config_text: String::new(),
+        subscriber: Arc::new(super::Unsubscribed),
+        policy: Default::default(),
+    })
     .unwrap();
     let dir = world.resolve_path("/fruit").unwrap();
     let mut names: Vec<String> = world

@@ -44,7 +44,8 @@ impl World {
                 } else if name == OPS_DIR {
                     Some(NodeId::Ops(Target::Entry(e.clone())))
                 } else if name == "body" {
-                    self.host(e)?
+                    self.entries
+                        .host(e)?
                         .host
                         .body(&e.path)?
                         .map(|_| NodeId::Body(e.clone()))
@@ -72,6 +73,7 @@ impl World {
             // Through the link as through the folder (the kernel follows the link itself;
             // a world path is resolved here the same way).
             NodeId::Ops(t) | NodeId::OpsLink(t) => self
+                .entries
                 .ops(t)?
                 .iter()
                 .find(|o| o.name == name)
@@ -80,7 +82,8 @@ impl World {
                 if name == "runs" {
                     Some(NodeId::Runs(t.clone(), op.clone()))
                 } else if name == OUTPUT_SCHEMA {
-                    self.op_spec(t, op)?
+                    self.entries
+                        .op_spec(t, op)?
                         .output
                         .is_some()
                         .then(|| NodeId::OpFile(t.clone(), op.clone(), OpFile::OutputSchema))
@@ -92,7 +95,7 @@ impl World {
             NodeId::Runs(t, op) => match name.parse::<i64>() {
                 Ok(seq) if seq >= 1 && name == seq.to_string() => self
                     .journal
-                    .numbered(&self.target_path(t), op, seq)?
+                    .numbered(&self.calls.target_path(t), op, seq)?
                     .map(|id| NodeId::Run(t.clone(), op.clone(), id)),
                 _ => None,
             },
@@ -107,9 +110,12 @@ impl World {
                 } else if name == "discovered" {
                     Some(NodeId::Discovered(*id))
                 } else if name == "content" {
-                    self.has_content(*id).then_some(NodeId::RunContent(*id))
+                    self.calls
+                        .has_content(*id)
+                        .then_some(NodeId::RunContent(*id))
                 } else if name == "approval" {
-                    self.has_approval(*id)?
+                    self.calls
+                        .has_approval(*id)?
                         .then_some(NodeId::RunFile(*id, RunFile::Approval))
                 } else {
                     by_name(&RunFile::ALL, name).map(|f| NodeId::RunFile(*id, f))
@@ -124,6 +130,7 @@ impl World {
                 _ => None,
             },
             NodeId::RunContent(id) => self
+                .calls
                 .content_names(*id)
                 .into_iter()
                 .find(|n| n == name)
@@ -137,13 +144,13 @@ impl World {
     /// The host child `raw` (a host name, unescaped) of entry `e`, remembered if it exists.
     fn child_entry(&self, e: &EntryRef, raw: String) -> WorldResult<Option<NodeId>> {
         let child = e.child(raw);
-        Ok(match self.entry_info(&child)? {
+        Ok(match self.entries.entry_info(&child)? {
             Some(info) => {
-                self.remember(&child, &info);
+                self.entries.remember(&child, &info);
                 Some(NodeId::Entry(child))
             }
             // Removed by a call of its own: its ops' results stay at the path a while.
-            None if self.is_gone(&child) => Some(NodeId::Entry(child)),
+            None if self.entries.is_gone(&child) => Some(NodeId::Entry(child)),
             None => None,
         })
     }
@@ -156,7 +163,7 @@ impl World {
                 continue;
             };
             let child = e.child(raw);
-            let Some(info) = self.entry_info(&child)? else {
+            let Some(info) = self.entries.entry_info(&child)? else {
                 continue;
             };
             let matches = info
@@ -165,7 +172,7 @@ impl World {
                 .and_then(|t| titles::titled_name(bare, t))
                 .is_some_and(|titled| titled == name);
             if matches {
-                self.remember(&child, &info);
+                self.entries.remember(&child, &info);
                 return Ok(Some(NodeId::Entry(child)));
             }
         }
@@ -176,10 +183,11 @@ impl World {
     fn branch_child(&self, prefix: &[String], name: &str) -> Option<NodeId> {
         let mut path = prefix.to_vec();
         path.push(name.to_string());
-        if let Some(i) = self.hosts.iter().position(|m| m.path == path) {
+        if let Some(i) = self.entries.hosts().iter().position(|m| m.path == path) {
             return Some(NodeId::Entry(EntryRef::new(i, Vec::new())));
         }
-        self.hosts
+        self.entries
+            .hosts()
             .iter()
             .any(|m| m.path.len() > path.len() && m.path.starts_with(&path))
             .then_some(NodeId::Branch(path))
@@ -210,16 +218,18 @@ impl World {
                 out.extend(self.branch_children(prefix));
                 out
             }
-            NodeId::Entry(e) if self.is_gone(e) && !self.host(e)?.host.exists(&e.path)? => {
+            NodeId::Entry(e)
+                if self.entries.is_gone(e) && !self.entries.host(e)?.host.exists(&e.path)? =>
+            {
                 // Only the ops that removed it: the rest of it is gone.
                 vec![("ops".into(), NodeId::OpsLink(Target::Entry(e.clone())))]
             }
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
-                let m = self.host(e)?;
+                let m = self.entries.host(e)?;
                 // A body the host cannot give now leaves the listing (and `ls`) whole.
-                match self.entry_body(e) {
+                match self.entries.entry_body(e) {
                     Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
                     Ok(None) => {}
                     Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
@@ -240,12 +250,13 @@ impl World {
                         continue;
                     }
                     let entry = e.child(child.name);
-                    self.note_info(&entry, &child.info);
+                    self.entries.note_info(&entry, &child.info);
                     out.push((shown, NodeId::Entry(entry)));
                 }
                 out
             }
             NodeId::Ops(t) => self
+                .entries
                 .ops(t)?
                 .iter()
                 .map(|o| (o.name.clone(), NodeId::Op(t.clone(), intern(&o.name))))
@@ -255,7 +266,7 @@ impl World {
                     .iter()
                     .map(|(n, f)| (n.to_string(), NodeId::OpFile(t.clone(), op.clone(), *f)))
                     .collect();
-                if self.op_spec(t, op)?.output.is_some() {
+                if self.entries.op_spec(t, op)?.output.is_some() {
                     out.insert(
                         2,
                         (
@@ -268,7 +279,7 @@ impl World {
             }
             NodeId::Runs(t, op) => self
                 .journal
-                .runs_of(&self.target_path(t), op, RUNS_LISTED)?
+                .runs_of(&self.calls.target_path(t), op, RUNS_LISTED)?
                 .into_iter()
                 .map(|b| (b.seq.to_string(), NodeId::Run(t.clone(), op.clone(), b.id)))
                 .collect(),
@@ -286,21 +297,22 @@ impl World {
                         .map(|(n, f)| (n.to_string(), NodeId::RunFile(*id, *f))),
                 );
                 out.push(("discovered".into(), NodeId::Discovered(*id)));
-                if self.has_content(*id) {
+                if self.calls.has_content(*id) {
                     out.push(("content".into(), NodeId::RunContent(*id)));
                 }
-                if self.has_approval(*id)? {
+                if self.calls.has_approval(*id)? {
                     out.push(("approval".into(), NodeId::RunFile(*id, RunFile::Approval)));
                 }
                 out
             }
             NodeId::Discovered(id) => {
-                let n = self.run(*id)?.discovered.len();
+                let n = self.calls.run(*id)?.discovered.len();
                 (1..=n)
                     .map(|i| (i.to_string(), NodeId::DiscoveredLink(*id, i)))
                     .collect()
             }
             NodeId::RunContent(id) => self
+                .calls
                 .content_names(*id)
                 .into_iter()
                 .map(|n| (n.clone(), NodeId::RunContentFile(*id, intern(&n))))
@@ -347,7 +359,7 @@ impl World {
 
     fn branch_children(&self, prefix: &[String]) -> Vec<(String, NodeId)> {
         let mut out: Vec<(String, NodeId)> = Vec::new();
-        for m in &self.hosts {
+        for m in self.entries.hosts() {
             if m.path.len() > prefix.len() && m.path.starts_with(prefix) {
                 let name = m.path[prefix.len()].clone();
                 if out.iter().any(|(n, _)| *n == name) {

@@ -9,17 +9,16 @@
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::doc::CallReport;
-use super::policy::{self, Action, Policy, Rule, Verdict};
-use crate::host::{self, Caller, Condition, Guard};
+use super::policy::{self, Policy, Rule};
+use super::Pipeline;
+use crate::host::{self, Caller};
 use crate::state::{
     Approval, Clean, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
 };
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::*;
-use crate::world::{line, readme, World};
+use crate::world::{line, readme};
 
 /// How many pending runs `.wip/pending` lists.
 const PENDING_SHOWN: usize = 1000;
@@ -27,13 +26,23 @@ const PENDING_SHOWN: usize = 1000;
 const EXPIRY_TICK: Duration = Duration::from_secs(60);
 
 /// The world's policy and what its pending runs need.
-#[derive(Default)]
 pub(in crate::world) struct Approvals {
-    policy: Policy,
+    pub(super) policy: Policy,
     expiry: Arc<Wakeup>,
     thread: OnceLock<()>,
     /// Where the control socket listens (shown in `.wip/control`).
     control: Mutex<Option<String>>,
+}
+
+impl Approvals {
+    pub(in crate::world) fn new(policy: Policy) -> Approvals {
+        Approvals {
+            policy,
+            expiry: Arc::default(),
+            thread: OnceLock::new(),
+            control: Mutex::new(None),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -104,15 +113,10 @@ fn parse_run_path(rest: &str) -> Option<(String, String, i64)> {
     })
 }
 
-impl World {
-    /// Install the manifest's policy (before the world is shared).
-    pub fn set_policy(&mut self, policy: Policy) {
-        self.calls.approvals.policy = policy;
-    }
-
+impl Pipeline {
     /// Say where the control socket listens (`.wip/control` shows it).
     pub fn set_control_socket(&self, path: &std::path::Path) {
-        if let Ok(mut c) = self.calls.approvals.control.lock() {
+        if let Ok(mut c) = self.approvals.control.lock() {
             *c = Some(path.display().to_string());
         }
     }
@@ -120,7 +124,6 @@ impl World {
     /// The uids the policy's rules let decide.
     pub fn policy_approvers(&self) -> Vec<u32> {
         let mut uids: Vec<u32> = self
-            .calls
             .approvals
             .policy
             .rules()
@@ -147,130 +150,6 @@ impl World {
         uids.sort_unstable();
         uids.dedup();
         uids
-    }
-
-    /// `ENTRY/ops/NAME`, the path policy rules match.
-    fn op_world_path(&self, target: &Target, op: &str) -> String {
-        let base = self.target_path(target);
-        match base.trim_start_matches('/') {
-            "" => format!("ops/{op}"),
-            base => format!("{base}/ops/{op}"),
-        }
-    }
-
-    /// The absolute path of a run's folder.
-    /// The absolute path of a run's folder: run `id` (journal) is `runs/SEQ` of its op.
-    pub(in crate::world) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
-        self.absolute(&super::live::run_path(entry_path, op, self.seq_of(id)))
-    }
-
-    fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {
-        let policy = &self.calls.approvals.policy;
-        if policy.is_empty() {
-            return Verdict::default();
-        }
-        policy.verdict(&self.op_world_path(target, op), args)
-    }
-
-    /// Add the policy's lines to a guard: the manifest's rules, else the host's default.
-    /// `approved` names who approved the run being checked again before it runs.
-    pub(in crate::world) fn apply_policy(
-        &self,
-        target: &Target,
-        op: &str,
-        args: Option<&Value>,
-        approved: Option<&str>,
-        guard: &mut Guard,
-    ) {
-        let verdict = self.verdict(target, op, args);
-        let default = match (&verdict.rule, target) {
-            (None, Target::Entry(e)) => self
-                .hosts
-                .get(e.host)
-                .and_then(|m| m.host.policy_default(&e.path, op)),
-            _ => None,
-        };
-        guard.conditions.extend(self.implied_conditions(target, op));
-        guard
-            .conditions
-            .extend(Policy::conditions(&verdict, default, approved));
-    }
-
-    /// The rules for what a call also does (`Host::implied_ops`): a side effect a rule
-    /// denies, or holds for a person's sign-off, refuses the call (EACCES), naming it. A
-    /// person's yes is for the op it was asked for, never carried over to another.
-    fn implied_conditions(&self, target: &Target, op: &str) -> Vec<Condition> {
-        let (Target::Entry(e), false) = (target, self.calls.approvals.policy.is_empty()) else {
-            return Vec::new();
-        };
-        let Some(m) = self.hosts.get(e.host) else {
-            return Vec::new();
-        };
-        let implied = match m.host.implied_ops(&e.path, op) {
-            Ok(i) => i,
-            Err(err) => {
-                return vec![Condition::policy(
-                    "side_effects",
-                    false,
-                    format!("cannot tell what else this call would change ({err}); the policy's rules for it cannot be checked"),
-                )]
-            }
-        };
-        let mut out = Vec::new();
-        for (path, side_op) in implied {
-            let side = Target::Entry(EntryRef::new(e.host, path));
-            let Some(rule) = self.verdict(&side, &side_op, None).rule else {
-                continue;
-            };
-            let at = self.op_world_path(&side, &side_op);
-            let why = rule
-                .reason
-                .as_deref()
-                .map(|w| format!(": {w}"))
-                .unwrap_or_default();
-            let words = match rule.action {
-                Action::Allow => continue,
-                Action::Deny => format!(
-                    "this call would also run {at}, which rule {} ({}) denies{why}",
-                    rule.number,
-                    rule.describe()
-                ),
-                Action::Approve => format!(
-                    "this call would also run {at}, which rule {} ({}) holds for a person's sign-off{why}; run that op first, then this one",
-                    rule.number,
-                    rule.describe()
-                ),
-            };
-            out.push(Condition::policy("side_effects", false, words));
-        }
-        out
-    }
-
-    /// The rule that makes this call wait for a person, when that is all that stands in its
-    /// way (a guard failing otherwise refuses the call, as without a policy).
-    pub(in crate::world) fn awaits_approval(
-        &self,
-        target: &Target,
-        op: &str,
-        args: Option<&Value>,
-        guard: &Guard,
-    ) -> Option<Rule> {
-        let verdict = self.verdict(target, op, args);
-        let rule = verdict.approval()?;
-        // The approval line is the guard's last (apply_policy adds it after the host's).
-        let (last, rest) = guard.conditions.split_last()?;
-        (last.name == super::policy::SIGN_OFF && !last.ok && rest.iter().all(|c| c.ok))
-            .then(|| rule.clone())
-    }
-
-    /// Whether a policy rule asks a person's sign-off for this call.
-    pub(in crate::world) fn awaits_approval_rule(
-        &self,
-        target: &Target,
-        op: &str,
-        args: &Value,
-    ) -> bool {
-        self.verdict(target, op, Some(args)).approval().is_some()
     }
 
     /// Hold a journaled call for a person's sign-off: a pending run, EINPROGRESS with the
@@ -304,7 +183,7 @@ impl World {
         };
         let report = self.complete(target, op, caller, id, outcome);
         self.publish(&[NodeId::WipFile(WipFile::Pending)]);
-        self.calls.approvals.expiry.wake();
+        self.approvals.expiry.wake();
         report
     }
 
@@ -334,20 +213,22 @@ impl World {
                 " and not from this terminal session"
             },
             approvers = approvers.join(", "),
-            pending = self.absolute("/.wip/pending"),
+            pending = self.entries.absolute("/.wip/pending"),
         )
     }
 
     /// A person's decision on a pending run, named by its path in the mount
     /// (`…/ops/OP/runs/ID`) or its id. An approval runs the call and waits for it (at most
-    /// the world's call timeout).
-    pub fn decide(
+    /// the call timeout).
+    /// `in_tree` is the run a path inside the mount leads to through the tree, if any.
+    pub(in crate::world) fn decide(
         self: &Arc<Self>,
         run_ref: &str,
+        in_tree: impl Fn(&str) -> Option<i64>,
         verb: &Verb,
         who: &Person,
     ) -> WorldResult<Decided> {
-        let id = self.run_named(run_ref)?;
+        let id = self.run_named(run_ref, in_tree)?;
         // A run whose time is up expired, whether or not the watch got to it yet.
         self.expire_now();
         let run = self.run(id)?;
@@ -397,10 +278,10 @@ impl World {
         let prepared = target
             .clone()
             .ok_or_else(|| {
-                WorldError::not_found(format!("{} is no longer in this world", run.path))
+                WorldError::not_found(format!("{} is no longer in this calls", run.path))
             })
             .and_then(|t| {
-                let spec = self.op_spec(&t, &run.op)?;
+                let spec = self.entries.op_spec(&t, &run.op)?;
                 let args = super::args::parse_and_validate(run.args.as_bytes(), &spec.schema)?;
                 let mut guard = self.host_guard(&t, &run.op, Some(&args))?;
                 self.apply_policy(&t, &run.op, Some(&args), Some(&by), &mut guard);
@@ -489,13 +370,13 @@ impl World {
     }
 
     /// The run a decision names: an id, or a run's path inside this mount.
-    fn run_named(&self, run_ref: &str) -> WorldResult<i64> {
+    fn run_named(&self, run_ref: &str, in_tree: impl Fn(&str) -> Option<i64>) -> WorldResult<i64> {
         let run_ref = run_ref.trim();
         if let Ok(id) = run_ref.parse::<i64>() {
             self.run(id)?;
             return Ok(id);
         }
-        let mount = self.mount_point.display().to_string();
+        let mount = self.entries.mount_point().display().to_string();
         let mount = mount.trim_end_matches('/');
         let rest = run_ref
             .strip_prefix(mount)
@@ -506,13 +387,7 @@ impl World {
                 ))
             })?;
         // Through the tree first: `ops/`, `.ops/` and titled names are the same run.
-        if let Ok(
-            NodeId::Run(_, _, id)
-            | NodeId::RunFile(id, _)
-            | NodeId::Discovered(id)
-            | NodeId::DiscoveredLink(id, _),
-        ) = self.resolve_path(rest)
-        {
+        if let Some(id) = in_tree(rest) {
             self.run(id)?;
             return Ok(id);
         }
@@ -531,7 +406,7 @@ impl World {
         if world_path == "/" {
             return Some(Target::Root);
         }
-        self.entry_ref_at(world_path).map(Target::Entry)
+        self.entries.entry_ref_at(world_path).map(Target::Entry)
     }
 
     fn lost_race(&self, id: i64) -> WorldError {
@@ -609,15 +484,15 @@ impl World {
     /// Start the thread that expires pending runs when their time is up (also those that
     /// expired while the world was not mounted).
     pub fn start_approvals(self: &Arc<Self>) -> std::io::Result<()> {
-        if self.calls.approvals.thread.get().is_some() {
+        if self.approvals.thread.get().is_some() {
             return Ok(());
         }
-        let world: Weak<World> = Arc::downgrade(self);
-        let wake = Arc::clone(&self.calls.approvals.expiry);
+        let calls: Weak<Pipeline> = Arc::downgrade(self);
+        let wake = Arc::clone(&self.approvals.expiry);
         std::thread::Builder::new()
             .name("approvals-expiry".into())
             .spawn(move || loop {
-                let Some(w) = world.upgrade() else { return };
+                let Some(w) = calls.upgrade() else { return };
                 w.expire_now();
                 let next = match w.journal.next_expiry() {
                     Ok(n) => n.unwrap_or(EXPIRY_TICK),
@@ -630,7 +505,7 @@ impl World {
                 // A few ms past the due time: the journal's clock must have passed it.
                 wake.wait(next.min(EXPIRY_TICK) + Duration::from_millis(5));
             })?;
-        let _ = self.calls.approvals.thread.set(());
+        let _ = self.approvals.thread.set(());
         Ok(())
     }
 
@@ -707,16 +582,9 @@ impl World {
 
     /// `.wip/control`: where `wip approve` and `wip deny` reach the daemon.
     pub(in crate::world) fn control_text(&self) -> String {
-        match self
-            .calls
-            .approvals
-            .control
-            .lock()
-            .ok()
-            .and_then(|c| c.clone())
-        {
+        match self.approvals.control.lock().ok().and_then(|c| c.clone()) {
             Some(path) => line(&path),
-            None => "no control socket: decisions cannot be made for this world\n".to_string(),
+            None => "no control socket: decisions cannot be made for this calls\n".to_string(),
         }
     }
 }

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
+use super::Pipeline;
 use crate::host::{extension, ContentPart};
-use crate::world::World;
 
-impl World {
+impl Pipeline {
     fn content_dir(&self, run: i64) -> PathBuf {
         self.state_dir.join("content").join(run.to_string())
     }

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::budget::Held;
 use super::doc::{CallReport, Done};
+use super::Pipeline;
 use crate::host::{BodyWrite, Caller};
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::{EntryRef, Target};
-use crate::world::World;
 
 /// The open body of one file description.
 #[derive(Clone)]
@@ -23,7 +23,7 @@ pub struct BodyDoc {
 }
 
 struct Doc {
-    world: Arc<World>,
+    calls: Arc<Pipeline>,
     target: Target,
     write: BodyWrite,
     caller: Caller,
@@ -52,7 +52,7 @@ enum Phase {
     Ran,
 }
 
-impl World {
+impl Pipeline {
     /// Open the body of `e` for writing. A body you may not replace is EACCES; an op whose
     /// guard fails whatever the content (or that a policy forbids) is refused here as for
     /// `call`. Without `truncate` the document starts from the current content; with
@@ -64,13 +64,13 @@ impl World {
         truncate: bool,
         append: bool,
     ) -> WorldResult<BodyDoc> {
-        let body = self.body_of(e)?;
+        let body = self.entries.body_of(e)?;
         let Some(write) = body.write else {
             return Err(WorldError::new(
                 ErrorKind::Forbidden,
                 format!(
                     "{}/body is read-only: its host cannot replace it, or you may not",
-                    self.entry_path(e.host, &e.path)
+                    self.entries.entry_path(e.host, &e.path)
                 ),
             ));
         };
@@ -78,20 +78,20 @@ impl World {
         // The same refusals as opening `call` (journaled there); the document is ours.
         self.open_call(&target, &write.op, caller)?;
         let max = self.settings.max_call_bytes;
-        let mut held = Held::new(&self.calls.buffered);
+        let mut held = Held::new(&self.buffered);
         let content = if truncate {
             Vec::new()
         } else if body.size > max {
             return Err(too_large(max));
         } else {
-            let mut content = self.body_bytes(e)?;
+            let mut content = self.entries.body_bytes(e)?;
             content.shrink_to_fit();
             held.adopt(&content)?;
             content
         };
         Ok(BodyDoc {
             doc: Arc::new(Doc {
-                world: Arc::clone(self),
+                calls: Arc::clone(self),
                 target,
                 write,
                 caller: caller.clone(),
@@ -113,7 +113,7 @@ fn too_large(max: u64) -> WorldError {
     WorldError::new(
         ErrorKind::TooLarge,
         format!(
-            "a body written through the mount is at most this world's max_call_bytes ({max} bytes); nothing was run. Raise max_call_bytes in the manifest's [world], or use the host's own op"
+            "a body written through the mount is at most this calls's max_call_bytes ({max} bytes); nothing was run. Raise max_call_bytes in the manifest's [calls], or use the host's own op"
         ),
     )
 }
@@ -139,7 +139,7 @@ impl BodyDoc {
         if let Some(e) = &st.refused {
             return Err(e.clone());
         }
-        let max = self.doc.world.settings.max_call_bytes;
+        let max = self.doc.calls.settings.max_call_bytes;
         let offset = if st.append {
             st.content.len() as u64
         } else {
@@ -172,7 +172,7 @@ impl BodyDoc {
         if let Some(e) = &st.refused {
             return Err(e.clone());
         }
-        let max = self.doc.world.settings.max_call_bytes;
+        let max = self.doc.calls.settings.max_call_bytes;
         if size > max {
             return Err(Self::refuse(&mut st, too_large(max)));
         }
@@ -249,7 +249,7 @@ impl BodyDoc {
             st.phase = Phase::Ran;
             drop(st);
             let d = &self.doc;
-            let report = d.world.record_refusal(
+            let report = d.calls.record_refusal(
                 &d.target,
                 &d.write.op,
                 &d.caller,
@@ -264,7 +264,7 @@ impl BodyDoc {
         let d = &self.doc;
         let me = self.clone();
         let reply = Box::new(move |report: CallReport| me.finished(report));
-        let world = Arc::clone(&d.world);
+        let calls = Arc::clone(&d.calls);
         let text = match String::from_utf8(content) {
             Ok(t) => t,
             Err(e) => {
@@ -274,7 +274,7 @@ impl BodyDoc {
                     d.write.op,
                     e.utf8_error().valid_up_to()
                 ));
-                let report = world.record_refusal(
+                let report = calls.record_refusal(
                     &d.target,
                     &d.write.op,
                     &d.caller,
@@ -287,7 +287,7 @@ impl BodyDoc {
         let mut args = serde_json::Map::new();
         args.insert(d.write.arg.clone(), serde_json::Value::String(text));
         let bytes = serde_json::Value::Object(args).to_string().into_bytes();
-        world.run_document(&d.target, &d.write.op, &d.caller, &bytes, reply);
+        calls.run_document(&d.target, &d.write.op, &d.caller, &bytes, reply);
     }
 
     fn finished(&self, report: CallReport) {

@@ -12,10 +12,10 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::budget::Held;
+use super::Pipeline;
 use crate::host::Caller;
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::Target;
-use crate::world::World;
 
 /// How a call ended, as its descriptor reports it.
 #[derive(Clone, Debug)]
@@ -37,7 +37,7 @@ pub struct CallDoc {
 }
 
 struct Doc {
-    world: Arc<World>,
+    calls: Arc<Pipeline>,
     target: Target,
     op: String,
     caller: Caller,
@@ -109,15 +109,15 @@ pub fn shape(buf: &[u8]) -> Shape {
 
 impl CallDoc {
     pub(in crate::world) fn new(
-        world: Arc<World>,
+        calls: Arc<Pipeline>,
         target: Target,
         op: String,
         caller: Caller,
     ) -> CallDoc {
-        let held = Held::new(&world.calls.buffered);
+        let held = Held::new(&calls.buffered);
         CallDoc {
             doc: Arc::new(Doc {
-                world,
+                calls,
                 target,
                 op,
                 caller,
@@ -178,8 +178,8 @@ impl CallDoc {
                 if first {
                     // Keep the bytes and the words: the late write becomes a run of its own.
                     let raw = String::from_utf8_lossy(data).into_owned();
-                    let world = Arc::clone(&self.doc.world);
-                    world.record_refusal(
+                    let calls = Arc::clone(&self.doc.calls);
+                    calls.record_refusal(
                         &self.doc.target,
                         &self.doc.op,
                         &self.doc.caller,
@@ -194,10 +194,10 @@ impl CallDoc {
             drop(st);
             return done(Ok(0));
         }
-        let max = self.doc.world.settings().max_call_bytes;
+        let max = self.doc.calls.settings().max_call_bytes;
         let len_after = st.buf.len() + data.len();
         let grown = if len_after as u64 > max {
-            Err(too_large(&self.doc.world))
+            Err(too_large(&self.doc.calls))
         } else {
             let st = &mut *st;
             st.held.grow(&mut st.buf, len_after, max as usize)
@@ -206,7 +206,7 @@ impl CallDoc {
             let preview = preview(&st.buf, len_after);
             st.buf = Vec::new();
             st.held.release();
-            let report = self.doc.world.record_refusal(
+            let report = self.doc.calls.record_refusal(
                 &self.doc.target,
                 &self.doc.op,
                 &self.doc.caller,
@@ -305,7 +305,7 @@ impl CallDoc {
         drop(st);
         let me = self.clone();
         let d = &self.doc;
-        Arc::clone(&d.world).run_document(
+        Arc::clone(&d.calls).run_document(
             &d.target,
             &d.op,
             &d.caller,
@@ -377,12 +377,12 @@ fn answer_read(
     Ok(bytes[start..end].to_vec())
 }
 
-fn too_large(world: &World) -> WorldError {
-    let max = world.settings().max_call_bytes;
+fn too_large(calls: &Pipeline) -> WorldError {
+    let max = calls.settings().max_call_bytes;
     WorldError::new(
         ErrorKind::TooLarge,
         format!(
-            "the document is larger than this world's max_call_bytes ({max} bytes); nothing was run. Send less, or raise max_call_bytes in the manifest's [world]"
+            "the document is larger than this calls's max_call_bytes ({max} bytes); nothing was run. Send less, or raise max_call_bytes in the manifest's [calls]"
         ),
     )
 }

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::run::RoutedOutcome;
+use super::Pipeline;
 use crate::host::signal::{LiveRun, Progress, RunSignal};
 use crate::host::{Caller, Condition, Guard, OpSpec};
 use crate::state::{self as journal, Run};
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
-use crate::world::World;
 
 /// Op names of every run.
 pub const WAIT: &str = "wait";
@@ -29,7 +29,7 @@ const REMOTE_POLL: Duration = Duration::from_millis(250);
 /// How long `cancel` waits for the host to stop the run before it answers.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// How many runs' numbers are kept in memory (older ones are read from the journal).
-const SEQS_KEPT: usize = 10_000;
+pub(super) const SEQS_KEPT: usize = 10_000;
 /// How many ended runs' last progress lines are kept.
 const LAST_KEPT: usize = 1000;
 
@@ -141,45 +141,7 @@ fn is_running(run: &Run) -> bool {
     run.status == journal::RUNNING
 }
 
-impl World {
-    /// Record a call before it runs; returns its journal id (its number is kept for the
-    /// paths and events that name it).
-    pub(in crate::world) fn begin_run(
-        &self,
-        caller: &Caller,
-        path: &str,
-        op: &str,
-        args: &str,
-        guard: &str,
-    ) -> WorldResult<i64> {
-        let began = self
-            .journal
-            .begin(caller, path, op, args, &crate::state::Clean::new(guard))?;
-        let mut seqs = self.calls.seqs.lock().unwrap_or_else(|p| p.into_inner());
-        if seqs.len() >= SEQS_KEPT {
-            seqs.clear();
-        }
-        seqs.insert(began.id, began.seq);
-        Ok(began.id)
-    }
-
-    /// A run's number among its op's runs (`runs/SEQ`), from its journal id.
-    pub(in crate::world) fn seq_of(&self, id: i64) -> i64 {
-        let kept = self
-            .calls
-            .seqs
-            .lock()
-            .ok()
-            .and_then(|s| s.get(&id).copied());
-        match kept {
-            Some(seq) => seq,
-            None => match self.journal.get(id) {
-                Ok(Some(run)) => run.seq,
-                _ => id,
-            },
-        }
-    }
-
+impl Pipeline {
     /// The world path of a run's folder (`/tracker/issues/1/ops/close/runs/3`).
     pub(in crate::world) fn run_world_path(&self, run: &Run) -> String {
         run_path(&run.path, &run.op, run.seq)
@@ -187,7 +149,7 @@ impl World {
 
     /// How long a run took, or has taken so far.
     fn run_age(&self, run: &Run) -> Option<Duration> {
-        if let Some(live) = self.calls.live.get(run.id) {
+        if let Some(live) = self.live.get(run.id) {
             return Some(live.started().elapsed());
         }
         let start = crate::calendar::parse_iso(&run.started)?;
@@ -205,12 +167,12 @@ impl World {
 
     /// The progress line of a run, if its host reported one on this mount.
     pub(in crate::world) fn progress_line(&self, id: i64) -> Option<String> {
-        self.calls.live.progress_line(id)
+        self.live.progress_line(id)
     }
 
     /// `runs/ID/progress`: the latest progress line, empty when none was reported.
     pub(in crate::world) fn progress_text(&self, id: i64) -> String {
-        match self.calls.live.progress_line(id) {
+        match self.live.progress_line(id) {
             Some(p) => format!("{p}\n"),
             None => String::new(),
         }
@@ -219,7 +181,7 @@ impl World {
     /// What `result` shows of a run still running: where it got, and how to wait for it
     /// or stop it.
     pub(in crate::world) fn running_text(&self, run: &Run) -> String {
-        let dir = self.absolute(&self.run_world_path(run));
+        let dir = self.entries.absolute(&self.run_world_path(run));
         let dir = crate::host::names::shown(&dir);
         let mut out = format!(
             "running: {} on {} for {}",
@@ -229,7 +191,7 @@ impl World {
                 .map(took)
                 .unwrap_or_else(|| "a while".into())
         );
-        if let Some(p) = self.calls.live.progress_line(run.id) {
+        if let Some(p) = self.live.progress_line(run.id) {
             out.push_str(&format!(" · progress {p}"));
         }
         out.push_str(&format!(
@@ -263,7 +225,7 @@ impl World {
             run.session,
             run.started
         );
-        if let Some(p) = self.calls.live.progress_line(run.id) {
+        if let Some(p) = self.live.progress_line(run.id) {
             out.push_str(&format!(" · progress {p}"));
         }
         out
@@ -298,14 +260,14 @@ impl World {
                         format!(
                             "run {} waits for a person's sign-off; it has not started, and only a person decides it (wip deny {})",
                             run.seq,
-                            crate::host::names::shown(&self.absolute(&self.run_world_path(&run)))
+                            crate::host::names::shown(&self.entries.absolute(&self.run_world_path(&run)))
                         )
                     } else {
                         format!("run {} already ended {}", run.seq, run.status)
                     },
                 )];
                 if running {
-                    let (ok, words) = match self.calls.live.get(id) {
+                    let (ok, words) = match self.live.get(id) {
                         Some(l) if l.stoppable() => (true, "its host can stop it".to_string()),
                         Some(_) => (
                             false,
@@ -371,7 +333,7 @@ impl World {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let dir = self.absolute(&self.run_world_path(&run));
+                let dir = self.entries.absolute(&self.run_world_path(&run));
                 let dir = crate::host::names::shown(&dir);
                 let mut words = format!(
                     "run {} is still {} after waiting {}",
@@ -383,7 +345,7 @@ impl World {
                     },
                     took(patience)
                 );
-                if let Some(p) = self.calls.live.progress_line(id) {
+                if let Some(p) = self.live.progress_line(id) {
                     words.push_str(&format!(" (progress {p})"));
                 }
                 words.push_str(&format!(
@@ -391,8 +353,8 @@ impl World {
                 ));
                 return Err(WorldError::new(ErrorKind::TimedOut, words));
             }
-            if self.calls.live.get(id).is_some() {
-                self.calls.live.wait_end(id, left);
+            if self.live.get(id).is_some() {
+                self.live.wait_end(id, left);
             } else {
                 // Another mount's run, or one between its end and its record.
                 std::thread::sleep(left.min(REMOTE_POLL));
@@ -447,7 +409,7 @@ impl World {
                 ),
             ));
         }
-        let Some(live) = self.calls.live.get(id) else {
+        let Some(live) = self.live.get(id) else {
             return Err(WorldError::new(
                 ErrorKind::Blocked,
                 "blocked by guard stoppable: it is not running on this mount; cancel it where it runs",
@@ -462,11 +424,9 @@ impl World {
                 ),
             ));
         }
-        self.calls
-            .live
-            .wait_end(id, CANCEL_WAIT.min(self.op_patience()));
+        self.live.wait_end(id, CANCEL_WAIT.min(self.op_patience()));
         let after = self.run(id)?;
-        let dir = self.absolute(&self.run_world_path(&after));
+        let dir = self.entries.absolute(&self.run_world_path(&after));
         let dir = crate::host::names::shown(&dir);
         let result = match after.status.as_str() {
             journal::RUNNING => format!(

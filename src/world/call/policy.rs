@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::host::Condition;
+use super::Pipeline;
+use crate::host::{Condition, Guard};
+use crate::world::error::WorldResult;
+use crate::world::node::{EntryRef, Target};
 
 /// The guard line of a rule that asks a person to decide: its own word, never "approval",
 /// so it cannot be read as a pull request's review approval beside it.
@@ -417,6 +420,210 @@ pub fn user_words(uid: u32) -> String {
     match name_of(uid) {
         Some(n) => format!("{n} (uid {uid})"),
         None => format!("uid {uid}"),
+    }
+}
+
+// ---- the guard a call meets: the host's conditions, then the policy's -------------
+// What a `guard` file shows is reused for a moment (a walk or a file manager reads each
+// op's guard in turn); any change forgets it.
+
+impl Pipeline {
+    /// The guard as the `guard` file shows it (cached briefly).
+    pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
+        if let Target::Run(_) = target {
+            // A run's state changes on its own (it ends): never reused.
+            return self.evaluate_guard(target, op, None);
+        }
+        let key = (target.clone(), op.to_string());
+        if let Some(g) = self.guards.get(&key) {
+            return Ok(g);
+        }
+        if let Some(g) = self.all_guards(target, op) {
+            return Ok(g);
+        }
+        self.guards
+            .get_or_try(key, || self.evaluate_guard(target, op, None))
+    }
+
+    /// Ask a host that can for the guards of all of the entry's ops at once and keep them
+    /// (a walk or a file manager reads each op's `guard` in turn): `op`'s guard, or `None`
+    /// when the host does not batch or failed (then `op` is asked alone).
+    pub(in crate::world) fn all_guards(&self, target: &Target, op: &str) -> Option<Guard> {
+        let Target::Entry(e) = target else {
+            return None;
+        };
+        let ops = self.entries.ops(target).ok()?;
+        let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
+        let guards = self
+            .entries
+            .host(e)
+            .ok()?
+            .host
+            .guards(&e.path, &names)?
+            .ok()?;
+        let mut wanted = None;
+        for (name, mut guard) in names.iter().zip(guards) {
+            self.apply_policy(target, name, None, None, &mut guard);
+            if *name == op {
+                wanted = Some(guard.clone());
+            }
+            self.guards
+                .insert((target.clone(), name.to_string()), guard);
+        }
+        wanted
+    }
+
+    /// The host's guard, then the policy's lines.
+    pub(in crate::world) fn evaluate_guard(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+    ) -> WorldResult<Guard> {
+        let mut guard = self.host_guard(target, op, args)?;
+        self.apply_policy(target, op, args, None, &mut guard);
+        Ok(guard)
+    }
+
+    pub(in crate::world) fn host_guard(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+    ) -> WorldResult<Guard> {
+        match target {
+            Target::Root => Ok(Guard::default()),
+            Target::Entry(e) => Ok(self.entries.host(e)?.host.guard(&e.path, op, args)?),
+            Target::Run(id) => self.run_guard(*id, op),
+        }
+    }
+
+    /// Whether the policy lets a call of `op` run now (or a person may approve it): a body
+    /// the host offers to replace through `op` is writable (`rw-`) only then. The host's
+    /// own guard was asked when it offered (`Body::write`), so only the policy is added.
+    pub(in crate::world) fn may_run(&self, target: &Target, op: &str) -> bool {
+        let mut g = crate::host::Guard::default();
+        self.apply_policy(target, op, None, None, &mut g);
+        g.allowed() || self.awaits_approval(target, op, None, &g).is_some()
+    }
+
+    /// `ENTRY/ops/NAME`, the path policy rules match.
+    fn op_world_path(&self, target: &Target, op: &str) -> String {
+        let base = self.target_path(target);
+        match base.trim_start_matches('/') {
+            "" => format!("ops/{op}"),
+            base => format!("{base}/ops/{op}"),
+        }
+    }
+
+    fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {
+        let policy = &self.approvals.policy;
+        if policy.is_empty() {
+            return Verdict::default();
+        }
+        policy.verdict(&self.op_world_path(target, op), args)
+    }
+
+    /// Add the policy's lines to a guard: the manifest's rules, else the host's default.
+    /// `approved` names who approved the run being checked again before it runs.
+    pub(in crate::world) fn apply_policy(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+        approved: Option<&str>,
+        guard: &mut Guard,
+    ) {
+        let verdict = self.verdict(target, op, args);
+        let default = match (&verdict.rule, target) {
+            (None, Target::Entry(e)) => self
+                .entries
+                .hosts()
+                .get(e.host)
+                .and_then(|m| m.host.policy_default(&e.path, op)),
+            _ => None,
+        };
+        guard.conditions.extend(self.implied_conditions(target, op));
+        guard
+            .conditions
+            .extend(Policy::conditions(&verdict, default, approved));
+    }
+
+    /// The rules for what a call also does (`Host::implied_ops`): a side effect a rule
+    /// denies, or holds for a person's sign-off, refuses the call (EACCES), naming it. A
+    /// person's yes is for the op it was asked for, never carried over to another.
+    fn implied_conditions(&self, target: &Target, op: &str) -> Vec<Condition> {
+        let (Target::Entry(e), false) = (target, self.approvals.policy.is_empty()) else {
+            return Vec::new();
+        };
+        let Some(m) = self.entries.hosts().get(e.host) else {
+            return Vec::new();
+        };
+        let implied = match m.host.implied_ops(&e.path, op) {
+            Ok(i) => i,
+            Err(err) => {
+                return vec![Condition::policy(
+                    "side_effects",
+                    false,
+                    format!("cannot tell what else this call would change ({err}); the policy's rules for it cannot be checked"),
+                )]
+            }
+        };
+        let mut out = Vec::new();
+        for (path, side_op) in implied {
+            let side = Target::Entry(EntryRef::new(e.host, path));
+            let Some(rule) = self.verdict(&side, &side_op, None).rule else {
+                continue;
+            };
+            let at = self.op_world_path(&side, &side_op);
+            let why = rule
+                .reason
+                .as_deref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
+            let words = match rule.action {
+                Action::Allow => continue,
+                Action::Deny => format!(
+                    "this call would also run {at}, which rule {} ({}) denies{why}",
+                    rule.number,
+                    rule.describe()
+                ),
+                Action::Approve => format!(
+                    "this call would also run {at}, which rule {} ({}) holds for a person's sign-off{why}; run that op first, then this one",
+                    rule.number,
+                    rule.describe()
+                ),
+            };
+            out.push(Condition::policy("side_effects", false, words));
+        }
+        out
+    }
+
+    /// The rule that makes this call wait for a person, when that is all that stands in its
+    /// way (a guard failing otherwise refuses the call, as without a policy).
+    pub(in crate::world) fn awaits_approval(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+        guard: &Guard,
+    ) -> Option<Rule> {
+        let verdict = self.verdict(target, op, args);
+        let rule = verdict.approval()?;
+        // The approval line is the guard's last (apply_policy adds it after the host's).
+        let (last, rest) = guard.conditions.split_last()?;
+        (last.name == super::policy::SIGN_OFF && !last.ok && rest.iter().all(|c| c.ok))
+            .then(|| rule.clone())
+    }
+
+    /// Whether a policy rule asks a person's sign-off for this call.
+    pub(in crate::world) fn awaits_approval_rule(
+        &self,
+        target: &Target,
+        op: &str,
+        args: &Value,
+    ) -> bool {
+        self.verdict(target, op, Some(args)).approval().is_some()
     }
 }
 

@@ -8,22 +8,157 @@
 //! lets a caller that is being killed go. A call that outlives its caller's wait is
 //! recorded as timed out first and gets its late outcome recorded over it.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use super::doc::{CallDoc, CallReport};
+use super::live::SEQS_KEPT;
+use super::pool::{Flight, FlightState, Watch};
+use super::{approvals, budget, changes, live, policy, pool};
 use crate::host::names;
+use crate::host::Guard;
 use crate::host::{self, CallOutcome, Caller};
-use crate::proc as caller;
 use crate::state::Event;
+use crate::state::Journal;
+use crate::world::cache::TtlCache;
+use crate::world::entries::Entries;
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::*;
-use crate::world::World;
+use crate::world::settings::WorldSettings;
+use crate::world::Subscriber;
 
-/// How often the watch looks at callers still waiting (are they being killed?).
-const WATCH_TICK: Duration = Duration::from_millis(100);
+/// What a session last read back from an op: the latest run, and each session's own.
+#[derive(Default)]
+pub(in crate::world) struct OpResults {
+    pub(in crate::world) latest: i64,
+    pub(in crate::world) by_session: HashMap<u32, i64>,
+}
+
+/// How long a guard evaluation is reused (a `stat` then `cat` of `guard` asks once).
+const GUARD_CACHE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The call pipeline: from a written document to the host and back, with everything a
+/// call leaves behind (runs, results, approvals) and everything that must hear of it.
+pub struct Pipeline {
+    /// The model: hosts and what they said of their entries.
+    pub(in crate::world) entries: Arc<Entries>,
+    pub(super) journal: Arc<dyn Journal>,
+    /// Who hears of changes: the kernel's caches, when a kernel is there.
+    pub(super) subscriber: Arc<dyn Subscriber>,
+    pub(super) settings: WorldSettings,
+    /// The state directory (runs' content files live under it).
+    pub(super) state_dir: PathBuf,
+    /// Guards as their files last showed them (see `GUARD_CACHE`).
+    pub(super) guards: TtlCache<(Target, String), Guard>,
+    /// The shared state database and this mount's origin in it, when state is shared.
+    pub(super) shared: Option<changes::OtherMounts>,
+    /// The change feed's cursor when this mount started.
+    pub(super) events_start: i64,
+    pub(super) pool: pool::Pool,
+    pub(super) watch: Arc<Watch>,
+    pub(super) results: Mutex<HashMap<(Target, String), OpResults>>,
+    /// Results of calls whose outcome the journal could not record (shown instead).
+    pub(super) unrecorded: Mutex<HashMap<i64, String>>,
+    /// What open `call` and `body` descriptors buffer, in total (`max_buffered_bytes`).
+    pub(super) buffered: Arc<budget::Budget>,
+    /// Runs in flight on this mount: their progress and how to stop them.
+    pub(super) live: live::Live,
+    /// Runs' numbers among their op's runs, by journal id (see `begin_run`).
+    pub(super) seqs: Mutex<HashMap<i64, i64>>,
+    /// The policy and what pending runs need (see `approvals`).
+    pub(super) approvals: approvals::Approvals,
+}
+
+/// What a pipeline is made of (see `Pipeline::new`).
+pub(in crate::world) struct Parts {
+    pub entries: Arc<Entries>,
+    pub journal: Arc<dyn Journal>,
+    pub subscriber: Arc<dyn Subscriber>,
+    pub settings: WorldSettings,
+    pub state_dir: PathBuf,
+    pub shared: Option<changes::OtherMounts>,
+    pub events_start: i64,
+    pub policy: policy::Policy,
+}
+
+impl Pipeline {
+    pub(in crate::world) fn new(p: Parts) -> Pipeline {
+        Pipeline {
+            pool: pool::Pool::new(p.settings.max_call_threads),
+            buffered: budget::Budget::new(p.settings.max_buffered_bytes),
+            entries: p.entries,
+            journal: p.journal,
+            subscriber: p.subscriber,
+            settings: p.settings,
+            state_dir: p.state_dir,
+            guards: TtlCache::new(GUARD_CACHE, 1024),
+            shared: p.shared,
+            events_start: p.events_start,
+            watch: Arc::default(),
+            results: Mutex::new(HashMap::new()),
+            unrecorded: Mutex::new(HashMap::new()),
+            live: live::Live::default(),
+            seqs: Mutex::new(HashMap::new()),
+            approvals: approvals::Approvals::new(p.policy),
+        }
+    }
+
+    pub fn settings(&self) -> &WorldSettings {
+        &self.settings
+    }
+
+    /// The worker pool's state now (tests).
+    #[cfg(test)]
+    pub(in crate::world) fn pool_stats(&self) -> pool::PoolStats {
+        self.pool.stats()
+    }
+
+    /// How many nodes the kernel holds now (`.wip/stats`).
+    pub(in crate::world) fn held(&self) -> usize {
+        self.subscriber.held()
+    }
+
+    /// World path of a target, e.g. `/tracker/issues/42` (names escaped as in the tree).
+    pub fn target_path(&self, target: &Target) -> String {
+        match target {
+            Target::Root => "/".to_string(),
+            Target::Entry(e) => self.entries.entry_path(e.host, &e.path),
+            Target::Run(id) => match self.journal.get(*id) {
+                Ok(Some(run)) => self.run_world_path(&run),
+                // Only a run that exists has a node; a journal that fails says so later.
+                _ => format!("/.wip/runs/{id}"),
+            },
+        }
+    }
+
+    /// A call of one of the world root's ops (`root_ops`).
+    pub(in crate::world) fn root_call(
+        &self,
+        op: &str,
+        args: &serde_json::Value,
+    ) -> WorldResult<RoutedOutcome> {
+        crate::world::root_ops::call(&self.entries, self.journal.as_ref(), op, args)
+    }
+
+    /// Tell the subscriber (the kernel's caches) what changed, before the caller hears
+    /// back, so its next read sees the change.
+    pub(in crate::world) fn publish(&self, nodes: &[NodeId]) {
+        self.subscriber.changed(nodes);
+    }
+
+    /// A call or a change changed the world: every cached answer about entries (guards,
+    /// op lists, infos, times, bodies) may differ now.
+    pub(in crate::world) fn forget_cached_state(&self) {
+        self.guards.clear();
+        self.entries.forget();
+    }
+}
+
 /// How many unrecorded results are kept in memory at most.
 const UNRECORDED_KEPT: usize = 1000;
 
@@ -54,313 +189,46 @@ impl RoutedOutcome {
 
 pub(in crate::world) type Reply = Box<dyn FnOnce(CallReport) + Send>;
 
-/// One call running on the pool, between its worker and its waiting caller.
-struct Flight {
-    world: Arc<World>,
-    target: Target,
-    op: String,
-    id: i64,
-    args: Value,
-    caller: Caller,
-    /// The process whose wait this is (the caller, or the person who approved the call):
-    /// when it is being killed, the wait ends and the call goes on.
-    waiter: u32,
-    deadline: Instant,
-    started: Instant,
-    state: Mutex<FlightState>,
-    /// The run in flight: its progress, and what stops it.
-    live: Arc<crate::host::signal::LiveRun>,
-}
-
-enum FlightState {
-    /// Waiting for a worker.
-    Queued(Reply),
-    Running(Reply),
-    /// The caller is gone: the outcome is recorded for nobody.
-    Detached,
-    /// The caller's wait timed out: the run goes on, and its outcome is recorded when
-    /// it ends.
-    TimedOut,
-    /// Timed out before a worker took it: it never runs.
-    Cancelled,
-    Finished,
-}
-
-impl Flight {
-    fn lock(&self) -> MutexGuard<'_, FlightState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn waiting(&self) -> bool {
-        matches!(
-            *self.lock(),
-            FlightState::Queued(_) | FlightState::Running(_)
-        )
-    }
-
-    /// The worker's part.
-    fn work(self: Arc<Self>) {
-        {
-            let mut st = self.lock();
-            match std::mem::replace(&mut *st, FlightState::Finished) {
-                FlightState::Queued(reply) => *st = FlightState::Running(reply),
-                FlightState::Cancelled => {
-                    *st = FlightState::Cancelled;
-                    return;
-                }
-                other => *st = other,
-            }
+impl Pipeline {
+    /// Record a call before it runs; returns its journal id (its number is kept for the
+    /// paths and events that name it).
+    pub(in crate::world) fn begin_run(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: &str,
+        args: &str,
+        guard: &str,
+    ) -> WorldResult<i64> {
+        let began = self
+            .journal
+            .begin(caller, path, op, args, &crate::state::Clean::new(guard))?;
+        let mut seqs = self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        if seqs.len() >= SEQS_KEPT {
+            seqs.clear();
         }
-        let result = if self.live.starting() {
-            Err(WorldError::new(
-                ErrorKind::Cancelled,
-                "cancelled before it started; it never ran",
-            ))
-        } else {
-            self.invoke()
-        };
-        // A host that gave up because of the cancel may say so in its own words.
-        let result = match result {
-            Err(e) if self.live.cancel_requested() && e.kind != ErrorKind::Cancelled => Err(
-                WorldError::new(ErrorKind::Cancelled, format!("cancelled: {e}")),
-            ),
-            other => other,
-        };
-        self.settle(result);
+        seqs.insert(began.id, began.seq);
+        Ok(began.id)
     }
 
-    /// The call itself: the host's op, or a run's own (`wait`, `cancel`).
-    fn invoke(&self) -> WorldResult<RoutedOutcome> {
-        match &self.target {
-            Target::Entry(e) => match self.world.hosts.get(e.host) {
-                Some(m) => m
-                    .host
-                    .call(&e.path, &self.op, &self.args, &self.caller)
-                    .map(|o| RoutedOutcome::of_host(e.host, o))
-                    .map_err(WorldError::from),
-                None => Err(WorldError::not_found("no such host")),
+    /// A run's number among its op's runs (`runs/SEQ`), from its journal id.
+    pub(in crate::world) fn seq_of(&self, id: i64) -> i64 {
+        let kept = self.seqs.lock().ok().and_then(|s| s.get(&id).copied());
+        match kept {
+            Some(seq) => seq,
+            None => match self.journal.get(id) {
+                Ok(Some(run)) => run.seq,
+                _ => id,
             },
-            Target::Run(id) => self.world.run_call(*id, &self.op, &self.args, &self.caller),
-            Target::Root => self.world.root_call(&self.op, &self.args),
         }
     }
 
-    /// A call still waiting for a worker is cancelled: it never runs.
-    fn cancel_queued(&self) {
-        let mut st = self.lock();
-        let FlightState::Queued(reply) = std::mem::replace(&mut *st, FlightState::Cancelled) else {
-            // A worker took it meanwhile: put back what was there.
-            return;
-        };
-        drop(st);
-        let e = WorldError::new(
-            ErrorKind::Cancelled,
-            "cancelled while it waited for a free worker; it never ran",
-        );
-        let report = self
-            .world
-            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
-        self.world.calls.live.end(self.id);
-        reply(report);
+    /// The absolute path of a run's folder: run `id` (journal) is `runs/SEQ` of its op.
+    pub(in crate::world) fn run_dir(&self, entry_path: &str, op: &str, id: i64) -> String {
+        self.entries
+            .absolute(&super::live::run_path(entry_path, op, self.seq_of(id)))
     }
 
-    /// Record the outcome and tell whoever still waits.
-    fn settle(&self, result: WorldResult<RoutedOutcome>) {
-        let mut st = self.lock();
-        match std::mem::replace(&mut *st, FlightState::Finished) {
-            FlightState::Running(reply) => {
-                drop(st);
-                let report =
-                    self.world
-                        .complete(&self.target, &self.op, &self.caller, self.id, result);
-                self.world.calls.live.end(self.id);
-                reply(report);
-            }
-            FlightState::Detached => {
-                drop(st);
-                self.world
-                    .complete(&self.target, &self.op, &self.caller, self.id, result);
-                self.world.calls.live.end(self.id);
-            }
-            FlightState::TimedOut => {
-                drop(st);
-                self.world
-                    .finish_late(&self.target, &self.op, self.id, result);
-                self.world.calls.live.end(self.id);
-            }
-            other => *st = other,
-        }
-    }
-
-    /// The watch's part: time out, or let a dying caller go. Returns whether it is done.
-    fn watch(&self, now: Instant) -> bool {
-        let mut st = self.lock();
-        if now >= self.deadline {
-            let timeout = self.world.settings.call_timeout();
-            match std::mem::replace(&mut *st, FlightState::Finished) {
-                FlightState::Running(reply) => {
-                    // The run goes on: the caller hears where it is and how to wait for
-                    // it or stop it; its outcome is recorded when it ends.
-                    *st = FlightState::TimedOut;
-                    drop(st);
-                    let report = self.world.waited_out(
-                        &self.target,
-                        &self.op,
-                        &self.caller,
-                        self.id,
-                        timeout,
-                    );
-                    reply(report);
-                }
-                FlightState::Queued(reply) => {
-                    let pool = self.world.calls.pool.stats();
-                    let e = WorldError::new(
-                        ErrorKind::TimedOut,
-                        format!(
-                            "timed out after {:.1}s waiting for a free worker ({} calls running, max_call_threads = {}); it did not run",
-                            timeout.as_secs_f64(),
-                            pool.threads,
-                            self.world.calls.pool.max()
-                        ),
-                    );
-                    let report =
-                        self.world
-                            .complete(&self.target, &self.op, &self.caller, self.id, Err(e));
-                    *st = FlightState::Cancelled;
-                    drop(st);
-                    self.world.calls.live.end(self.id);
-                    reply(report);
-                }
-                other => *st = other,
-            }
-            return true;
-        }
-        if !matches!(*st, FlightState::Queued(_) | FlightState::Running(_)) {
-            return true;
-        }
-        drop(st);
-        if caller::is_dying(self.waiter) {
-            let mut st = self.lock();
-            let reply = match std::mem::replace(&mut *st, FlightState::Detached) {
-                FlightState::Running(r) => Some(r),
-                FlightState::Queued(r) => {
-                    // Nobody wants it any more and it has not started: it may still run,
-                    // as a killed writer's finished document would.
-                    *st = FlightState::Queued(Box::new(|_| {}));
-                    Some(r)
-                }
-                other => {
-                    *st = other;
-                    None
-                }
-            };
-            drop(st);
-            if let Some(reply) = reply {
-                reply(CallReport {
-                    run: self.id,
-                    text: Arc::from(""),
-                    outcome: Err(WorldError::new(
-                        ErrorKind::CallerGone,
-                        "the caller is being killed; the call goes on",
-                    )),
-                });
-            }
-            return true;
-        }
-        false
-    }
-}
-
-/// The one thread that watches calls in flight.
-#[derive(Default)]
-pub(in crate::world) struct Watch {
-    state: Mutex<Watched>,
-    wake: Condvar,
-    thread: OnceLock<()>,
-}
-
-#[derive(Default)]
-struct Watched {
-    flights: Vec<Weak<Flight>>,
-    /// The thread waits without a tick (nothing in flight for a while): a new flight must
-    /// wake it. While it ticks, a new flight waits for the next tick instead, so a short
-    /// call costs the watch no wakeup at all.
-    asleep: bool,
-}
-
-/// How long the watch keeps ticking after the last flight before it sleeps until woken:
-/// back-to-back calls then never wake it.
-const WATCH_LINGER: Duration = Duration::from_secs(5);
-
-impl Watch {
-    fn add(self: &Arc<Self>, flight: &Arc<Flight>) {
-        let mut w = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        w.flights.push(Arc::downgrade(flight));
-        if w.asleep {
-            w.asleep = false;
-            self.wake.notify_one();
-        }
-        drop(w);
-        self.thread.get_or_init(|| {
-            let me = Arc::downgrade(self);
-            let spawned = std::thread::Builder::new()
-                .name("call-watch".into())
-                .spawn(move || watch_loop(me));
-            if let Err(e) = spawned {
-                tracing::error!("cannot start the call watch: {e}; timeouts will not be enforced");
-            }
-        });
-    }
-}
-
-fn watch_loop(watch: Weak<Watch>) {
-    let mut last_flight = Instant::now();
-    loop {
-        let Some(w) = watch.upgrade() else { return };
-        let live: Vec<Arc<Flight>> = {
-            let mut st = w.state.lock().unwrap_or_else(|p| p.into_inner());
-            st.flights
-                .retain(|x| x.upgrade().is_some_and(|x| x.waiting()));
-            st.flights.iter().filter_map(Weak::upgrade).collect()
-        };
-        let now = Instant::now();
-        for f in &live {
-            // A caller is looked at once its call is a tick old: most calls end sooner,
-            // and reading /proc for each would cost them more than the check is worth.
-            if now >= f.deadline || now.duration_since(f.started) >= WATCH_TICK {
-                f.watch(now);
-            }
-        }
-        let next = live
-            .iter()
-            .filter(|f| f.waiting())
-            .map(|f| f.deadline.saturating_duration_since(Instant::now()))
-            .min()
-            .map(|d| d.min(WATCH_TICK));
-        if next.is_some() {
-            last_flight = now;
-        }
-        drop(live);
-        let mut st = w.state.lock().unwrap_or_else(|p| p.into_inner());
-        let wait = match next {
-            Some(d) => d,
-            None if now.duration_since(last_flight) < WATCH_LINGER => WATCH_TICK,
-            None => {
-                st.asleep = true;
-                Duration::from_secs(3600)
-            }
-        };
-        // A flight added between the listing above and here is either seen by the next
-        // tick or, when asleep, wakes this wait (`add` checks `asleep` under this lock).
-        if st.asleep && !st.flights.is_empty() {
-            st.asleep = false;
-            continue;
-        }
-        let _ = w.wake.wait_timeout(st, wait);
-    }
-}
-
-impl World {
     /// Open `call` for writing: an op whose guard fails whatever the arguments (or that a
     /// policy forbids) is refused here, where even bash reports the errno; the refusal is
     /// a run with its words in `result`.
@@ -370,7 +238,7 @@ impl World {
         op: &str,
         caller: &Caller,
     ) -> WorldResult<CallDoc> {
-        self.op_spec(target, op)?;
+        self.entries.op_spec(target, op)?;
         let guard = match self.guard(target, op) {
             Ok(g) => g,
             // A guard that cannot be read now is asked again when the document runs.
@@ -420,7 +288,7 @@ impl World {
         reply: Reply,
     ) {
         let path = self.target_path(target);
-        let spec = match self.op_spec(target, op) {
+        let spec = match self.entries.op_spec(target, op) {
             Ok(s) => s,
             Err(e) => return reply(self.record_refusal(target, op, caller, "", e)),
         };
@@ -464,7 +332,7 @@ impl World {
     fn call_guard(&self, target: &Target, op: &str, args: &Value) -> WorldResult<host::Guard> {
         let host_checks = match target {
             Target::Root | Target::Run(_) => false,
-            Target::Entry(e) => self.host(e)?.host.checks_guard_in_call(),
+            Target::Entry(e) => self.entries.host(e)?.host.checks_guard_in_call(),
         };
         if !host_checks || self.awaits_approval_rule(target, op, args) {
             return self.evaluate_guard(target, op, Some(args));
@@ -520,7 +388,7 @@ impl World {
                 return reply(self.complete(target, op, caller, id, outcome));
             }
             Target::Entry(e) => {
-                let host = match self.host(e) {
+                let host = match self.entries.host(e) {
                     Ok(m) => Arc::clone(&m.host),
                     Err(err) => return reply(self.complete(target, op, caller, id, Err(err))),
                 };
@@ -541,7 +409,7 @@ impl World {
             // A run's own ops wait: on a worker like any long call.
             Target::Run(_) => {}
         }
-        let (live, signal) = self.calls.live.start(id);
+        let (live, signal) = self.live.start(id);
         // A call that may take long is listed in its op's `runs/` while it runs.
         self.publish(&[NodeId::Runs(target.clone(), intern(op))]);
         let caller = &Caller {
@@ -550,7 +418,7 @@ impl World {
             ..caller.clone()
         };
         let flight = Arc::new(Flight {
-            world: Arc::clone(&self),
+            calls: Arc::clone(&self),
             target: target.clone(),
             op: op.to_string(),
             id,
@@ -568,7 +436,7 @@ impl World {
                 f.cancel_queued();
             }
         });
-        self.calls.watch.add(&flight);
+        self.watch.add(&flight);
         let job = Arc::clone(&flight);
         let started = if let Target::Run(_) = target {
             // A run's own ops never queue behind the calls they wait for or stop (a full
@@ -579,10 +447,7 @@ impl World {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         } else {
-            self.calls
-                .pool
-                .run(move || job.work())
-                .map_err(|e| e.to_string())
+            self.pool.run(move || job.work()).map_err(|e| e.to_string())
         };
         if let Err(err) = started {
             let mut st = flight.lock();
@@ -590,7 +455,7 @@ impl World {
                 drop(st);
                 let e = WorldError::backend(format!("cannot start the call: {err}"));
                 let report = self.complete(target, op, caller, id, Err(e));
-                self.calls.live.end(id);
+                self.live.end(id);
                 reply(report);
             }
         }
@@ -645,7 +510,7 @@ impl World {
     /// The caller stopped waiting (`call_timeout_ms`) for a run that goes on: ETIMEDOUT
     /// with the run's path and how to wait for it or stop it. Its session's `result`
     /// shows the run, which says the same while it runs.
-    fn waited_out(
+    pub(super) fn waited_out(
         &self,
         target: &Target,
         op: &str,
@@ -663,7 +528,7 @@ impl World {
             timeout.as_secs_f64()
         );
         self.keep_result(target, op, caller.session, id);
-        let mut nodes = Self::changed_by_any_call(target, op).to_vec();
+        let mut nodes = changed_by_any_call(target, op).to_vec();
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
         self.publish(&nodes);
         let text =
@@ -675,20 +540,20 @@ impl World {
         }
     }
 
-    fn finish_late(&self, target: &Target, op: &str, id: i64, outcome: WorldResult<RoutedOutcome>) {
+    pub(super) fn finish_late(
+        &self,
+        target: &Target,
+        op: &str,
+        id: i64,
+        outcome: WorldResult<RoutedOutcome>,
+    ) {
         let (_, _, mut nodes) = self.record(target, op, id, outcome, "");
         self.forget_cached_state();
-        nodes.extend(Self::changed_by_any_call(target, op));
+        nodes.extend(changed_by_any_call(target, op));
         // The kernel may have kept what the run's files showed while it ran.
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
         nodes.push(NodeId::Info(Target::Run(id), InfoFile::Description));
         self.publish(&nodes);
-    }
-
-    /// Tell the subscriber (the kernel's caches) what changed, before the caller hears
-    /// back, so its next read sees the change.
-    pub(in crate::world) fn publish(&self, nodes: &[NodeId]) {
-        self.subscriber.changed(nodes);
     }
 
     /// Write a call's outcome to its run; returns the outcome, its `result` text and the
@@ -703,9 +568,19 @@ impl World {
     ) -> (Result<(), WorldError>, String, Vec<NodeId>) {
         let (status, errno, text, discovered, changed, mut events, result) = match outcome {
             Ok(o) => {
-                let (text, discovered, changed, events) = self.render_success(&o);
-                let run_dir = self.run_dir(&self.target_path(target), op, id);
-                let kept = self.keep_content(id, &names::shown(&run_dir), &o.content);
+                let super::super::entries::Effect {
+                    text,
+                    discovered,
+                    changed,
+                    events,
+                } = self.entries.took_effect(&o);
+                // Content that is not text stays as the run's files (`attachments`).
+                let kept = if o.content.is_empty() {
+                    String::new()
+                } else {
+                    let run_dir = self.run_dir(&self.target_path(target), op, id);
+                    self.keep_content(id, &names::shown(&run_dir), &o.content)
+                };
                 let text = format!("{prefix}{text}{kept}");
                 ("ok", 0, text, discovered, changed, events, Ok(()))
             }
@@ -746,7 +621,7 @@ impl World {
                 "warning: this outcome could not be recorded in the journal ({e}); runs/ \
                  and other mounts may still show run {id} as running\n"
             ));
-            if let Ok(mut u) = self.calls.unrecorded.lock() {
+            if let Ok(mut u) = self.unrecorded.lock() {
                 if u.len() >= UNRECORDED_KEPT {
                     u.clear();
                 }
@@ -756,160 +631,10 @@ impl World {
         (result, text, changed)
     }
 
-    /// What every call changes, whatever it did: its runs, its result, the log.
-    pub(in crate::world) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
-        [
-            NodeId::Runs(target.clone(), intern(op)),
-            NodeId::OpFile(target.clone(), intern(op), OpFile::Result),
-            NodeId::WipFile(WipFile::Log),
-            NodeId::WipFile(WipFile::Stats),
-            NodeId::WipFile(WipFile::Known),
-            NodeId::WipFile(WipFile::Events),
-        ]
-    }
-
-    /// A call changed the world: every cached answer about entries (guards, op lists,
-    /// infos, times, bodies) may differ now.
-    pub(in crate::world) fn forget_cached_state(&self) {
-        self.guards.clear();
-        self.ops_cache.clear();
-        self.infos.clear();
-        self.mtimes.clear();
-        self.bodies.clear();
-    }
-
-    /// Result text, discovered world paths and changed nodes of a successful call.
-    fn render_success(
-        &self,
-        outcome: &RoutedOutcome,
-    ) -> (String, Vec<String>, Vec<NodeId>, Vec<Event>) {
-        let mut text = outcome.result.clone();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        let mut discovered = Vec::new();
-        let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
-        for p in &outcome.elsewhere {
-            match self.entry_at(p) {
-                Some(e) => found.push((e.host, e.path.to_vec())),
-                None => tracing::debug!(path = p, "a found path is not an entry"),
-            }
-        }
-        for (h, rel) in &found {
-            let world_path = self.entry_path(*h, rel);
-            let info = self
-                .hosts
-                .get(*h)
-                .and_then(|m| m.host.entry(rel).ok().flatten());
-            let description = match &info {
-                Some(i) => {
-                    let e = EntryRef::new(*h, rel.clone());
-                    self.note_ancestors(&e);
-                    self.remember(&e, i);
-                    i.description.clone()
-                }
-                None => String::new(),
-            };
-            text.push_str(&format!(
-                "{}\t{}\n",
-                names::shown(&self.absolute(&world_path)),
-                names::shown(&description)
-            ));
-            discovered.push(world_path);
-        }
-        let mut events: Vec<Event> = discovered
-            .iter()
-            .map(|p| Event {
-                kind: "discovered".into(),
-                path: p.clone(),
-                ..Default::default()
-            })
-            .collect();
-        let (mut changed, change_events) = self.changed_entries(&outcome.changed);
-        events.extend(change_events);
-        // A new entry changes its parent's listing (hosts need not say so).
-        for (h, rel) in &found {
-            if let Some((_, parent)) = rel.split_last() {
-                changed.push(NodeId::Entry(EntryRef::new(*h, parent)));
-            }
-            // A name the kernel may hold for it (the removed one's, made again) goes.
-            let e = EntryRef::new(*h, rel.as_slice());
-            changed.push(NodeId::EntryName(e.clone()));
-            // Made again where a call had removed one: what the kernel holds of the
-            // removed one (its ops that ran, and nothing else) goes.
-            if self.is_gone(&e) {
-                self.gone.forget(&e);
-                self.entry_changed_nodes(*h, rel, &mut changed);
-            }
-        }
-        (text, discovered, changed, events)
-    }
-
-    /// The nodes and change-feed events of entries that changed.
-    pub(in crate::world) fn changed_entries(
-        &self,
-        entries: &[(usize, Vec<String>)],
-    ) -> (Vec<NodeId>, Vec<Event>) {
-        let mut changed = Vec::new();
-        let mut events = Vec::new();
-        for (h, p) in entries {
-            // A host's root is never removed: not asking spares it.
-            let gone = !p.is_empty()
-                && self
-                    .hosts
-                    .get(*h)
-                    .is_some_and(|m| matches!(m.host.exists(p), Ok(false)));
-            events.push(Event {
-                kind: if gone { "removed" } else { "changed" }.into(),
-                path: self.entry_path(*h, p),
-                ..Default::default()
-            });
-            self.entry_changed_nodes(*h, p, &mut changed);
-            if gone {
-                changed.push(NodeId::EntryName(EntryRef::new(*h, p.as_slice())));
-            }
-        }
-        (changed, events)
-    }
-
-    /// The nodes whose kernel copies an entry's change makes stale.
-    pub(in crate::world) fn entry_changed_nodes(
-        &self,
-        h: usize,
-        p: &[String],
-        changed: &mut Vec<NodeId>,
-    ) {
-        let e = EntryRef::new(h, p);
-        let target = Target::Entry(e.clone());
-        changed.push(NodeId::Info(target.clone(), InfoFile::Description));
-        changed.push(NodeId::Body(e.clone()));
-        // The set of ops may change with the entry's state (a server's new tools).
-        changed.push(NodeId::Ops(target.clone()));
-        // The entry's guards depend on its state: their sizes may have changed.
-        if let Ok(ops) = self.ops(&target) {
-            for o in ops.iter() {
-                changed.push(NodeId::OpFile(
-                    target.clone(),
-                    intern(&o.name),
-                    OpFile::Guard,
-                ));
-            }
-        }
-        if p.is_empty() {
-            // The root README quotes every host's root description.
-            changed.push(NodeId::Readme);
-        } else {
-            // A child's description shows in its parent's listing (titles, counts),
-            // and a removed child leaves it: the parent changed too.
-            changed.push(NodeId::Entry(EntryRef::new(h, &p[..p.len() - 1])));
-        }
-        changed.push(NodeId::Entry(e));
-    }
-
     /// Run `id` is what `session` (and, as the latest, every session without a call of
     /// its own) reads in `op`'s `result`.
     fn keep_result(&self, target: &Target, op: &str, session: u32, id: i64) {
-        if let Ok(mut results) = self.calls.results.lock() {
+        if let Ok(mut results) = self.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
             r.latest = r.latest.max(id);
             r.by_session.insert(session, id);
@@ -929,7 +654,7 @@ impl World {
         if let (Ok(_), Target::Entry(e)) = (&result, target) {
             // Only what the call said it changed can be gone (a `delete`'s own entry).
             if changed.contains(&NodeId::Entry(e.clone())) {
-                self.note_if_gone(e, op);
+                self.entries.note_if_gone(e, op);
             }
         }
         self.keep_result(target, op, caller.session, id);
@@ -938,7 +663,7 @@ impl World {
         if !changed.is_empty() || result.is_err() {
             self.forget_cached_state();
         }
-        changed.extend(Self::changed_by_any_call(target, op));
+        changed.extend(changed_by_any_call(target, op));
         self.publish(&changed);
         CallReport {
             run: id,
@@ -946,4 +671,16 @@ impl World {
             outcome: result,
         }
     }
+}
+
+/// What every call changes, whatever it did: its runs, its result, the log.
+pub(in crate::world) fn changed_by_any_call(target: &Target, op: &str) -> [NodeId; 6] {
+    [
+        NodeId::Runs(target.clone(), intern(op)),
+        NodeId::OpFile(target.clone(), intern(op), OpFile::Result),
+        NodeId::WipFile(WipFile::Log),
+        NodeId::WipFile(WipFile::Stats),
+        NodeId::WipFile(WipFile::Known),
+        NodeId::WipFile(WipFile::Events),
+    ]
 }

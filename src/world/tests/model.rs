@@ -82,6 +82,7 @@ fn check(steps: &[Step]) -> Result<(), TestCaseError> {
     let f = world();
     let schema = f
         .world
+        .entries()
         .ops(&root())
         .unwrap()
         .iter()

@@ -45,7 +45,7 @@ fn fixture(rules: Vec<Rule>) -> Fixture {
     let host = Arc::new(MemHost::default());
     let state = tempfile::tempdir().unwrap();
     let world = mem_world(WorldSettings::default(), &host, state.path(), policy(rules));
-    world.start_approvals().unwrap();
+    world.calls().start_approvals().unwrap();
     Fixture {
         world,
         host,
@@ -109,13 +109,14 @@ fn a_deny_rule_refuses_at_open_with_the_rules_words() {
     let mut deny = rule("mem/ops/note", Action::Deny);
     deny.reason = Some("notes are kept elsewhere".into());
     let f = fixture(vec![deny]);
-    let guard = f.world.guard(&root(), "note").unwrap().render();
+    let guard = f.world.calls().guard(&root(), "note").unwrap().render();
     assert_eq!(
         guard,
         "blocked\n✗ policy: denied by rule 1 (match \"mem/ops/note\"): notes are kept elsewhere\n"
     );
     let e = f
         .world
+        .calls()
         .open_call(&root(), "note", &caller(AGENT))
         .err()
         .unwrap();
@@ -138,7 +139,7 @@ fn a_rule_on_arguments_refuses_when_the_document_runs() {
             .clone(),
     );
     let f = fixture(vec![secret]);
-    let guard = f.world.guard(&root(), "note").unwrap().render();
+    let guard = f.world.calls().guard(&root(), "note").unwrap().render();
     assert!(guard.starts_with("allowed\n"), "{guard}");
     assert!(guard.contains("rule 1 (match \"mem/ops/note\", args {\"text\":\"secret\"}) denies calls with those arguments"), "{guard}");
     assert_eq!(
@@ -160,7 +161,7 @@ fn a_rule_on_arguments_refuses_when_the_document_runs() {
 #[test]
 fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
     let f = fixture(vec![rule("mem/ops/note", Action::Approve)]);
-    let guard = f.world.guard(&root(), "note").unwrap().render();
+    let guard = f.world.calls().guard(&root(), "note").unwrap().render();
     assert!(
         guard.contains(
             "✗ sign_off: needs a person's sign-off (rule 1); the call will wait as a pending run"
@@ -311,9 +312,9 @@ fn only_the_rules_approvers_decide() {
     let mut by_uid = rule("mem/ops/note", Action::Approve);
     by_uid.approvers = vec![4242];
     let f = fixture(vec![by_uid]);
-    assert_eq!(f.world.policy_approvers(), vec![4242]);
+    assert_eq!(f.world.calls().policy_approvers(), vec![4242]);
     let id = pending_note(&f, "x");
-    assert_eq!(f.world.pending_approvers(), vec![4242]);
+    assert_eq!(f.world.calls().pending_approvers(), vec![4242]);
     assert!(result(&f, "note", AGENT).contains("Who may decide: uid 4242."));
     let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
     assert_eq!(errno, libc::EACCES);
@@ -414,6 +415,7 @@ fn a_blocked_guard_refuses_at_open_even_where_approval_is_asked() {
     f.host.closed.store(true, Ordering::SeqCst);
     let e = f
         .world
+        .calls()
         .open_call(&root(), "close", &caller(AGENT))
         .err()
         .unwrap();
@@ -437,13 +439,14 @@ fn a_call_a_person_must_approve_is_checked_first_even_by_a_host_that_checks_in_t
 #[test]
 fn a_manifest_rule_overrides_a_hosts_default() {
     let f = fixture(Vec::new());
-    let guard = f.world.guard(&root(), "drop").unwrap().render();
+    let guard = f.world.calls().guard(&root(), "drop").unwrap().render();
     assert_eq!(
         guard,
         "blocked\n✗ policy: the host never drops by default\n"
     );
     assert_eq!(
         f.world
+            .calls()
             .open_call(&root(), "drop", &caller(AGENT))
             .err()
             .unwrap()
@@ -451,7 +454,7 @@ fn a_manifest_rule_overrides_a_hosts_default() {
         libc::EACCES
     );
     let f = fixture(vec![rule("mem/ops/drop", Action::Allow)]);
-    let guard = f.world.guard(&root(), "drop").unwrap().render();
+    let guard = f.world.calls().guard(&root(), "drop").unwrap().render();
     assert_eq!(
         guard,
         "allowed\n✓ policy: allowed by rule 1 (match \"mem/ops/drop\")\n"

@@ -1,4 +1,5 @@
-//! Other mounts of the same world: when state is shared on PostgreSQL, every change-feed
+//! Changes that come from outside a call: a host's own (a watched directory, a server's
+//! new tools), applied as they arrive; and other mounts' of the same world: when state is shared on PostgreSQL, every change-feed
 //! write notifies the others, and each mount reads what followed its last cursor and drops
 //! the kernel's copies of what those events touched (so `cat` on one machine sees a call
 //! made on another, and `tail -f .wip/events` shows it).
@@ -7,17 +8,19 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::node::*;
-use super::World;
+use super::run::changed_by_any_call;
+use super::Pipeline;
+use crate::host::HostChange;
 use crate::state::pg::{Heard, SharedDb, EVENTS_CHANNEL};
 use crate::state::Event;
+use crate::world::node::*;
 
 /// How many events one catch-up step reads.
 const CATCH_UP_BATCH: usize = 1000;
 
 /// This mount among the others sharing its state: the database, who it is there, and how
 /// far it has applied their changes.
-pub(super) struct OtherMounts {
+pub(in crate::world) struct OtherMounts {
     db: Arc<SharedDb>,
     /// This mount in the shared journal: its host name and state directory.
     origin: String,
@@ -26,7 +29,7 @@ pub(super) struct OtherMounts {
 }
 
 impl OtherMounts {
-    pub(super) fn new(db: Arc<SharedDb>, origin: String) -> OtherMounts {
+    pub(in crate::world) fn new(db: Arc<SharedDb>, origin: String) -> OtherMounts {
         OtherMounts {
             db,
             origin,
@@ -37,7 +40,7 @@ impl OtherMounts {
 
 /// Who this mount is in a shared journal: one state directory serves one daemon at a
 /// time, so the host name and the state directory name one mount across restarts.
-pub(super) fn origin(state_dir: &Path) -> String {
+pub(in crate::world) fn origin(state_dir: &Path) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".to_string());
@@ -45,7 +48,45 @@ pub(super) fn origin(state_dir: &Path) -> String {
     format!("{host}:{}", dir.display())
 }
 
-impl World {
+impl Pipeline {
+    /// Entries a host reports changed on their own: journal them in the change feed and
+    /// drop the kernel's cached copies.
+    pub fn host_changed(&self, change: &HostChange) {
+        if change.host >= self.entries.hosts().len() {
+            return;
+        }
+        self.forget_cached_state();
+        let entries: Vec<(usize, Vec<String>)> = change
+            .paths
+            .iter()
+            .map(|p| (change.host, p.clone()))
+            .collect();
+        let (mut nodes, events) = self.entries.changed_entries(&entries);
+        if let Err(e) = self.journal.record_events(&events) {
+            tracing::error!("journal: {e}");
+        }
+        nodes.push(NodeId::WipFile(WipFile::Events));
+        self.publish(&nodes);
+    }
+
+    /// Apply hosts' own changes as they arrive, until every sender is gone.
+    pub fn listen_for_host_changes(
+        self: &Arc<Self>,
+        changes: std::sync::mpsc::Receiver<HostChange>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let world = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("host-changes".into())
+            .spawn(move || {
+                while let Ok(change) = changes.recv() {
+                    match world.upgrade() {
+                        Some(w) => w.host_changed(&change),
+                        None => break,
+                    }
+                }
+            })
+    }
+
     /// Where shared state lives, if it is shared (the URL without its password).
     pub fn shared_state(&self) -> Option<&str> {
         self.shared.as_ref().map(|s| s.db.shown())
@@ -129,11 +170,12 @@ impl World {
 
     /// The nodes an event from the feed makes stale.
     fn nodes_of_event(&self, e: &Event, nodes: &mut Vec<NodeId>) {
-        let entry = self.entry_ref_at(&e.path);
+        let entry = self.entries.entry_ref_at(&e.path);
         match e.kind.as_str() {
             "changed" | "removed" => {
                 if let Some(entry) = entry {
-                    self.entry_changed_nodes(entry.host, &entry.path, nodes);
+                    self.entries
+                        .entry_changed_nodes(entry.host, &entry.path, nodes);
                     if e.kind == "removed" {
                         nodes.push(NodeId::EntryName(entry));
                     }
@@ -156,7 +198,7 @@ impl World {
                     entry.map(Target::Entry)
                 };
                 if let (Some(target), Some(op)) = (target, &e.op) {
-                    nodes.extend(Self::changed_by_any_call(&target, op));
+                    nodes.extend(changed_by_any_call(&target, op));
                 }
                 if let Some(run) = e.run {
                     nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(run, *f)));
