@@ -619,6 +619,7 @@ fn wip_file(dir: &Path, name: &str) -> Result<String> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     match mounted_fs_type(&dir) {
         Some(t) if t.starts_with("fuse") => {}
+        Some(t) if t.starts_with("nfs") => {}
         Some(t) => bail!("{} is a {t} mount, not a wip mount", dir.display()),
         None => bail!("{} is not mounted", dir.display()),
     }
@@ -646,6 +647,7 @@ pub fn umount(dir: &Path) -> Result<()> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     match mounted_fs_type(&dir) {
         Some(t) if t.starts_with("fuse") => {}
+        Some(t) if t.starts_with("nfs") => return crate::nfs::serve::umount(&dir),
         Some(t) => bail!("{} is a {t} mount, not a wip mount", dir.display()),
         None => bail!("{} is not mounted", dir.display()),
     }

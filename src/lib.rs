@@ -1,7 +1,7 @@
 //! wip: mount a Worldspace — hosts (an issue tracker, files, …) projected as one tree.
 //!
-//! Data flows one way: kernel → `fuse` → `world` (router, guards, validation, journal) →
-//! a host in `hosts` → its backend.
+//! Data flows one way: kernel → `fuse` (or an NFS client → `nfs`) → `world` (router,
+//! guards, validation, journal) → a host in `hosts` → its backend.
 
 pub mod calendar;
 pub mod control;
@@ -11,6 +11,7 @@ pub mod fuzz;
 pub mod host;
 pub mod hosts;
 pub mod manifest;
+pub mod nfs;
 pub mod proc;
 pub mod secrets;
 pub mod sqlite;

@@ -61,6 +61,36 @@ enum Cmd {
         /// are accepted and ignored.
         #[arg(short = 'o', value_name = "OPTIONS")]
         options: Vec<String>,
+        /// Mount over NFSv3 instead of FUSE, where FUSE is not to be had: a `wip
+        /// serve-nfs` on a free loopback port in the background, mounted with the
+        /// platform's NFS client (`wip umount DIR` stops both).
+        #[arg(long)]
+        nfs: bool,
+    },
+    /// Serve a world over NFSv3 (and MOUNT, on one port) where FUSE is not to be had;
+    /// stays in the foreground. Mount it with the line it prints (macOS: `mount_nfs -o
+    /// vers=3,tcp,port=PORT,mountport=PORT,nolocks localhost:/ DIR`).
+    ServeNfs {
+        /// A directory (the default world: the tracker and that directory's files) or a
+        /// world manifest (TOML) [default: the current directory]
+        world: Option<PathBuf>,
+        /// Where to listen: loopback unless said otherwise (NFSv3's AUTH_SYS trusts
+        /// whatever uid a client claims; anything but loopback is reachable by others).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Where clients mount it: printed paths (results, runs) start there [default:
+        /// world paths, `/tracker/issues/42`]
+        #[arg(long)]
+        mount_point: Option<PathBuf>,
+        /// State directory [default: $XDG_STATE_HOME/wip]
+        #[arg(long, env = "WIP_STATE")]
+        state: Option<PathBuf>,
+        /// Shared state on PostgreSQL, as for `wip mount`.
+        #[arg(long, env = "WIP_STATE_URL", hide_env_values = true)]
+        state_url: Option<String>,
+        /// Titled names (see `wip mount --titled`).
+        #[arg(long)]
+        titled: bool,
     },
     /// Unmount DIR (also recovers a mount whose daemon died).
     Umount { dir: PathBuf },
@@ -183,6 +213,7 @@ fn main() -> ExitCode {
             titled,
             no_wait,
             options,
+            nfs,
         } => {
             let given = daemon::MountFlags {
                 manifest,
@@ -194,6 +225,20 @@ fn main() -> ExitCode {
             };
             match daemon::apply_mount_options(given, &options) {
                 Err(e) => Err(e),
+                Ok(flags) if nfs => {
+                    init_logging(false);
+                    wip::nfs::serve::mount(
+                        &dir,
+                        wip::nfs::serve::Options {
+                            world: flags.manifest,
+                            listen: "127.0.0.1:0".into(),
+                            mount_point: Some(dir.clone()),
+                            state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
+                            state_url,
+                            titled: flags.titled,
+                        },
+                    )
+                }
                 Ok(flags) => {
                     init_logging(flags.foreground);
                     let foreground = flags.foreground;
@@ -213,6 +258,24 @@ fn main() -> ExitCode {
                     }
                 }
             }
+        }
+        Cmd::ServeNfs {
+            world,
+            listen,
+            mount_point,
+            state,
+            state_url,
+            titled,
+        } => {
+            init_logging(true);
+            wip::nfs::serve::run(wip::nfs::serve::Options {
+                world,
+                listen,
+                mount_point,
+                state_dir: state.unwrap_or_else(daemon::default_state_dir),
+                state_url,
+                titled,
+            })
         }
         Cmd::Status { dir } => {
             init_logging(false);

@@ -259,12 +259,12 @@ impl WorldFs {
     }
 
     fn file_attr(&self, ino: u64, a: &NodeAttr) -> FileAttr {
-        let (kind, perm, nlink) = match a.kind {
-            NodeKind::Dir => (FileType::Directory, 0o555, 2),
-            NodeKind::File if a.writable => (FileType::RegularFile, 0o666, 1),
-            NodeKind::File => (FileType::RegularFile, 0o444, 1),
-            NodeKind::Symlink => (FileType::Symlink, 0o777, 1),
+        let kind = match a.kind {
+            NodeKind::Dir => FileType::Directory,
+            NodeKind::File => FileType::RegularFile,
+            NodeKind::Symlink => FileType::Symlink,
         };
+        let (perm, nlink) = a.perm_and_links();
         FileAttr {
             ino: INodeNo(ino),
             size: a.size,

@@ -233,3 +233,17 @@ pub struct NodeAttr {
     /// Last change (`mtime` and `ctime`), where it is known (otherwise the mount's start).
     pub modified: Option<std::time::SystemTime>,
 }
+
+impl NodeAttr {
+    /// The permission bits and link count every adapter shows: folders and files
+    /// readable by all, files writable by all when writing is possible now (what may
+    /// really be written is the guard's and the policy's to say).
+    pub fn perm_and_links(&self) -> (u16, u32) {
+        match self.kind {
+            NodeKind::Dir => (0o555, 2),
+            NodeKind::File if self.writable => (0o666, 1),
+            NodeKind::File => (0o444, 1),
+            NodeKind::Symlink => (0o777, 1),
+        }
+    }
+}

@@ -428,6 +428,16 @@ pub fn user_words(uid: u32) -> String {
 // op's guard in turn); any change forgets it.
 
 impl Pipeline {
+    /// Whether opening `op`'s `call` is refused whatever the arguments: its guard fails
+    /// and no person may approve it (an NFS ACCESS check asks, where there is no open).
+    pub fn refuses_any_call(&self, target: &Target, op: &str) -> bool {
+        match self.guard(target, op) {
+            Ok(g) => !g.allowed() && self.awaits_approval(target, op, None, &g).is_none(),
+            // A guard that cannot be read now is asked again when the document runs.
+            Err(_) => false,
+        }
+    }
+
     /// The guard as the `guard` file shows it (cached briefly).
     pub fn guard(&self, target: &Target, op: &str) -> WorldResult<Guard> {
         if let Target::Run(_) = target {

@@ -1,0 +1,580 @@
+//! The world over NFSv3, for machines without FUSE: a sibling of `fuse/` that asks the
+//! same world for nodes, attributes and bytes, hands what is written into `call` and
+//! `body` to the same pipeline, and knows no host.
+//!
+//! NFSv3 has no open and no close. A client writes a file's data with WRITE and ends it
+//! with COMMIT when the file is closed (close-to-open consistency). So a `call` (or
+//! `body`) written by a client is one document per client and file: its WRITEs are
+//! answered UNSTABLE and buffered, and the document runs at the COMMIT (a JSON object,
+//! or a lone newline, runs at its WRITE as through FUSE); the call's errno is the
+//! COMMIT's status, which the client's `close(2)` reports. An ACCESS check of a `call`
+//! whose guard fails whatever the arguments denies writing. A client (its address and
+//! uid) is one session: `result` shows its own last call. docs/SEMANTICS.md, "NFS".
+
+mod ids;
+pub mod serve;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use nfsserve::context::{current_client, Client};
+use nfsserve::nfs::{
+    fattr3, fileid3, filename3, ftype3, nfspath3, nfsstat3, nfsstring, nfstime3, sattr3, set_size3,
+    specdata3,
+};
+use nfsserve::vfs::{DirEntry, NFSFileSystem, ReadDirResult, VFSCapabilities};
+
+use crate::host::Caller;
+use crate::world::error::{WorldError, WorldResult};
+use crate::world::node::{NodeAttr, NodeId, NodeKind, OpFile};
+use crate::world::{BodyDoc, CallDoc, World};
+use ids::Ids;
+
+/// ACCESS3 bits (RFC 1813): what writing needs.
+const ACCESS3_MODIFY: u32 = 0x0004;
+const ACCESS3_EXTEND: u32 = 0x0008;
+const ACCESS3_DELETE: u32 = 0x0010;
+
+/// The world as an NFSv3 file system.
+pub struct WorldNfs {
+    world: Arc<World>,
+    ids: Ids,
+    /// Documents being written, one per client and file, until their COMMIT.
+    writing: Mutex<HashMap<(String, fileid3), Writing>>,
+    started: SystemTime,
+}
+
+/// A document a client is writing.
+#[derive(Clone)]
+enum Writing {
+    Call {
+        doc: CallDoc,
+        /// Bytes fed to the document so far: a WRITE at this offset goes on; one before
+        /// it is a retransmission, one past it waits for the gap (`early`).
+        next: u64,
+        early: Vec<(u64, Vec<u8>)>,
+    },
+    Body(BodyDoc),
+}
+
+impl WorldNfs {
+    pub fn new(world: Arc<World>) -> WorldNfs {
+        WorldNfs {
+            world,
+            ids: Ids::default(),
+            writing: Mutex::new(HashMap::new()),
+            started: SystemTime::now(),
+        }
+    }
+
+    fn node(&self, id: fileid3) -> Result<NodeId, nfsstat3> {
+        self.ids.node(id).ok_or(nfsstat3::NFS3ERR_STALE)
+    }
+
+    /// Who asks, as the world's pipeline records a caller: the client's uid, and a
+    /// session of its own per client (its address and uid).
+    fn caller(client: &Client) -> Caller {
+        Caller {
+            // The daemon itself waits for the call: an NFS client has no process here.
+            pid: std::process::id(),
+            uid: client.uid,
+            session: session_of(client),
+            command: format!("NFS client {} (uid {})", client.addr, client.uid),
+            run: String::new(),
+            signal: Default::default(),
+        }
+    }
+
+    fn attr_of(&self, id: fileid3, a: &NodeAttr) -> fattr3 {
+        let ftype = match a.kind {
+            NodeKind::Dir => ftype3::NF3DIR,
+            NodeKind::File => ftype3::NF3REG,
+            NodeKind::Symlink => ftype3::NF3LNK,
+        };
+        let (perm, nlink) = a.perm_and_links();
+        let mode = u32::from(perm);
+        let t = time_of(a.modified.unwrap_or(self.started));
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        fattr3 {
+            ftype,
+            mode,
+            nlink,
+            uid,
+            gid,
+            size: a.size,
+            used: a.size,
+            rdev: specdata3::default(),
+            // "wip" in ASCII: one file system for the whole world.
+            fsid: 0x0077_6970,
+            fileid: id,
+            atime: t,
+            mtime: t,
+            ctime: t,
+        }
+    }
+
+    fn getattr_now(&self, id: fileid3, session: u32) -> Result<fattr3, nfsstat3> {
+        let node = self.node(id)?;
+        let attr = self.world.attr(&node, session).map_err(status)?;
+        Ok(self.attr_of(id, &attr))
+    }
+
+    /// The document `client` writes into `id`, opened at its first WRITE (or a
+    /// truncating SETATTR), where the pipeline refuses what it refuses at an open.
+    fn document(&self, client: &Client, id: fileid3, truncate: bool) -> Result<Writing, nfsstat3> {
+        let key = (client.addr.clone(), id);
+        if let Some(w) = self.lock_writing().get(&key) {
+            return Ok(w.clone());
+        }
+        let node = self.node(id)?;
+        let caller = Self::caller(client);
+        let calls = self.world.calls();
+        let w = match &node {
+            NodeId::OpFile(target, op, OpFile::Call) => Writing::Call {
+                doc: calls.open_call(target, op, &caller).map_err(status)?,
+                next: 0,
+                early: Vec::new(),
+            },
+            NodeId::Body(e) => Writing::Body(
+                calls
+                    .open_body(e, &caller, truncate, false)
+                    .map_err(status)?,
+            ),
+            _ => return Err(nfsstat3::NFS3ERR_ACCES),
+        };
+        self.lock_writing().insert(key, w.clone());
+        Ok(w)
+    }
+
+    fn lock_writing(&self) -> std::sync::MutexGuard<'_, HashMap<(String, fileid3), Writing>> {
+        self.writing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn forget_document(&self, client: &Client, id: fileid3) -> Option<Writing> {
+        self.lock_writing().remove(&(client.addr.clone(), id))
+    }
+
+    /// Feed a WRITE to a call document in offset order; returns the bytes taken.
+    async fn write_call(
+        &self,
+        client: &Client,
+        id: fileid3,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), nfsstat3> {
+        let key = (client.addr.clone(), id);
+        // Take what is in order now (this WRITE, and what waited for it).
+        let (doc, ready) = {
+            let mut writing = self.lock_writing();
+            let Some(Writing::Call { doc, next, early }) = writing.get_mut(&key) else {
+                return Err(nfsstat3::NFS3ERR_IO);
+            };
+            let end = offset + data.len() as u64;
+            if end <= *next {
+                // A retransmission of bytes the document has.
+                return Ok(());
+            }
+            if offset > *next {
+                early.push((offset, data.to_vec()));
+                return Ok(());
+            }
+            let mut ready = data[(*next - offset) as usize..].to_vec();
+            *next = end;
+            early.sort_by_key(|(o, _)| *o);
+            while let Some(pos) = early.iter().position(|(o, _)| *o <= *next) {
+                let (o, bytes) = early.remove(pos);
+                let e = o + bytes.len() as u64;
+                if e > *next {
+                    ready.extend_from_slice(&bytes[(*next - o) as usize..]);
+                    *next = e;
+                }
+            }
+            (doc.clone(), ready)
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        doc.write(&ready, move |r| {
+            let _ = tx.send(r);
+        });
+        match rx.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                // The document ran at this WRITE and failed: the client's close says so.
+                self.forget_document(client, id);
+                Err(status(e))
+            }
+            Err(_) => Err(nfsstat3::NFS3ERR_IO),
+        }
+    }
+}
+
+/// A client's session: its address and uid, kept apart from the kernel's session ids
+/// (the high bit is set).
+fn session_of(client: &Client) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    client.addr.hash(&mut h);
+    client.uid.hash(&mut h);
+    (h.finish() as u32) | 0x8000_0000
+}
+
+fn time_of(t: SystemTime) -> nfstime3 {
+    let d = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    nfstime3 {
+        seconds: d.as_secs() as u32,
+        nseconds: d.subsec_nanos(),
+    }
+}
+
+/// The NFS status of a world error: its errno where NFSv3 has it, else EIO (docs:
+/// SEMANTICS.md, "NFS").
+pub fn status(e: WorldError) -> nfsstat3 {
+    tracing::debug!("nfs: {}", e.chain());
+    status_of_errno(e.errno())
+}
+
+fn status_of_errno(errno: i32) -> nfsstat3 {
+    match errno {
+        libc::EPERM => nfsstat3::NFS3ERR_PERM,
+        libc::ENOENT => nfsstat3::NFS3ERR_NOENT,
+        libc::EACCES => nfsstat3::NFS3ERR_ACCES,
+        libc::EEXIST => nfsstat3::NFS3ERR_EXIST,
+        libc::ENOTDIR => nfsstat3::NFS3ERR_NOTDIR,
+        libc::EISDIR => nfsstat3::NFS3ERR_ISDIR,
+        libc::EINVAL => nfsstat3::NFS3ERR_INVAL,
+        libc::EFBIG => nfsstat3::NFS3ERR_FBIG,
+        libc::ENOSPC => nfsstat3::NFS3ERR_NOSPC,
+        libc::EROFS => nfsstat3::NFS3ERR_ROFS,
+        libc::ENAMETOOLONG => nfsstat3::NFS3ERR_NAMETOOLONG,
+        libc::ENOTSUP => nfsstat3::NFS3ERR_NOTSUPP,
+        _ => nfsstat3::NFS3ERR_IO,
+    }
+}
+
+fn name_of(filename: &filename3) -> Result<&str, nfsstat3> {
+    std::str::from_utf8(&filename.0).map_err(|_| nfsstat3::NFS3ERR_NOENT)
+}
+
+/// Run blocking world work off the server's async threads (hosts may take their time).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, nfsstat3> + Send + 'static,
+) -> Result<T, nfsstat3> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or(Err(nfsstat3::NFS3ERR_SERVERFAULT))
+}
+
+fn client() -> Client {
+    current_client().unwrap_or_default()
+}
+
+/// A shareable handle: every VFS call works on the same state from a blocking thread.
+#[derive(Clone)]
+pub struct Served(Arc<WorldNfs>);
+
+impl Served {
+    pub fn new(world: Arc<World>) -> Served {
+        Served(Arc::new(WorldNfs::new(world)))
+    }
+}
+
+#[async_trait]
+impl NFSFileSystem for Served {
+    fn capabilities(&self) -> VFSCapabilities {
+        VFSCapabilities::ReadWrite
+    }
+
+    fn root_dir(&self) -> fileid3 {
+        self.0.ids.root()
+    }
+
+    async fn lookup(&self, dirid: fileid3, filename: &filename3) -> Result<fileid3, nfsstat3> {
+        let name = name_of(filename)?.to_string();
+        let me = Arc::clone(&self.0);
+        blocking(move || {
+            let dir = me.node(dirid)?;
+            match name.as_str() {
+                "." => return Ok(dirid),
+                ".." => return Ok(me.ids.parent(dirid)),
+                _ => {}
+            }
+            let node = me.world.lookup(&dir, &name).map_err(status)?;
+            Ok(me.ids.id(node, dirid))
+        })
+        .await
+    }
+
+    async fn getattr(&self, id: fileid3) -> Result<fattr3, nfsstat3> {
+        let session = session_of(&client());
+        let me = Arc::clone(&self.0);
+        blocking(move || me.getattr_now(id, session)).await
+    }
+
+    async fn setattr(&self, id: fileid3, setattr: sattr3) -> Result<fattr3, nfsstat3> {
+        let client = client();
+        let me = Arc::clone(&self.0);
+        blocking(move || {
+            let node = me.node(id)?;
+            if let set_size3::size(size) = setattr.size {
+                match (&node, size) {
+                    // `>` truncates a call file: a new document begins.
+                    (NodeId::OpFile(_, _, OpFile::Call), 0) => {
+                        if let Some(Writing::Call { doc, .. }) = me.forget_document(&client, id) {
+                            doc.release();
+                        }
+                        me.document(&client, id, true)?;
+                    }
+                    (NodeId::Body(_), _) => match me.document(&client, id, size == 0)? {
+                        Writing::Body(doc) => doc.truncate(size).map_err(status)?,
+                        Writing::Call { .. } => return Err(nfsstat3::NFS3ERR_INVAL),
+                    },
+                    _ => return Err(nfsstat3::NFS3ERR_ACCES),
+                }
+            }
+            // Modes, owners and times are the world's: asked to change them, it keeps its own.
+            me.getattr_now(id, session_of(&client))
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        id: fileid3,
+        offset: u64,
+        count: u32,
+    ) -> Result<(Vec<u8>, bool), nfsstat3> {
+        let session = session_of(&client());
+        let me = Arc::clone(&self.0);
+        blocking(move || {
+            let node = me.node(id)?;
+            let snap = me.world.snapshot(&node, session).map_err(status)?;
+            let bytes = me
+                .world
+                .read_at(&node, &snap, offset, count)
+                .map_err(status)?;
+            let size = match snap.bytes.len() {
+                0 => me.world.attr(&node, session).map_err(status)?.size,
+                n => n as u64,
+            };
+            let eof = offset + bytes.len() as u64 >= size;
+            Ok((bytes, eof))
+        })
+        .await
+    }
+
+    async fn write(&self, id: fileid3, offset: u64, data: &[u8]) -> Result<fattr3, nfsstat3> {
+        let client = client();
+        let me = Arc::clone(&self.0);
+        let c = client.clone();
+        let w = blocking(move || me.document(&c, id, false)).await?;
+        match w {
+            Writing::Call { .. } => self.0.write_call(&client, id, offset, data).await?,
+            Writing::Body(doc) => {
+                let data = data.to_vec();
+                blocking(move || doc.write(offset, &data).map(|_| ()).map_err(status)).await?
+            }
+        }
+        let me = Arc::clone(&self.0);
+        let session = session_of(&client);
+        match blocking(move || me.getattr_now(id, session)).await {
+            Ok(a) => Ok(a),
+            // The attributes of a file being written are its own (the call ran and moved on).
+            Err(_) => Ok(fattr3 {
+                fileid: id,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn defers_writes(&self, id: fileid3) -> bool {
+        matches!(
+            self.0.ids.node(id),
+            Some(NodeId::OpFile(_, _, OpFile::Call) | NodeId::Body(_))
+        )
+    }
+
+    async fn commit(&self, id: fileid3) -> Result<fattr3, nfsstat3> {
+        let client = client();
+        let Some(w) = self.0.forget_document(&client, id) else {
+            let me = Arc::clone(&self.0);
+            let session = session_of(&client);
+            return blocking(move || me.getattr_now(id, session)).await;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let done = move |r: WorldResult<()>| {
+            let _ = tx.send(r);
+        };
+        match w {
+            Writing::Call { doc, .. } => doc.flush(|| true, done),
+            Writing::Body(doc) => doc.flush(|| true, done),
+        }
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(status(e)),
+            Err(_) => return Err(nfsstat3::NFS3ERR_IO),
+        }
+        let me = Arc::clone(&self.0);
+        let session = session_of(&client);
+        blocking(move || me.getattr_now(id, session)).await
+    }
+
+    async fn access(&self, id: fileid3, requested: u32) -> u32 {
+        let me = Arc::clone(&self.0);
+        let writes = ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
+        blocking(move || {
+            let node = me.node(id)?;
+            let may_write = match &node {
+                NodeId::OpFile(t, op, OpFile::Call) => !me.world.calls().refuses_any_call(t, op),
+                NodeId::Body(_) => me.world.attr(&node, 0).is_ok_and(|a| a.writable),
+                _ => false,
+            };
+            Ok(if may_write {
+                requested & !ACCESS3_DELETE
+            } else {
+                requested & !writes
+            })
+        })
+        .await
+        .unwrap_or(requested & !writes)
+    }
+
+    async fn create(
+        &self,
+        _dirid: fileid3,
+        _filename: &filename3,
+        _attr: sattr3,
+    ) -> Result<(fileid3, fattr3), nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn create_exclusive(
+        &self,
+        _dirid: fileid3,
+        _filename: &filename3,
+    ) -> Result<fileid3, nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn mkdir(
+        &self,
+        _dirid: fileid3,
+        _dirname: &filename3,
+    ) -> Result<(fileid3, fattr3), nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn remove(&self, _dirid: fileid3, _filename: &filename3) -> Result<(), nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn rename(
+        &self,
+        _from_dirid: fileid3,
+        _from_filename: &filename3,
+        _to_dirid: fileid3,
+        _to_filename: &filename3,
+    ) -> Result<(), nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn readdir(
+        &self,
+        dirid: fileid3,
+        start_after: fileid3,
+        max_entries: usize,
+    ) -> Result<ReadDirResult, nfsstat3> {
+        let me = Arc::clone(&self.0);
+        blocking(move || {
+            let dir = me.node(dirid)?;
+            let listing = me.world.list(&dir).map_err(status)?;
+            let ids: Vec<fileid3> = listing
+                .iter()
+                .map(|(_, node)| me.ids.id(node.clone(), dirid))
+                .collect();
+            // A cookie is the id of the last entry the client saw: the listing goes on
+            // after it (ids are stable, so a page boundary survives a changed listing).
+            let from = match start_after {
+                0 => 0,
+                after => match ids.iter().position(|i| *i == after) {
+                    Some(p) => p + 1,
+                    None => return Err(nfsstat3::NFS3ERR_BAD_COOKIE),
+                },
+            };
+            let mut entries = Vec::new();
+            for ((name, node), id) in listing.iter().zip(&ids).skip(from).take(max_entries) {
+                let attr = match me.world.listing_attr(node) {
+                    Ok(Some(a)) => me.attr_of(*id, &a),
+                    // Costly or failing now: the kind alone (the client asks GETATTR).
+                    _ => me.attr_of(
+                        *id,
+                        &NodeAttr {
+                            kind: me.world.kind(node),
+                            size: 0,
+                            writable: false,
+                            caching: crate::world::node::Caching::Direct(Duration::ZERO),
+                            modified: None,
+                        },
+                    ),
+                };
+                entries.push(DirEntry {
+                    fileid: *id,
+                    name: nfsstring(name.as_bytes().to_vec()),
+                    attr,
+                });
+            }
+            let end = from + entries.len() >= listing.len();
+            Ok(ReadDirResult { entries, end })
+        })
+        .await
+    }
+
+    async fn symlink(
+        &self,
+        _dirid: fileid3,
+        _linkname: &filename3,
+        _symlink: &nfspath3,
+        _attr: &sattr3,
+    ) -> Result<(fileid3, fattr3), nfsstat3> {
+        Err(nfsstat3::NFS3ERR_ACCES)
+    }
+
+    async fn readlink(&self, id: fileid3) -> Result<nfspath3, nfsstat3> {
+        let me = Arc::clone(&self.0);
+        blocking(move || {
+            let node = me.node(id)?;
+            let target = me.world.readlink(&node).map_err(status)?;
+            Ok(nfsstring(target.into_bytes()))
+        })
+        .await
+    }
+
+    /// Handles carry the file id alone, with no server generation: a restarted server
+    /// gives every node the same id again (ids are a hash of the node), so a client's
+    /// handles stay good where the world kept the node.
+    fn id_to_fh(&self, id: fileid3) -> nfsserve::nfs::nfs_fh3 {
+        nfsserve::nfs::nfs_fh3 {
+            data: id.to_le_bytes().to_vec(),
+        }
+    }
+
+    fn fh_to_id(&self, fh: &nfsserve::nfs::nfs_fh3) -> Result<fileid3, nfsstat3> {
+        let bytes: [u8; 8] = fh
+            .data
+            .as_slice()
+            .try_into()
+            .map_err(|_| nfsstat3::NFS3ERR_BADHANDLE)?;
+        let id = u64::from_le_bytes(bytes);
+        if self.0.ids.node(id).is_some() {
+            Ok(id)
+        } else {
+            Err(nfsstat3::NFS3ERR_STALE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

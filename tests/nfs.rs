@@ -1,0 +1,336 @@
+//! `wip serve-nfs`: the default world over NFSv3, driven by NFS clients. This kernel has
+//! no NFS client (CONFIG_NFS_FS unset), so the clients are libnfs's tools (`nfs-ls`,
+//! `nfs-cat`: real clients nobody here wrote) for walks and reads, and
+//! tests/nfs/client.py, which sends the RPCs the Linux client sends for `> call` (ACCESS,
+//! SETATTR size 0, UNSTABLE WRITEs, COMMIT at close) and for reads.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{sh_in, wip_command};
+
+/// A `wip serve-nfs` of the default world over `files/` of a temp dir, killed on drop.
+struct Served {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("files")).unwrap();
+        std::fs::write(dir.path().join("files/notes.txt"), "hello over nfs\n").unwrap();
+        Self::start_in(dir)
+    }
+
+    fn start_in(dir: tempfile::TempDir) -> Served {
+        let mut child = wip_command()
+            .args(["serve-nfs"])
+            .arg(dir.path().join("files"))
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .args(["--mount-point", "/mnt/w"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wip serve-nfs");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(port) = line
+                    .strip_prefix("serving over NFSv3 on 127.0.0.1:")
+                    .and_then(|p| p.parse::<u16>().ok())
+                {
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        let port = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(p) => p,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("wip serve-nfs did not say where it listens within 60 s");
+            }
+        };
+        Served { child, port, dir }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!(
+            "nfs://127.0.0.1/{}?version=3&nfsport={p}&mountport={p}",
+            path.trim_start_matches('/'),
+            p = self.port
+        )
+    }
+
+    /// tests/nfs/client.py with these arguments, bounded: (exit ok, stdout).
+    fn client(&self, args: &[&str]) -> (bool, String) {
+        let script = format!(
+            "timeout 120 python3 {} {} {}",
+            client_py().display(),
+            self.port,
+            args.iter()
+                .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let out = sh_in(self.dir.path(), &script, Duration::from_secs(150));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    fn cat(&self, path: &str) -> String {
+        let (ok, out) = self.client(&["cat", path]);
+        assert!(ok, "cat {path}: {out}");
+        out
+    }
+
+    /// Calls in the journal.
+    fn runs(&self, op: &str) -> i64 {
+        let db = rusqlite::Connection::open(self.state().join("journal.db")).unwrap();
+        db.query_row("SELECT count(*) FROM calls WHERE op = ?1", [op], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    }
+
+    fn all_runs(&self) -> i64 {
+        let db = rusqlite::Connection::open(self.state().join("journal.db")).unwrap();
+        db.query_row("SELECT count(*) FROM calls", [], |r| r.get(0))
+            .unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nfs/client.py")
+}
+
+fn have_libnfs() -> bool {
+    Command::new("nfs-ls")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+#[test]
+fn the_readme_tour_over_nfs_gives_the_same_outcomes_as_through_fuse() {
+    let s = Served::start();
+    // Read a guard.
+    let guard = s.cat("tracker/issues/2/ops/comment/guard");
+    assert!(guard.starts_with("allowed"), "{guard}");
+    // JSON, plain text and multi-line text in two WRITEs: one call each, at COMMIT.
+    let (ok, out) = s.client(&[
+        "write",
+        "tracker/issues/2/ops/comment/call",
+        r#"{"body":"as json"}"#,
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("WRITE NFS3_OK 0"), "answered UNSTABLE: {out}");
+    assert!(out.contains("COMMIT NFS3_OK"), "{out}");
+    assert!(s
+        .cat("tracker/issues/2/ops/comment/result")
+        .contains("as json"));
+    let (ok, out) = s.client(&[
+        "write",
+        "tracker/issues/2/ops/comment/call",
+        "fixed in 1.2\\n",
+        "second line\\n",
+    ]);
+    assert!(ok, "{out}");
+    let result = s.cat("tracker/issues/2/ops/comment/result");
+    assert!(
+        result.contains("fixed in 1.2 second line"),
+        "one call with both lines: {result}"
+    );
+    assert!(
+        result.contains("/mnt/w/tracker/issues/2/comments/"),
+        "printed under the mount point: {result}"
+    );
+    assert_eq!(s.runs("comment"), 2, "exactly one call per document");
+    // A blocked call: ACCESS denies writing, and the open (SETATTR) is EPERM; the
+    // words are in `result`.
+    let (_, out) = s.client(&["access", "tracker/issues/1/ops/close/call"]);
+    assert!(out.contains("read") && !out.contains("modify"), "{out}");
+    let (ok, out) = s.client(&["write", "tracker/issues/1/ops/close/call", "\\n"]);
+    assert!(!ok && out.contains("SETATTR NFS3ERR_PERM"), "{out}");
+    let words = s.cat("tracker/issues/1/ops/close/result");
+    assert!(words.contains("already closed"), "{words}");
+    // Bad arguments: the COMMIT carries EINVAL, which close(2) reports.
+    let (ok, out) = s.client(&["write", "tracker/issues/2/ops/comment/call", "{\"nope\":1}"]);
+    assert!(!ok && out.contains("NFS3ERR_INVAL"), "{out}");
+    // A body written as `cat > body` is one edit_body call.
+    let (ok, out) = s.client(&[
+        "write",
+        "tracker/issues/2/body",
+        "New body\\n",
+        "over nfs\\n",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(s.cat("tracker/issues/2/body"), "New body\nover nfs\n");
+    assert_eq!(s.runs("edit_body"), 1);
+    // The files host's content.
+    assert_eq!(s.cat("files/notes.txt/body"), "hello over nfs\n");
+}
+
+#[test]
+fn reads_never_act_over_nfs() {
+    if !have_libnfs() {
+        panic!("nfs-ls (Debian's libnfs-utils) is needed: .ci/run installs it");
+    }
+    let s = Served::start();
+    // A recursive listing of everything, then of every op folder of an issue by path,
+    // then a read of every guard, result, schema and description there.
+    let script = format!(
+        "timeout 120 nfs-ls -R '{}' > walk.txt && \
+         timeout 60 nfs-ls -R '{}' > ops.txt && \
+         for op in $(timeout 30 nfs-ls '{}' | awk '{{print $NF}}'); do \
+           for f in guard result schema description; do \
+             timeout 30 nfs-cat \"nfs://127.0.0.1/tracker/issues/2/.ops/$op/$f?version=3&nfsport={p}&mountport={p}\" > /dev/null || true; \
+           done; \
+         done; wc -l < walk.txt",
+        s.url("/"),
+        s.url("/tracker/issues/2/.ops"),
+        s.url("/tracker/issues/2/.ops"),
+        p = s.port
+    );
+    let out = sh_in(s.dir.path(), &script, Duration::from_secs(300));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let walked: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(walked > 100, "the walk saw the tree: {walked} lines");
+    let ops = std::fs::read_to_string(s.dir.path().join("ops.txt")).unwrap();
+    assert!(ops.contains("comment") && ops.contains("guard"), "{ops}");
+    assert_eq!(s.all_runs(), 0, "a walk and reads ran no call");
+}
+
+#[test]
+fn eight_clients_at_once_make_exactly_their_calls_and_each_reads_its_own_result() {
+    let s = Served::start();
+    let script = format!(
+        "for i in 1 2 3 4 5 6 7 8; do timeout 240 python3 {} {} comments tracker/issues/3 5 > out.$i 2>&1 & done; wait; cat out.*",
+        client_py().display(),
+        s.port
+    );
+    let out = sh_in(s.dir.path(), &script, Duration::from_secs(300));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("ok 5").count(), 8, "{text}");
+    assert_eq!(s.runs("comment"), 40, "exactly their calls");
+}
+
+#[test]
+fn a_killed_server_fails_its_client_and_a_restart_gives_the_same_handles() {
+    let mut s = Served::start();
+    let (ok, before) = s.client(&["fh", "tracker/issues/2/ops/comment/guard"]);
+    assert!(ok, "{before}");
+    // SIGKILL: the client's next request fails at once (the connection is gone), no hang.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGKILL) };
+    let _ = s.child.wait();
+    let started = std::time::Instant::now();
+    let (ok, out) = s.client(&["cat", "tracker/issues/2/ops/comment/guard"]);
+    assert!(!ok, "{out}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Restarted on the same state: the same path has the same handle, and the handle
+    // is good once the name was looked up again.
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    let again = Served::start_in(dir);
+    let (_, stale) = again.client(&["getattr-fh", before.trim()]);
+    assert!(
+        stale.contains("NFS3ERR_STALE"),
+        "not yet looked up: {stale}"
+    );
+    let (ok, after) = again.client(&["fh", "tracker/issues/2/ops/comment/guard"]);
+    assert!(ok, "{after}");
+    assert_eq!(before.trim(), after.trim());
+    let (_, fresh) = again.client(&["getattr-fh", before.trim()]);
+    assert!(fresh.contains("NFS3_OK"), "{fresh}");
+}
+
+#[test]
+fn a_listing_pages_by_cookie_and_loses_no_name() {
+    let s = Served::start();
+    let (ok, out) = s.client(&["ls", "tracker/issues"]);
+    assert!(ok, "{out}");
+    let pages: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pages "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(pages > 3, "the listing came in pages: {out}");
+    let names: Vec<&str> = out.lines().filter(|l| !l.starts_with("pages ")).collect();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "no name twice: {out}");
+    for n in ["1", "2", "3", "description", "ref", "ops"] {
+        assert!(names.contains(&n), "{n} in {out}");
+    }
+}
+
+#[test]
+fn mount_nfs_mounts_or_says_why_and_leaves_no_server_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let out = wip_command()
+        .current_dir(&files)
+        .args(["mount", "--nfs"])
+        .arg(&mnt)
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    let words = String::from_utf8_lossy(&out.stderr).into_owned();
+    let kernel_nfs = std::fs::read_to_string("/proc/filesystems")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("nfs"));
+    let mnt_arg = std::fs::canonicalize(&mnt).unwrap();
+    if out.status.success() {
+        // A kernel with an NFS client: the world is there, and `wip umount` ends both.
+        assert!(kernel_nfs);
+        let readme = std::fs::read_to_string(mnt.join("README.md")).unwrap_or_default();
+        let _ = wip_command().arg("umount").arg(&mnt).status();
+        assert!(readme.contains("ops"), "{readme}");
+    } else {
+        assert!(!kernel_nfs, "{words}");
+        assert!(words.contains("no NFS client"), "{words}");
+    }
+    // No `wip serve-nfs` for this mount point is left running.
+    std::thread::sleep(Duration::from_millis(300));
+    let left = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| {
+            let c = String::from_utf8_lossy(c);
+            c.contains("serve-nfs") && c.contains(&*mnt_arg.to_string_lossy())
+        })
+        .count();
+    assert_eq!(left, 0, "a server was left behind");
+}
