@@ -243,7 +243,7 @@ fn eight_clients_at_once_make_exactly_their_calls_and_each_reads_its_own_result(
 }
 
 #[test]
-fn a_killed_server_fails_its_client_and_a_restart_gives_the_same_handles() {
+fn a_killed_server_fails_its_client_and_a_restart_knows_its_handles() {
     let mut s = Served::start();
     let (ok, before) = s.client(&["fh", "tracker/issues/2/ops/comment/guard"]);
     assert!(ok, "{before}");
@@ -254,20 +254,21 @@ fn a_killed_server_fails_its_client_and_a_restart_gives_the_same_handles() {
     let (ok, out) = s.client(&["cat", "tracker/issues/2/ops/comment/guard"]);
     assert!(!ok, "{out}");
     assert!(started.elapsed() < Duration::from_secs(30));
-    // Restarted on the same state: the same path has the same handle, and the handle
-    // is good once the name was looked up again.
+    // Restarted on the same state: the client's handle is good at once (no lookup
+    // first), and the same path gives the same handle.
     let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
     let again = Served::start_in(dir);
-    let (_, stale) = again.client(&["getattr-fh", before.trim()]);
+    let (_, kept) = again.client(&["getattr-fh", before.trim()]);
     assert!(
-        stale.contains("NFS3ERR_STALE"),
-        "not yet looked up: {stale}"
+        kept.contains("NFS3_OK"),
+        "the old handle names the node: {kept}"
     );
     let (ok, after) = again.client(&["fh", "tracker/issues/2/ops/comment/guard"]);
     assert!(ok, "{after}");
     assert_eq!(before.trim(), after.trim());
-    let (_, fresh) = again.client(&["getattr-fh", before.trim()]);
-    assert!(fresh.contains("NFS3_OK"), "{fresh}");
+    // A handle no run handed out is stale.
+    let (_, stale) = again.client(&["getattr-fh", "0102030405060708"]);
+    assert!(stale.contains("NFS3ERR_STALE"), "{stale}");
 }
 
 #[test]

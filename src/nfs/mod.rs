@@ -60,17 +60,21 @@ enum Writing {
 }
 
 impl WorldNfs {
-    pub fn new(world: Arc<World>) -> WorldNfs {
+    /// `handles`: where ids handed out are kept across restarts (see `ids`).
+    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>) -> WorldNfs {
         WorldNfs {
             world,
-            ids: Ids::default(),
+            ids: Ids::open(handles),
             writing: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
         }
     }
 
+    /// The node of a handle: one of this run, or of an earlier one found again by its path.
     fn node(&self, id: fileid3) -> Result<NodeId, nfsstat3> {
-        self.ids.node(id).ok_or(nfsstat3::NFS3ERR_STALE)
+        self.ids
+            .revive(id, |path| self.world.resolve_path(path).ok())
+            .ok_or(nfsstat3::NFS3ERR_STALE)
     }
 
     /// Who asks, as the world's pipeline records a caller: the client's uid, and a
@@ -277,8 +281,8 @@ fn client() -> Client {
 pub struct Served(Arc<WorldNfs>);
 
 impl Served {
-    pub fn new(world: Arc<World>) -> Served {
-        Served(Arc::new(WorldNfs::new(world)))
+    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>) -> Served {
+        Served(Arc::new(WorldNfs::new(world, handles)))
     }
 }
 
@@ -303,7 +307,7 @@ impl NFSFileSystem for Served {
                 _ => {}
             }
             let node = me.world.lookup(&dir, &name).map_err(status)?;
-            Ok(me.ids.id(node, dirid))
+            Ok(me.ids.id(node, dirid, &name))
         })
         .await
     }
@@ -493,7 +497,7 @@ impl NFSFileSystem for Served {
             let listing = me.world.list(&dir).map_err(status)?;
             let ids: Vec<fileid3> = listing
                 .iter()
-                .map(|(_, node)| me.ids.id(node.clone(), dirid))
+                .map(|(name, node)| me.ids.id(node.clone(), dirid, name))
                 .collect();
             // A cookie is the id of the last entry the client saw: the listing goes on
             // after it (ids are stable, so a page boundary survives a changed listing).
@@ -553,8 +557,8 @@ impl NFSFileSystem for Served {
     }
 
     /// Handles carry the file id alone, with no server generation: a restarted server
-    /// gives every node the same id again (ids are a hash of the node), so a client's
-    /// handles stay good where the world kept the node.
+    /// knows every node by the same id again (see `ids`), so a client's handles stay good
+    /// where the world kept the node.
     fn id_to_fh(&self, id: fileid3) -> nfsserve::nfs::nfs_fh3 {
         nfsserve::nfs::nfs_fh3 {
             data: id.to_le_bytes().to_vec(),
@@ -569,10 +573,11 @@ impl NFSFileSystem for Served {
             .map_err(|_| nfsstat3::NFS3ERR_BADHANDLE)?;
         let id = u64::from_le_bytes(bytes);
         if self.0.ids.node(id).is_some() {
-            Ok(id)
-        } else {
-            Err(nfsstat3::NFS3ERR_STALE)
+            return Ok(id);
         }
+        // A handle of an earlier run: found again by its path, which may ask hosts.
+        let found = tokio::task::block_in_place(|| self.0.node(id));
+        found.map(|_| id)
     }
 }
 

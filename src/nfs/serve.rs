@@ -64,7 +64,9 @@ pub fn run(opts: Options) -> Result<()> {
         .build()
         .context("cannot start the NFS server's runtime")?;
     runtime.block_on(async move {
-        let listener = NFSTcpListener::bind(&listen.to_string(), Served::new(world))
+        let handles = opts.state_dir.join("nfs-handles");
+        let served = Served::new(world, Some(&handles));
+        let listener = NFSTcpListener::bind(&listen.to_string(), served)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let port = listener.get_listen_port();
