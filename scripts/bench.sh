@@ -23,7 +23,9 @@ ISSUES=${ISSUES:-1500}
 # peer (not in the default run: it takes long) reads one tree natively, through bindfs,
 # rclone mount and wip's files host (PEER_TREES: include = a copy of /usr/include, gen = a
 # generated tree of PEER_FILES files), each task cold (a fresh mount) and warm.
-SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared}
+# nfs: the default world over `wip serve-nfs` against its FUSE mount (walks with libnfs's
+# nfs-ls against ls -lR; calls from one Python client each way).
+SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared,nfs}
 PEER_TREES=${PEER_TREES:-include,gen}
 PEER_FILES=${PEER_FILES:-100000}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
@@ -43,10 +45,11 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/longworld" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall"; do
+  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/longworld" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall" "$work/nfsfuse"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
+  [ -n "${nfs_pid:-}" ] && kill "$nfs_pid" 2>/dev/null || true
   [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
   [ -n "${tail_pid:-}" ] && kill "$tail_pid" 2>/dev/null || true
   [ -n "${pgdb:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" 2>/dev/null || true
@@ -759,4 +762,41 @@ PY
   done
   rm -rf "$src" "$pw/copy"
 done
+fi
+
+if on nfs; then
+echo "# nfs: the default world served over NFSv3 against its FUSE mount (same manifest, own states)"
+command -v nfs-ls > /dev/null || { echo "nfs-ls missing (Debian's libnfs-utils)"; exit 1; }
+nm=$work/nfsfuse
+mkdir -p "$nm" "$work/nfsfiles"
+(cd "$work/nfsfiles" && "$bin/wip" mount "$nm" --state "$work/nfsfusestate" > /dev/null)
+(cd "$work/nfsfiles" && exec "$bin/wip" serve-nfs . --state "$work/nfsstate" --mount-point /mnt/w > "$work/nfs.out" 2> /dev/null) &
+nfs_pid=$!
+until grep -q "serving over NFSv3" "$work/nfs.out" 2>/dev/null; do sleep 0.05; done
+port=$(sed -n 's/^serving over NFSv3 on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/nfs.out")
+url="nfs://127.0.0.1/?version=3&nfsport=$port&mountport=$port"
+t_fuse_cold=$(secs ls -lR "$nm"); t_fuse_warm=$(secs ls -lR "$nm")
+t_nfs_cold=$(secs nfs-ls -R "$url"); t_nfs_warm=$(secs nfs-ls -R "$url")
+printf '%-22s %9s %9s %9s\n' walk "fuse s" "nfs s" nfs/fuse
+printf '%-22s %9s %9s %9s\n' "ls -lR / nfs-ls -R, 1st" "$t_fuse_cold" "$t_nfs_cold" "$(ratio "$t_nfs_cold" "$t_fuse_cold")"
+printf '%-22s %9s %9s %9s\n' "the same, 2nd" "$t_fuse_warm" "$t_nfs_warm" "$(ratio "$t_nfs_warm" "$t_fuse_warm")"
+n=$((CALLS / 4))
+python3 - "$nm/tracker/issues/2/ops/comment/call" "$n" > "$work/nfs-fuse-call.txt" <<'PY'
+import os, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+took = []
+for i in range(n):
+    t0 = time.perf_counter_ns()
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, f"bench {i}\n".encode())
+    os.close(fd)
+    took.append((time.perf_counter_ns() - t0) / 1000)
+took.sort()
+print(f"fuse call n={n} p50_us={took[n // 2]:.1f}")
+PY
+python3 tests/nfs/client.py "$port" bench-call tracker/issues/2/ops/comment/call "$n" > "$work/nfs-call.txt"
+cat "$work/nfs-fuse-call.txt" "$work/nfs-call.txt"
+echo "plain-text comment from one Python client: FUSE $(p50 fuse "$work/nfs-fuse-call.txt") us, NFS $(p50 nfs "$work/nfs-call.txt") us p50 (nfs/fuse $(ratio "$(p50 nfs "$work/nfs-call.txt")" "$(p50 fuse "$work/nfs-fuse-call.txt")"))"
+kill "$nfs_pid"; nfs_pid=""
+umount "$nm"
 fi

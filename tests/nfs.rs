@@ -1,10 +1,13 @@
-//! `wip serve-nfs`: the default world over NFSv3, driven by NFS clients. This kernel has
-//! no NFS client (CONFIG_NFS_FS unset), so the clients are libnfs's tools (`nfs-ls`,
-//! `nfs-cat`: real clients nobody here wrote) for walks and reads, and
-//! tests/nfs/client.py, which sends the RPCs the Linux client sends for `> call` (ACCESS,
-//! SETATTR size 0, UNSTABLE WRITEs, COMMIT at close) and for reads.
+//! `wip serve-nfs`: the default world over NFSv3, driven by NFS clients: the Linux
+//! kernel's own, in a small guest under qemu (tests/nfs/guest.rs; the machine running
+//! the tests may have no NFS client in its kernel), with busybox's shell and tools;
+//! libnfs's `nfs-ls` and `nfs-cat` (real clients nobody here wrote) for walks and reads;
+//! and tests/nfs/client.py, which sends single RPCs where a test needs to see them (the
+//! UNSTABLE answer, cookies, handles).
 
 mod common;
+#[path = "nfs/guest.rs"]
+mod guest;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,8 +32,13 @@ impl Served {
     }
 
     fn start_in(dir: tempfile::TempDir) -> Served {
+        Self::start_on(dir, "127.0.0.1:0")
+    }
+
+    /// On `listen` (a restart takes the port its clients mounted).
+    fn start_on(dir: tempfile::TempDir, listen: &str) -> Served {
         let mut child = wip_command()
-            .args(["serve-nfs"])
+            .args(["serve-nfs", "--listen", listen])
             .arg(dir.path().join("files"))
             .arg("--state")
             .arg(dir.path().join("state"))
@@ -334,4 +342,205 @@ fn mount_nfs_mounts_or_says_why_and_leaves_no_server_behind() {
         })
         .count();
     assert_eq!(left, 0, "a server was left behind");
+}
+
+#[test]
+fn listening_beyond_loopback_warns_that_auth_sys_trusts_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    let mut child = wip_command()
+        .arg("serve-nfs")
+        .arg(dir.path().join("files"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .args(["--listen", "0.0.0.0:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("beyond loopback") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let warned = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = warned.expect("a warning about listening beyond loopback");
+    assert!(line.contains("uid"), "{line}");
+    // A bad address is refused with words, before anything starts.
+    let out = wip_command()
+        .args(["serve-nfs", "--listen", "localhost"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an address and port"));
+}
+
+/// The journal's args of every run of `op`, oldest first.
+fn args_of(s: &Served, op: &str) -> Vec<String> {
+    let db = rusqlite::Connection::open(s.state().join("journal.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT args FROM calls WHERE op = ?1 ORDER BY id")
+        .unwrap();
+    st.query_map([op], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn the_kernels_nfs_client_walks_the_readme_tour() {
+    let s = Served::start();
+    let script = r#"
+c=tracker/issues/2/ops/comment
+echo "@@ guard $(head -n 1 $c/guard)"
+echo '{"body":"as json"}' > $c/call; echo "@@ json $?"
+echo 'fixed in 1.2' > $c/call; echo "@@ text $?"
+{ echo 'first line'; echo 'second line'; } > $c/call; echo "@@ lines $?"
+printf 'one\ntwo\n' > $c/call; echo "@@ printf $?"
+echo "@@ result $(head -n 1 $c/result)"
+echo > tracker/issues/1/ops/close/call 2> /tmp/err; echo "@@ close $? $(cat /tmp/err)"
+echo "@@ closeguard $(tr '\n' ' ' < tracker/issues/1/ops/close/guard)"
+echo '{"nope":1}' > /tmp/bad
+cp /tmp/bad $c/call 2> /tmp/err; echo "@@ badcp $? $(cat /tmp/err)"
+echo '{"nope":1}' > $c/call 2> /tmp/err; echo "@@ badsh $? $(cat /tmp/err)"
+echo "@@ badresult $(head -n 1 $c/result)"
+printf 'New body\nover nfs\n' > tracker/issues/2/body; echo "@@ body $?"
+echo "@@ bodynow $(tr '\n' '|' < tracker/issues/2/body)"
+echo "@@ walk $(find tracker/issues | wc -l) $(ls -lR tracker/issues 2> /dev/null | wc -l) $(grep -r zzzz tracker/issues/2 tracker/issues/2/.ops 2> /dev/null | wc -l)"
+"#;
+    let console = guest::Guest::boot(s.port, script).finish(Duration::from_secs(240));
+    let said = |key: &str| -> String {
+        console
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("@@ {key} ")))
+            .unwrap_or_else(|| panic!("no {key} in:\n{console}"))
+            .to_string()
+    };
+    assert!(console.contains("@@ mounted"), "{console}");
+    assert_eq!(said("guard"), "allowed");
+    for k in ["json", "text", "lines", "printf", "body"] {
+        assert_eq!(said(k), "0", "{k}: {console}");
+    }
+    let args = args_of(&s, "comment");
+    assert_eq!(
+        args[..4],
+        [
+            r#"{"body":"as json"}"#.to_string(),
+            r#"{"body":"fixed in 1.2"}"#.to_string(),
+            r#"{"body":"first line\nsecond line"}"#.to_string(),
+            r#"{"body":"one\ntwo"}"#.to_string(),
+        ],
+        "one call per command, whole: {console}"
+    );
+    assert!(said("result").starts_with("added comment"), "{console}");
+    // Refused at open: the kernel asked ACCESS, which denies writing; `guard` says why.
+    assert!(said("close").starts_with('1'), "{console}");
+    assert!(said("closeguard").contains("already closed"), "{console}");
+    assert!(
+        said("badcp").contains("Invalid argument"),
+        "close(2) reports the COMMIT's status: {console}"
+    );
+    assert!(said("badresult").starts_with("error:"), "{console}");
+    assert_eq!(said("bodynow"), "New body|over nfs|");
+    assert_eq!(s.runs("edit_body"), 1);
+    // The shell does not hear a failed close (a call that ran at COMMIT): the words are
+    // in `result`, and tools that check close(2) (cp, dd, Python) get the errno.
+    assert!(said("badsh").starts_with('0'), "{console}");
+    // find, ls -lR and grep -r through the mount (the last steps; grep also through an
+    // entry's .ops, reading every guard and result) ran no call: the six comment runs
+    // and the body's edit are all there are.
+    let walked: Vec<usize> = said("walk")
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(walked[0] > 300 && walked[1] > 300, "{console}");
+    assert_eq!(s.all_runs(), 7, "{console}");
+}
+
+#[test]
+fn eight_shell_agents_through_the_kernels_nfs_mount_make_exactly_their_calls() {
+    let s = Served::start();
+    let script = r#"
+for i in 1 2 3 4 5 6 7 8; do
+  ( for j in 1 2 3 4 5; do
+      echo "agent $i call $j" > tracker/issues/3/ops/comment/call || echo "@@ failed $i $j"
+    done ) &
+done
+wait
+echo "@@ agents done"
+"#;
+    let console = guest::Guest::boot(s.port, script).finish(Duration::from_secs(300));
+    assert!(console.contains("@@ agents done"), "{console}");
+    assert!(!console.contains("@@ failed"), "{console}");
+    let mut args = args_of(&s, "comment");
+    assert_eq!(args.len(), 40, "exactly their calls: {args:?}");
+    args.sort();
+    args.dedup();
+    assert_eq!(args.len(), 40, "each call its own, whole: {args:?}");
+    for i in 1..=8 {
+        for j in 1..=5 {
+            let want = format!(r#"{{"body":"agent {i} call {j}"}}"#);
+            assert!(args.contains(&want), "{want} in {args:?}");
+        }
+    }
+}
+
+#[test]
+fn a_killed_server_gives_the_kernel_client_eio_and_a_restart_on_its_port_resumes() {
+    let mut s = Served::start();
+    let port = s.port;
+    let script = r#"
+c=tracker/issues/2/ops/comment
+echo "@@ before $(head -n 1 $c/guard)"
+echo "@@ kill now"
+sleep 2
+t0=$(date +%s)
+head -n 1 $c/guard > /tmp/out 2> /tmp/err; rc=$?
+t1=$(date +%s)
+echo "@@ dead $rc $((t1 - t0)) $(cat /tmp/err)"
+echo "@@ restart now"
+i=0
+while [ $i -lt 90 ]; do
+  head -n 1 $c/guard > /tmp/out 2> /dev/null && break
+  sleep 1; i=$((i + 1))
+done
+echo "@@ back $i $(cat /tmp/out)"
+echo 'after the restart' > $c/call; echo "@@ call $?"
+"#;
+    let mut g = guest::Guest::boot(port, script);
+    assert_eq!(g.wait_for("before", Duration::from_secs(120)), "allowed");
+    g.wait_for("kill now", Duration::from_secs(30));
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGKILL) };
+    let _ = s.child.wait();
+    let dead = g.wait_for("dead", Duration::from_secs(120));
+    println!("with the server killed: {dead}");
+    let mut f = dead.splitn(3, ' ');
+    let (rc, secs) = (f.next().unwrap(), f.next().unwrap());
+    assert_ne!(rc, "0", "a read with the server gone fails: {dead}");
+    let secs: u64 = secs.parse().unwrap();
+    assert!(
+        secs < 60,
+        "within the soft mount's timeout (timeo=50,retrans=2), not a hang: {dead}"
+    );
+    g.wait_for("restart now", Duration::from_secs(30));
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    let again = Served::start_on(dir, &format!("127.0.0.1:{port}"));
+    assert_eq!(again.port, port);
+    let back = g.wait_for("back", Duration::from_secs(150));
+    assert!(
+        back.ends_with("allowed"),
+        "the client's handles hold after the restart: {back}"
+    );
+    assert_eq!(g.wait_for("call", Duration::from_secs(60)), "0");
+    let console = g.finish(Duration::from_secs(60));
+    assert!(
+        args_of(&again, "comment").contains(&r#"{"body":"after the restart"}"#.to_string()),
+        "{console}"
+    );
 }

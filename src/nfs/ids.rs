@@ -14,13 +14,25 @@ use crate::world::node::NodeId;
 
 /// The root's id (0 is reserved by NFS).
 const ROOT: u64 = 1;
+/// Ids handed out per lookup of a `call` (see `fresh`) have this bit set; the rest of
+/// their high half is random per server start, the low half counts.
+const FRESH_BIT: u64 = 1 << 63;
+/// How many per-lookup ids are known at once (the oldest are forgotten first).
+const FRESH_MAX: usize = 65_536;
 /// How many saved handles are kept at most: beyond it, the file starts over at the next
 /// start (the handles of a walk of a huge tree are not worth keeping forever).
 const SAVED_MAX: usize = 1_000_000;
 
-#[derive(Default)]
 pub struct Ids {
     known: Mutex<Known>,
+    /// The high half of this run's per-lookup ids.
+    fresh_base: u64,
+}
+
+impl Default for Ids {
+    fn default() -> Ids {
+        Ids::open(None)
+    }
 }
 
 #[derive(Default)]
@@ -31,6 +43,9 @@ struct Known {
     /// Ids of an earlier run of the server, not seen yet in this one.
     saved: HashMap<u64, (u64, String)>,
     file: Option<std::fs::File>,
+    /// Per-lookup ids, oldest first, and the next one's count.
+    fresh: std::collections::VecDeque<u64>,
+    next_fresh: u32,
 }
 
 impl Ids {
@@ -62,9 +77,41 @@ impl Ids {
                 .map_err(|e| tracing::warn!("nfs: cannot keep handles in {}: {e}", path.display()))
                 .ok();
         }
+        // Random per start: a handle of an earlier run never names a node of this one.
+        let random = {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        };
         Ids {
             known: Mutex::new(known),
+            fresh_base: FRESH_BIT | (random & 0x7FFF_FFFF_0000_0000),
         }
+    }
+
+    /// An id of its own for `node` (a `call` file), different at every lookup: a client
+    /// keeps one page cache per file, so two processes writing one `call` at once would
+    /// mix their documents in it; with a fresh handle per lookup (the client mounted with
+    /// `lookupcache=none` looks the name up at every open) each open writes a file of
+    /// its own. Not kept across restarts.
+    pub fn fresh(&self, node: NodeId, parent: u64) -> u64 {
+        let mut known = self.lock();
+        known.next_fresh = known.next_fresh.wrapping_add(1);
+        let id = self.fresh_base | u64::from(known.next_fresh);
+        known.nodes.insert(id, node);
+        let base = known
+            .places
+            .get(&parent)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default();
+        known.places.insert(id, (parent, format!("{base}/call")));
+        known.fresh.push_back(id);
+        if known.fresh.len() > FRESH_MAX {
+            if let Some(old) = known.fresh.pop_front() {
+                known.nodes.remove(&old);
+                known.places.remove(&old);
+            }
+        }
+        id
     }
 
     fn lock(&self) -> MutexGuard<'_, Known> {
@@ -91,7 +138,7 @@ impl Ids {
         }
         let (parent, path) = self.lock().saved.get(&id).cloned()?;
         let node = resolve(&path)?;
-        if hash_of(&node) != id {
+        if hash_of(&node) & !FRESH_BIT != id {
             return None;
         }
         let mut known = self.lock();
@@ -106,7 +153,7 @@ impl Ids {
         if node == NodeId::Root {
             return ROOT;
         }
-        let mut id = hash_of(&node);
+        let mut id = hash_of(&node) & !FRESH_BIT;
         let mut known = self.lock();
         // Two nodes with one hash (never seen; 2^-64 a pair): the later one probes on.
         loop {
@@ -176,6 +223,31 @@ mod tests {
         let ops = NodeId::Ops(Target::Root);
         assert_ne!(a.id(ops, ROOT, ".ops"), id);
         assert_eq!(b.node(12345), None, "an id never handed out is unknown");
+    }
+
+    #[test]
+    fn every_lookup_of_a_call_has_its_own_id_for_the_same_node() {
+        let ids = Ids::default();
+        let call = NodeId::OpFile(
+            Target::Root,
+            crate::world::node::intern("locate"),
+            crate::world::node::OpFile::Call,
+        );
+        let a = ids.fresh(call.clone(), ROOT);
+        let b = ids.fresh(call.clone(), ROOT);
+        assert_ne!(a, b);
+        assert_eq!(ids.node(a), Some(call.clone()));
+        assert_eq!(ids.node(b), Some(call.clone()));
+        assert_ne!(
+            ids.id(call, ROOT, "call"),
+            a,
+            "the listed id is another one"
+        );
+        assert_ne!(
+            Ids::default().fresh_base,
+            ids.fresh_base,
+            "another run, other ids"
+        );
     }
 
     #[test]

@@ -307,7 +307,11 @@ impl NFSFileSystem for Served {
                 _ => {}
             }
             let node = me.world.lookup(&dir, &name).map_err(status)?;
-            Ok(me.ids.id(node, dirid, &name))
+            Ok(match node {
+                // Each open of a `call` writes a file of its own (see `Ids::fresh`).
+                NodeId::OpFile(_, _, OpFile::Call) => me.ids.fresh(node, dirid),
+                node => me.ids.id(node, dirid, &name),
+            })
         })
         .await
     }

@@ -73,7 +73,7 @@ pub fn run(opts: Options) -> Result<()> {
         let ip = listener.get_listen_ip();
         println!("serving over NFSv3 on {ip}:{port}");
         println!(
-            "mount (Linux): mount -t nfs -o vers=3,tcp,port={port},mountport={port},nolock,soft,timeo=50 {ip}:/ DIR"
+            "mount (Linux): mount -t nfs -o vers=3,tcp,port={port},mountport={port},nolock,lookupcache=none,soft,timeo=50 {ip}:/ DIR"
         );
         println!(
             "mount (macOS): mount_nfs -o vers=3,tcp,port={port},mountport={port},nolocks localhost:/ DIR"
@@ -183,7 +183,9 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
                 "-t".to_string(),
                 "nfs".to_string(),
                 "-o".to_string(),
-                format!("vers=3,tcp,port={port},mountport={port},nolock,soft,timeo=50,retrans=2"),
+                format!(
+                    "vers=3,tcp,port={port},mountport={port},nolock,lookupcache=none,soft,timeo=50,retrans=2"
+                ),
                 "127.0.0.1:/".to_string(),
             ],
         )

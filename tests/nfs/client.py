@@ -11,6 +11,7 @@ client. One process is one client: one connection, one AUTH_SYS uid.
   client.py PORT fh PATH                   the file handle, hex
   client.py PORT getattr-fh HEX            GETATTR of a handle: its status
   client.py PORT ls PATH                   READDIRPLUS in pages of 3: the names
+  client.py PORT bench-call PATH N         N `> PATH` of one line: prints p50_us
   client.py PORT comments PATH N           N calls of `> PATH/.ops/comment/call`, each
                                            followed by a read of `result` (must be its own)
 """
@@ -271,6 +272,17 @@ def main():
             cookie = page[-1][1]
         print("\n".join(names))
         print(f"pages {pages}", file=sys.stderr)
+    elif cmd == "bench-call":
+        import time
+        fh, n, took = c.walk(rest[0]), int(rest[1]), []
+        for i in range(n):
+            t0 = time.perf_counter_ns()
+            steps = c.shell_write(fh, [f"bench {i}\n".encode()])
+            took.append((time.perf_counter_ns() - t0) / 1000)
+            if any(s[0] != "ACCESS" and s[1] for s in steps):
+                sys.exit(f"failed: {steps}")
+        took.sort()
+        print(f"nfs call n={n} p50_us={took[n // 2]:.1f}")
     elif cmd == "comments":
         path, n = rest[0], int(rest[1])
         call = c.walk(path + "/.ops/comment/call")
