@@ -523,6 +523,10 @@ echo 'after the restart' > $c/call; echo "@@ call $?"
     let mut f = dead.splitn(3, ' ');
     let (rc, secs) = (f.next().unwrap(), f.next().unwrap());
     assert_ne!(rc, "0", "a read with the server gone fails: {dead}");
+    assert!(
+        dead.contains("Input/output error"),
+        "EIO, as a soft mount says: {dead}"
+    );
     let secs: u64 = secs.parse().unwrap();
     assert!(
         secs < 60,
@@ -543,4 +547,29 @@ echo 'after the restart' > $c/call; echo "@@ call $?"
         args_of(&again, "comment").contains(&r#"{"body":"after the restart"}"#.to_string()),
         "{console}"
     );
+}
+
+#[test]
+fn wip_call_through_an_nfs_mount_prints_the_result_and_exits_with_the_calls_errno() {
+    let s = Served::start();
+    let script = r#"
+wip call tracker/issues/2/ops/comment 'through wip call' > /tmp/out 2>&1; echo "@@ ok $? $(head -n 1 /tmp/out)"
+wip call tracker/issues/2/ops/comment '{"nope":1}' > /tmp/out 2>&1; echo "@@ bad $? $(tr '\n' ' ' < /tmp/out)"
+wip call tracker/issues/1/ops/close > /tmp/out 2>&1; echo "@@ refused $? $(tr '\n' ' ' < /tmp/out)"
+"#;
+    let console = guest::Guest::boot_with(s.port, script, true).finish(Duration::from_secs(300));
+    let said = |key: &str| -> String {
+        console
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("@@ {key} ")))
+            .unwrap_or_else(|| panic!("no {key} in:\n{console}"))
+            .to_string()
+    };
+    assert!(said("ok").starts_with("0 added comment"), "{console}");
+    assert!(
+        said("bad").starts_with("1 ") && said("bad").contains("invalid arguments"),
+        "{console}"
+    );
+    assert!(said("refused").starts_with("1 "), "{console}");
+    assert_eq!(args_of(&s, "comment").len(), 2, "{console}");
 }

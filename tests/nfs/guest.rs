@@ -122,14 +122,34 @@ pub struct Guest {
 
 impl Guest {
     pub fn boot(port: u16, script: &str) -> Guest {
+        Self::boot_with(port, script, false)
+    }
+
+    /// With `wip` itself in the guest (stripped, with the libraries it links), for
+    /// scripts that run `wip call` through the mount.
+    pub fn boot_with(port: u16, script: &str, with_wip: bool) -> Guest {
         let image = image();
         let dir = tempfile::tempdir().unwrap();
         let extra = dir.path().join("extra");
         std::fs::create_dir_all(&extra).unwrap();
         std::fs::write(extra.join("test.sh"), script).unwrap();
+        let mut files = String::from("test.sh");
+        if with_wip {
+            std::fs::create_dir_all(extra.join("bin")).unwrap();
+            sh(&format!(
+                "strip -o '{}/bin/wip' '{}'",
+                extra.display(),
+                env!("CARGO_BIN_EXE_wip")
+            ));
+            sh(&format!(
+                "cd '{e}' && ldd bin/wip | grep -o '/[^ ]*' | while read -r l; do mkdir -p \".$(dirname \"$l\")\" && cp -L \"$l\" \".$l\"; done",
+                e = extra.display()
+            ));
+            files = "$(find . -mindepth 1)".into();
+        }
         let initrd = dir.path().join("initrd.cpio");
         sh(&format!(
-            "cd '{}' && {{ cat '{}'; echo test.sh | cpio -o -H newc --quiet; }} > '{}'",
+            "cd '{}' && {{ cat '{}'; printf '%s\\n' {files} | cpio -o -H newc --quiet; }} > '{}'",
             extra.display(),
             image.base.display(),
             initrd.display()
