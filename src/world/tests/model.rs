@@ -1,5 +1,6 @@
 //! The call document against a reference model: arbitrary sequences of open, write, flush
-//! (a last close or not), read back and release across several descriptors of one op,
+//! (a last close or not), read back, release and kill (a last flush nobody waits for,
+//! then the release) across several descriptors of one op,
 //! checked after every step against a model that knows only the rules of DESIGN.md ("One
 //! command, one call"): a document runs once, whole, when it cannot grow (a JSON object
 //! that parses, JSON that never can, a blank first write), at its last close or when it is
@@ -19,6 +20,9 @@ enum Step {
     Flush(usize, bool),
     Read(usize),
     Release(usize),
+    /// The writer is killed: the kernel sends its last flush, whose answer nobody waits
+    /// for, and the release at once, while the call may still run.
+    Kill(usize),
 }
 
 const DESCRIPTORS: usize = 3;
@@ -46,7 +50,8 @@ fn step() -> impl Strategy<Value = Step> {
         (d.clone(), proptest::sample::select(PIECES)).prop_map(|(d, p)| Step::Write(d, p)),
         (d.clone(), any::<bool>()).prop_map(|(d, last)| Step::Flush(d, last)),
         d.clone().prop_map(Step::Read),
-        d.prop_map(Step::Release),
+        d.clone().prop_map(Step::Release),
+        d.prop_map(Step::Kill),
     ]
 }
 
@@ -147,6 +152,13 @@ fn check(steps: &[Step]) -> Result<(), TestCaseError> {
             }
             Step::Release(d) => {
                 if let Some(doc) = docs[d].take() {
+                    doc.release();
+                    close(&mut model[d], &mut want, &schema);
+                }
+            }
+            Step::Kill(d) => {
+                if let Some(doc) = docs[d].take() {
+                    doc.flush(|| true, |_| {});
                     doc.release();
                     close(&mut model[d], &mut want, &schema);
                 }
