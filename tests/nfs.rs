@@ -556,6 +556,8 @@ fn wip_call_through_an_nfs_mount_prints_the_result_and_exits_with_the_calls_errn
 wip call tracker/issues/2/ops/comment 'through wip call' > /tmp/out 2>&1; echo "@@ ok $? $(head -n 1 /tmp/out)"
 wip call tracker/issues/2/ops/comment '{"nope":1}' > /tmp/out 2>&1; echo "@@ bad $? $(tr '\n' ' ' < /tmp/out)"
 wip call tracker/issues/1/ops/close > /tmp/out 2>&1; echo "@@ refused $? $(tr '\n' ' ' < /tmp/out)"
+wip status /mnt > /tmp/out 2>&1; echo "@@ status $? $(head -n 1 /tmp/out)"
+wip runs /mnt > /tmp/out 2>&1; echo "@@ runs $? $(grep -c comment /tmp/out)"
 "#;
     let console = guest::Guest::boot_with(s.port, script, true).finish(Duration::from_secs(300));
     let said = |key: &str| -> String {
@@ -572,4 +574,7 @@ wip call tracker/issues/1/ops/close > /tmp/out 2>&1; echo "@@ refused $? $(tr '\
     );
     assert!(said("refused").starts_with("1 "), "{console}");
     assert_eq!(args_of(&s, "comment").len(), 2, "{console}");
+    // The other commands that read a mount's .wip/ work on an NFS mount too.
+    assert!(said("status").starts_with("0 world"), "{console}");
+    assert!(said("runs").starts_with("0 2"), "{console}");
 }
