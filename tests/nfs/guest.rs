@@ -169,7 +169,12 @@ impl Guest {
             .arg(&initrd)
             .arg("-append")
             .arg(format!("console=ttyS0 quiet panic=-1 nfsport={port}"))
-            .args(["-netdev", "user,id=n", "-device", "virtio-net-pci,netdev=n,romfile="])
+            .args([
+                "-netdev",
+                "user,id=n",
+                "-device",
+                "virtio-net-pci,netdev=n,romfile=",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
