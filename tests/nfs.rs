@@ -37,7 +37,12 @@ impl Served {
 
     /// On `listen` (a restart takes the port its clients mounted).
     fn start_on(dir: tempfile::TempDir, listen: &str) -> Served {
+        Self::start_env(dir, listen, &[])
+    }
+
+    fn start_env(dir: tempfile::TempDir, listen: &str, env: &[(&str, &str)]) -> Served {
         let mut child = wip_command()
+            .envs(env.iter().copied())
             .args(["serve-nfs", "--listen", listen])
             .arg(dir.path().join("files"))
             .arg("--state")
@@ -577,4 +582,34 @@ wip runs /mnt > /tmp/out 2>&1; echo "@@ runs $? $(grep -c comment /tmp/out)"
     // The other commands that read a mount's .wip/ work on an NFS mount too.
     assert!(said("status").starts_with("0 world"), "{console}");
     assert!(said("runs").starts_with("0 2"), "{console}");
+}
+
+#[test]
+fn a_document_its_client_abandons_runs_once_for_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    let s = Served::start_env(dir, "127.0.0.1:0", &[("WIP_NFS_ABANDON_MS", "500")]);
+    // Written, never committed: the client went away.
+    let (ok, out) = s.client(&[
+        "write-open",
+        "tracker/issues/2/ops/comment/call",
+        "left behind\n",
+    ]);
+    assert!(ok && out.contains("WRITE NFS3_OK"), "{out}");
+    assert_eq!(s.runs("comment"), 0, "a document that may grow waits");
+    std::thread::sleep(Duration::from_millis(800));
+    // The next document anyone opens finds it abandoned: it runs, whole, once.
+    let (ok, out) = s.client(&["write", "tracker/issues/3/ops/comment/call", "next\n"]);
+    assert!(ok, "{out}");
+    common::wait_until(
+        "the abandoned document ran",
+        Duration::from_secs(30),
+        || s.runs("comment") == 2,
+    );
+    let args = args_of(&s, "comment");
+    assert!(
+        args.contains(&r#"{"body":"left behind"}"#.to_string()),
+        "{args:?}"
+    );
+    assert!(args.contains(&r#"{"body":"next"}"#.to_string()), "{args:?}");
 }

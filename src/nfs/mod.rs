@@ -42,8 +42,24 @@ pub struct WorldNfs {
     world: Arc<World>,
     ids: Ids,
     /// Documents being written, one per client and file, until their COMMIT.
-    writing: Mutex<HashMap<(String, fileid3), Writing>>,
+    writing: Mutex<HashMap<(String, fileid3), Open>>,
     started: SystemTime,
+}
+
+/// A document being written, and when its client last wrote to it.
+struct Open {
+    w: Writing,
+    touched: std::time::Instant,
+}
+
+/// How long a document may wait for its client's next WRITE or COMMIT before it counts as
+/// abandoned (the client crashed or went away) and runs, as a killed writer's does through
+/// FUSE. `WIP_NFS_ABANDON_MS` sets it (the tests' short wait).
+fn abandon_after() -> Duration {
+    std::env::var("WIP_NFS_ABANDON_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(600), Duration::from_millis)
 }
 
 /// A document a client is writing.
@@ -130,9 +146,11 @@ impl WorldNfs {
     /// truncating SETATTR), where the pipeline refuses what it refuses at an open.
     fn document(&self, client: &Client, id: fileid3, truncate: bool) -> Result<Writing, nfsstat3> {
         let key = (client.addr.clone(), id);
-        if let Some(w) = self.lock_writing().get(&key) {
-            return Ok(w.clone());
+        if let Some(o) = self.lock_writing().get_mut(&key) {
+            o.touched = std::time::Instant::now();
+            return Ok(o.w.clone());
         }
+        self.release_abandoned();
         let node = self.node(id)?;
         let caller = Self::caller(client);
         let calls = self.world.calls();
@@ -149,16 +167,47 @@ impl WorldNfs {
             ),
             _ => return Err(nfsstat3::NFS3ERR_ACCES),
         };
-        self.lock_writing().insert(key, w.clone());
+        self.lock_writing().insert(
+            key,
+            Open {
+                w: w.clone(),
+                touched: std::time::Instant::now(),
+            },
+        );
         Ok(w)
     }
 
-    fn lock_writing(&self) -> std::sync::MutexGuard<'_, HashMap<(String, fileid3), Writing>> {
+    /// Run the documents whose clients stopped writing them without a COMMIT (see
+    /// `abandon_after`): each runs once, for nobody, as at a killed writer's last close.
+    fn release_abandoned(&self) {
+        let limit = abandon_after();
+        let stale: Vec<Writing> = {
+            let mut writing = self.lock_writing();
+            let keys: Vec<(String, fileid3)> = writing
+                .iter()
+                .filter(|(_, o)| o.touched.elapsed() > limit)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter()
+                .filter_map(|k| writing.remove(k).map(|o| o.w))
+                .collect()
+        };
+        for w in stale {
+            match w {
+                Writing::Call { doc, .. } => doc.release(),
+                Writing::Body(doc) => doc.release(),
+            }
+        }
+    }
+
+    fn lock_writing(&self) -> std::sync::MutexGuard<'_, HashMap<(String, fileid3), Open>> {
         self.writing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn forget_document(&self, client: &Client, id: fileid3) -> Option<Writing> {
-        self.lock_writing().remove(&(client.addr.clone(), id))
+        self.lock_writing()
+            .remove(&(client.addr.clone(), id))
+            .map(|o| o.w)
     }
 
     /// Feed a WRITE to a call document in offset order; returns the bytes taken.
@@ -173,7 +222,11 @@ impl WorldNfs {
         // Take what is in order now (this WRITE, and what waited for it).
         let (doc, ready) = {
             let mut writing = self.lock_writing();
-            let Some(Writing::Call { doc, next, early }) = writing.get_mut(&key) else {
+            let Some(Open {
+                w: Writing::Call { doc, next, early },
+                ..
+            }) = writing.get_mut(&key)
+            else {
                 return Err(nfsstat3::NFS3ERR_IO);
             };
             let end = offset + data.len() as u64;

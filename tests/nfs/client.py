@@ -7,6 +7,8 @@ client. One process is one client: one connection, one AUTH_SYS uid.
   client.py PORT write PATH CHUNK...       `> PATH`: ACCESS, SETATTR size 0, a WRITE
                                            (UNSTABLE) per chunk at its offset, COMMIT;
                                            prints each status, exits 1 on a failed one
+  client.py PORT write-open PATH CHUNK      ACCESS, SETATTR size 0 and one WRITE, and no
+                                           COMMIT: a client that went away mid-document
   client.py PORT access PATH               ACCESS of read|modify|extend: prints the bits
   client.py PORT fh PATH                   the file handle, hex
   client.py PORT getattr-fh HEX            GETATTR of a handle: its status
@@ -250,6 +252,11 @@ def main():
             print(s[0], STATUS.get(s[1], s[1]), *s[2:])
             failed |= s[0] != "ACCESS" and s[1] != 0
         sys.exit(1 if failed else 0)
+    elif cmd == "write-open":
+        fh = c.walk(rest[0])
+        print("SETATTR", STATUS.get(c.truncate(fh)))
+        st, _ = c.write(fh, 0, rest[1].encode())
+        print("WRITE", STATUS.get(st, st))
     elif cmd == "access":
         st, bits = c.access(c.walk(rest[0]), ACCESS_READ | ACCESS_MODIFY | ACCESS_EXTEND)
         print(STATUS.get(st, st), "read" if bits & ACCESS_READ else "", "modify" if bits & ACCESS_MODIFY else "", "extend" if bits & ACCESS_EXTEND else "")
