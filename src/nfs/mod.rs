@@ -43,8 +43,28 @@ pub struct WorldNfs {
     ids: Ids,
     /// Documents being written, one per client and file, until their COMMIT.
     writing: Mutex<HashMap<(String, fileid3), Open>>,
+    /// The last listing of each folder read page by page (see `listing`).
+    listings: Mutex<HashMap<fileid3, Listed>>,
     started: SystemTime,
 }
+
+/// A folder's listing with its entries' ids, and when it was made.
+#[derive(Clone)]
+struct Listed {
+    entries: Arc<Vec<(String, NodeId)>>,
+    ids: Arc<Vec<fileid3>>,
+    at: std::time::Instant,
+}
+
+/// A listing and its entries' ids, shared by the pages read from it.
+type Pages = (Arc<Vec<(String, NodeId)>>, Arc<Vec<fileid3>>);
+
+/// How long a listing serves the pages that follow its first (a client reads a large
+/// folder in many READDIRPLUS calls; listing it anew for each would cost the folder once
+/// per page). A first page always lists afresh.
+const LISTING_KEPT: Duration = Duration::from_secs(5);
+/// How many folders' listings are kept at most.
+const LISTINGS_MAX: usize = 64;
 
 /// A document being written, and when its client last wrote to it.
 struct Open {
@@ -82,6 +102,7 @@ impl WorldNfs {
             world,
             ids: Ids::open(handles),
             writing: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
         }
     }
@@ -198,6 +219,40 @@ impl WorldNfs {
                 Writing::Body(doc) => doc.release(),
             }
         }
+    }
+
+    /// The listing of folder `dirid`: made now for a first page (`fresh`), else the one
+    /// its first page made, while it is recent.
+    fn listing(&self, dirid: fileid3, dir: &NodeId, fresh: bool) -> Result<Pages, nfsstat3> {
+        let lock = || self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        if !fresh {
+            if let Some(l) = lock().get(&dirid).filter(|l| l.at.elapsed() < LISTING_KEPT) {
+                return Ok((Arc::clone(&l.entries), Arc::clone(&l.ids)));
+            }
+        }
+        let entries = Arc::new(self.world.list(dir).map_err(status)?);
+        let ids: Arc<Vec<fileid3>> = Arc::new(
+            entries
+                .iter()
+                .map(|(name, node)| self.ids.id(node.clone(), dirid, name))
+                .collect(),
+        );
+        let mut kept = lock();
+        if kept.len() >= LISTINGS_MAX {
+            kept.retain(|_, l| l.at.elapsed() < LISTING_KEPT);
+            if kept.len() >= LISTINGS_MAX {
+                kept.clear();
+            }
+        }
+        kept.insert(
+            dirid,
+            Listed {
+                entries: Arc::clone(&entries),
+                ids: Arc::clone(&ids),
+                at: std::time::Instant::now(),
+            },
+        );
+        Ok((entries, ids))
     }
 
     fn lock_writing(&self) -> std::sync::MutexGuard<'_, HashMap<(String, fileid3), Open>> {
@@ -551,11 +606,7 @@ impl NFSFileSystem for Served {
         let me = Arc::clone(&self.0);
         blocking(move || {
             let dir = me.node(dirid)?;
-            let listing = me.world.list(&dir).map_err(status)?;
-            let ids: Vec<fileid3> = listing
-                .iter()
-                .map(|(name, node)| me.ids.id(node.clone(), dirid, name))
-                .collect();
+            let (listing, ids) = me.listing(dirid, &dir, start_after == 0)?;
             // A cookie is the id of the last entry the client saw: the listing goes on
             // after it (ids are stable, so a page boundary survives a changed listing).
             let from = match start_after {
@@ -566,7 +617,7 @@ impl NFSFileSystem for Served {
                 },
             };
             let mut entries = Vec::new();
-            for ((name, node), id) in listing.iter().zip(&ids).skip(from).take(max_entries) {
+            for ((name, node), id) in listing.iter().zip(ids.iter()).skip(from).take(max_entries) {
                 let attr = match me.world.listing_attr(node) {
                     Ok(Some(a)) => me.attr_of(*id, &a),
                     // Costly or failing now: the kind alone (the client asks GETATTR).
