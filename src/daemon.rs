@@ -469,6 +469,43 @@ fn stop_signals() -> libc::sigset_t {
     }
 }
 
+/// This `wip` executable, to start again as a background process.
+pub(crate) fn wip_itself() -> Result<Command> {
+    let exe = std::env::current_exe().context("cannot find the wip executable")?;
+    Ok(Command::new(exe))
+}
+
+/// Start `cmd` in the background, in a session of its own (away from the caller's
+/// terminal), its output appended to the log `log_path`: the child, the log open for
+/// reading, and where this start's output begins in it.
+pub(crate) fn spawn_detached(
+    mut cmd: Command,
+    log_path: &Path,
+    what: &str,
+) -> Result<(std::process::Child, std::fs::File, u64)> {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(log_path)
+        .with_context(|| format!("cannot open log {}", log_path.display()))?;
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {what}"))?;
+    Ok((child, log, log_start))
+}
+
 /// Start a daemon serving the mount in the background; return once it is mounted.
 pub fn mount_background(opts: MountOptions) -> Result<()> {
     check_can_mount()?;
@@ -481,14 +518,7 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
     let startup_wait = Duration::from_millis(manifest.world.startup_wait_ms);
     drop(lock_state_dir(&opts.state_dir, &mount_point)?);
     let log_path = opts.state_dir.join("wip.log");
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open log {}", log_path.display()))?;
-    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe().context("cannot find the wip executable")?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = wip_itself()?;
     cmd.arg("mount")
         .arg(&mount_point)
         .arg("-f")
@@ -508,17 +538,7 @@ pub fn mount_background(opts: MountOptions) -> Result<()> {
     if opts.titled {
         cmd.arg("--titled");
     }
-    cmd.stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the daemon")?;
+    let (mut child, _, log_start) = spawn_detached(cmd, &log_path, "the daemon")?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if mounted_fs_type(&mount_point).is_some_and(|t| t.starts_with("fuse")) {

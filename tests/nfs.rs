@@ -53,20 +53,13 @@ impl Served {
             .spawn()
             .expect("wip serve-nfs");
         let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(port) = line
-                    .strip_prefix("serving over NFSv3 on 127.0.0.1:")
-                    .and_then(|p| p.parse::<u16>().ok())
-                {
-                    let _ = tx.send(port);
-                }
-            }
+        let port = first_line(stdout, Duration::from_secs(60), |line| {
+            line.strip_prefix("serving over NFSv3 on 127.0.0.1:")
+                .and_then(|p| p.parse::<u16>().ok())
         });
-        let port = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(p) => p,
-            Err(_) => {
+        let port = match port {
+            Some(p) => p,
+            None => {
                 let _ = child.kill();
                 panic!("wip serve-nfs did not say where it listens within 60 s");
             }
@@ -132,6 +125,24 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The first line `pick` takes from `out` (read on a thread of its own, which drains the
+/// rest so the child never blocks on a full pipe), within `limit`.
+fn first_line<T: Send + 'static>(
+    out: impl std::io::Read + Send + 'static,
+    limit: Duration,
+    mut pick: impl FnMut(&str) -> Option<T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(v) = pick(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    rx.recv_timeout(limit).ok()
 }
 
 fn client_py() -> PathBuf {
@@ -364,15 +375,9 @@ fn listening_beyond_loopback_warns_that_auth_sys_trusts_the_client() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("beyond loopback") {
-                let _ = tx.send(line);
-            }
-        }
+    let warned = first_line(stderr, Duration::from_secs(60), |line| {
+        line.contains("beyond loopback").then(|| line.to_string())
     });
-    let warned = rx.recv_timeout(Duration::from_secs(60));
     let _ = child.kill();
     let _ = child.wait();
     let line = warned.expect("a warning about listening beyond loopback");
@@ -420,13 +425,7 @@ echo "@@ bodynow $(tr '\n' '|' < tracker/issues/2/body)"
 echo "@@ walk $(find tracker/issues | wc -l) $(ls -lR tracker/issues 2> /dev/null | wc -l) $(grep -r zzzz tracker/issues/2 tracker/issues/2/.ops 2> /dev/null | wc -l)"
 "#;
     let console = guest::Guest::boot(s.port, script).finish(Duration::from_secs(240));
-    let said = |key: &str| -> String {
-        console
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("@@ {key} ")))
-            .unwrap_or_else(|| panic!("no {key} in:\n{console}"))
-            .to_string()
-    };
+    let said = |key: &str| guest::report(&console, key);
     assert!(console.contains("@@ mounted"), "{console}");
     assert_eq!(said("guard"), "allowed");
     for k in ["json", "text", "lines", "printf", "body"] {
@@ -565,13 +564,7 @@ wip status /mnt > /tmp/out 2>&1; echo "@@ status $? $(head -n 1 /tmp/out)"
 wip runs /mnt > /tmp/out 2>&1; echo "@@ runs $? $(grep -c comment /tmp/out)"
 "#;
     let console = guest::Guest::boot_with(s.port, script, true).finish(Duration::from_secs(300));
-    let said = |key: &str| -> String {
-        console
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("@@ {key} ")))
-            .unwrap_or_else(|| panic!("no {key} in:\n{console}"))
-            .to_string()
-    };
+    let said = |key: &str| guest::report(&console, key);
     assert!(said("ok").starts_with("0 added comment"), "{console}");
     assert!(
         said("bad").starts_with("1 ") && said("bad").contains("invalid arguments"),

@@ -94,8 +94,7 @@ const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// the state directory), then the platform's NFS mount of it at `dir`.
 pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
     use std::io::{Read, Seek};
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     if !dir.exists() {
         std::fs::create_dir_all(dir)
@@ -106,15 +105,7 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
     let log_path = opts.state_dir.join("wip-nfs.log");
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open log {}", log_path.display()))?;
-    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe().context("cannot find the wip executable")?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = crate::daemon::wip_itself()?;
     cmd.arg("serve-nfs");
     if let Some(w) = &opts.world {
         cmd.arg(std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()));
@@ -130,17 +121,8 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
     if opts.titled {
         cmd.arg("--titled");
     }
-    cmd.stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?);
-    // SAFETY: setsid is async-signal-safe; it detaches the server from our terminal.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the NFS server")?;
+    let (mut child, mut log, log_start) =
+        crate::daemon::spawn_detached(cmd, &log_path, "the NFS server")?;
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     let port = loop {
         let mut text = String::new();

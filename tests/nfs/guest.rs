@@ -238,3 +238,13 @@ impl Drop for Guest {
         let _ = self.child.wait();
     }
 }
+
+/// What the guest's script reported as `@@ KEY rest`: the rest (panics naming the key and
+/// the console when it is missing).
+pub fn report(console: &str, key: &str) -> String {
+    console
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("@@ {key} ")))
+        .unwrap_or_else(|| panic!("no {key} in:\n{console}"))
+        .to_string()
+}

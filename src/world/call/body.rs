@@ -124,21 +124,24 @@ impl BodyDoc {
         self.doc.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn busy() -> WorldError {
-        WorldError::invalid(
-            "this body's new content is being written by its host; wait for the close to return",
-        )
+    /// Whether the document takes changes now: not while its call runs, nor once it was
+    /// refused (every later change gets the same answer).
+    fn changeable(st: &State) -> WorldResult<()> {
+        if matches!(st.phase, Phase::Running(_)) {
+            return Err(WorldError::invalid(
+                "this body's new content is being written by its host; wait for the close to return",
+            ));
+        }
+        match &st.refused {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Bytes written at `offset`; a gap before them reads as zeros, as in a file.
     pub fn write(&self, offset: u64, data: &[u8]) -> WorldResult<u32> {
         let mut st = self.state();
-        if matches!(st.phase, Phase::Running(_)) {
-            return Err(Self::busy());
-        }
-        if let Some(e) = &st.refused {
-            return Err(e.clone());
-        }
+        Self::changeable(&st)?;
         let max = self.doc.calls.settings.max_call_bytes;
         let offset = if st.append {
             st.content.len() as u64
@@ -166,12 +169,7 @@ impl BodyDoc {
     /// `ftruncate` (or `open(O_TRUNC)` without atomic truncation).
     pub fn truncate(&self, size: u64) -> WorldResult<()> {
         let mut st = self.state();
-        if matches!(st.phase, Phase::Running(_)) {
-            return Err(Self::busy());
-        }
-        if let Some(e) = &st.refused {
-            return Err(e.clone());
-        }
+        Self::changeable(&st)?;
         let max = self.doc.calls.settings.max_call_bytes;
         if size > max {
             return Err(Self::refuse(&mut st, too_large(max)));
