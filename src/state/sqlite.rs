@@ -78,7 +78,6 @@ impl SqliteJournal {
                args TEXT NOT NULL, guard TEXT NOT NULL, status TEXT NOT NULL,
                errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
                discovered TEXT NOT NULL DEFAULT '[]');
-             CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
              CREATE INDEX IF NOT EXISTS calls_running ON calls(id) WHERE status = 'running';
              CREATE TABLE IF NOT EXISTS events(
                cursor INTEGER PRIMARY KEY,
@@ -315,7 +314,7 @@ impl Journal for SqliteJournal {
         }
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT id, seq FROM calls WHERE path = ?1 AND op = ?2 ORDER BY id DESC LIMIT ?3",
+            "SELECT id, seq FROM calls WHERE path = ?1 AND op = ?2 ORDER BY seq DESC LIMIT ?3",
         )?;
         let ids = stmt
             .query_map(params![path, op, limit as i64], |r| {
@@ -714,13 +713,20 @@ fn number_runs(conn: &Connection) -> rusqlite::Result<()> {
     if !has_seq {
         conn.execute_batch(
             "BEGIN;
+             CREATE INDEX IF NOT EXISTS calls_by_op ON calls(path, op, id);
              ALTER TABLE calls ADD COLUMN seq INTEGER;
              UPDATE calls SET seq = (SELECT count(*) FROM calls c
                WHERE c.path = calls.path AND c.op = calls.op AND c.id <= calls.id);
              COMMIT;",
         )?;
     }
-    conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);")
+    // Numbers follow ids within an op (one writer gives both, in order), so this index
+    // orders an op's runs as well as one on (path, op, id) did: that one, which every
+    // call's first commit also wrote, is dropped.
+    conn.execute_batch(
+        "CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);
+         DROP INDEX IF EXISTS calls_by_op;",
+    )
 }
 
 /// Append events to the change feed, inside the caller's transaction.
@@ -787,6 +793,54 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].op.as_deref(), Some("close"));
         assert_eq!(j.last_event().unwrap(), events[0].cursor);
+    }
+
+    #[test]
+    fn a_journal_from_before_numbering_is_numbered_and_loses_the_index_calls_no_longer_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        {
+            // The table and index as journals made before runs were numbered have them.
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE calls(
+                   id INTEGER PRIMARY KEY AUTOINCREMENT,
+                   started TEXT NOT NULL, finished TEXT,
+                   pid INTEGER NOT NULL, uid INTEGER NOT NULL, session INTEGER NOT NULL,
+                   command TEXT NOT NULL, path TEXT NOT NULL, op TEXT NOT NULL,
+                   args TEXT NOT NULL, guard TEXT NOT NULL, status TEXT NOT NULL,
+                   errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
+                   discovered TEXT NOT NULL DEFAULT '[]');
+                 CREATE INDEX calls_by_op ON calls(path, op, id);",
+            )
+            .unwrap();
+            for (path, op) in [("/a", "close"), ("/b", "close"), ("/a", "close")] {
+                c.execute(
+                    "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status)
+                     VALUES ('2026-01-01T00:00:00Z', 1, 0, 1, 'bash', ?1, ?2, '{}', '', 'ok')",
+                    params![path, op],
+                )
+                .unwrap();
+            }
+        }
+        let (j, _) = SqliteJournal::open(&path).unwrap();
+        assert_eq!(
+            j.runs_of("/a", "close", 10).unwrap(),
+            vec![Began { id: 3, seq: 2 }, Began { id: 1, seq: 1 }]
+        );
+        let caller = Caller::default();
+        let next = j.begin(&caller, "/a", "close", "{}", &"".into()).unwrap();
+        assert_eq!(next.seq, 3);
+        assert_eq!(j.runs_of("/a", "close", 1).unwrap(), vec![next]);
+        let indexes: Vec<String> = j
+            .conn()
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(indexes, vec!["calls_numbered", "calls_running"]);
     }
 
     #[test]
