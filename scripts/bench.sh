@@ -191,6 +191,8 @@ echo "# call latency (get_metadata on an issue, $CALLS calls)"
 # A plain-text document (`echo hello > ops/comment/call`) can still grow, so it runs at the
 # descriptor's last close, which the daemon judges from /proc.
 "$bin/wip-bench" mount-call "$m/tracker/issues/2/ops/comment/call" "hello" $((CALLS / 4)) | tee "$work/mountc.txt"
+# The same op as JSON, which runs at the first flush that completes the document.
+"$bin/wip-bench" mount-call "$m/tracker/issues/3/ops/comment/call" '{"body":"hello"}' $((CALLS / 4)) | tee "$work/mountcj.txt"
 # The same four round trips (OPEN, GETXATTR, WRITE, FLUSH) with nothing behind them: the
 # floor's `call` files take writes. What a call costs beyond it is wip's own.
 umount_wip
@@ -213,10 +215,14 @@ world_p50=$(p50 "in-process world.call" "$work/inproc.txt")
 if [ -n "$floor_p50" ]; then
   echo "the same four round trips through the FUSE floor: ${floor_p50} us p50, itself $(ratio "$floor_p50" "$host_p50")x the host in-process"
   echo "wip's own share (mount - floor): $(echo "$mount_p50 - $floor_p50" | bc) us, of which the runtime in-process (world.call) ${world_p50} us; mount/floor $(ratio "$mount_p50" "$floor_p50")"
+  journal_p50=$(p50 "in-process journal begin+finish" "$work/inproc.txt")
+  [ -z "$journal_p50" ] || echo "the journal's two commits alone (the run before it runs, its outcome after): ${journal_p50} us p50, $(ratio "$journal_p50" "$floor_p50")x the floor's call: the least wip's own share can be while every call survives a crash"
 fi
 c_mount=$(p50 "through the mount" "$work/mountc.txt")
 c_host=$(p50 "in-process host.call" "$work/inprocc.txt")
+cj_mount=$(p50 "through the mount" "$work/mountcj.txt")
 echo "plain-text comment p50: ${c_mount} us through the mount, ${c_host} us host in-process; ratio $(ratio "$c_mount" "$c_host")"
+echo "the same comment as JSON p50: ${cj_mount} us through the mount; plain text / JSON $(ratio "$c_mount" "$cj_mount")"
 fi
 
 if on calls; then

@@ -90,6 +90,26 @@ fn host_call(args: &[String]) -> Result<()> {
         r.outcome?;
     }
     report("in-process world.call", runtime);
+    journal_commits(op, op_args, &caller, n)
+}
+
+/// The two commits every call makes (its run recorded before it runs, its outcome after),
+/// timed alone on a fresh journal of the default engine: what durability costs a call,
+/// which no call through the mount can go below.
+fn journal_commits(op: &str, op_args: &str, caller: &Caller, n: usize) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let opened = wip::state::open(dir.path(), None, "bench")?;
+    let journal = opened.journal;
+    let guard = wip::state::Clean::new("allowed\n");
+    let result = wip::state::Clean::new("{\"ok\":true}\n");
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let began = journal.begin(caller, "/tracker/issues/1", op, op_args, &guard)?;
+        journal.finish(began.id, "ok", 0, &result, &[], &[])?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("in-process journal begin+finish", samples);
     Ok(())
 }
 
