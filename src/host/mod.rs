@@ -574,6 +574,18 @@ pub trait Host: Send + Sync {
         Ok(None)
     }
 
+    /// What a listing of the entry at `path` needs: its body (an error of its own: a body
+    /// the host cannot give now leaves the listing whole) and its children. A host that
+    /// reads both in one go (one transaction, one existence check) says so here; by
+    /// default `body`, then `children`.
+    fn body_and_children(
+        &self,
+        path: &[String],
+    ) -> HostResult<(HostResult<Option<Body>>, Vec<Child>)> {
+        let body = self.body(path);
+        Ok((body, self.children(path)?))
+    }
+
     /// Up to `size` bytes of a ranged body (`Body::bytes` is `None`) from `offset`; fewer
     /// only at its end.
     fn read_body(&self, path: &[String], _offset: u64, _size: u32) -> HostResult<Vec<u8>> {

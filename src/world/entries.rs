@@ -360,6 +360,25 @@ impl Entries {
         self.reused(&self.bodies, e, |h| h.body(&e.path))
     }
 
+    /// What a listing of `e` needs: its body (kept like `entry_body`; an error of its own)
+    /// and its children, in one read of the host when the body is not kept already.
+    pub(super) fn body_and_children(
+        &self,
+        e: &EntryRef,
+    ) -> WorldResult<(WorldResult<Option<Body>>, Vec<host::Child>)> {
+        let host = &self.host(e)?.host;
+        if let Some(body) = self.bodies.get(e) {
+            return Ok((Ok(Some(body)), host.children(&e.path)?));
+        }
+        let (body, children) = host.body_and_children(&e.path)?;
+        if let Ok(Some(b)) = &body {
+            if self.keeps_infos(e) {
+                self.bodies.insert(e.clone(), b.clone());
+            }
+        }
+        Ok((body.map_err(WorldError::from), children))
+    }
+
     /// The whole body of an entry (a ranged one read piece by piece).
     pub fn body_bytes(&self, e: &EntryRef) -> WorldResult<Vec<u8>> {
         let body = self.body_of(e)?;

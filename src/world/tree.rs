@@ -227,17 +227,15 @@ impl World {
             NodeId::Entry(e) => {
                 let target = Target::Entry(e.clone());
                 let mut out = info(&target);
-                let m = self.entries.host(e)?;
+                let (body, children) = self.entries.body_and_children(e)?;
                 // A body the host cannot give now leaves the listing (and `ls`) whole.
-                match self.entries.entry_body(e) {
+                match body {
                     Ok(Some(_)) => out.push(("body".into(), NodeId::Body(e.clone()))),
                     Ok(None) => {}
                     Err(err) => tracing::debug!(path = ?e.path, "body not listed: {err}"),
                 }
                 out.push(("ops".into(), NodeId::OpsLink(target)));
-                let children: Vec<_> = m
-                    .host
-                    .children(&e.path)?
+                let children: Vec<_> = children
                     .into_iter()
                     .filter(|c| c.info.indexable && names::is_valid(&c.name))
                     .collect();

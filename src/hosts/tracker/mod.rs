@@ -531,6 +531,26 @@ impl Host for TrackerHost {
         })
     }
 
+    /// A listing of an item reads its body and children in one snapshot, its existence
+    /// checked once.
+    fn body_and_children(
+        &self,
+        path: &[String],
+    ) -> HostResult<(HostResult<Option<Body>>, Vec<Child>)> {
+        self.read(|conn| {
+            let node = self.existing(conn, path)?;
+            let body = if matches!(
+                node,
+                Node::Item(..) | Node::Comment(..) | Node::Review(..) | Node::Check(..)
+            ) {
+                self.body_in(conn, &node)
+            } else {
+                Ok(None)
+            };
+            Ok((body, self.list(conn, &node)?))
+        })
+    }
+
     /// SQLite with a 10 s busy timeout, PostgreSQL with a 10 s lock timeout: every call
     /// ends well within the call timeout.
     fn bounded_calls(&self) -> bool {

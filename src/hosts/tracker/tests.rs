@@ -980,7 +980,11 @@ fn what_a_listing_says_of_each_child_is_what_its_entry_says(e: Engine) {
     let mut todo = vec![String::new()];
     let mut seen = 0;
     while let Some(path) = todo.pop() {
-        for child in h.children(&p(&path)).unwrap() {
+        // A listing's one read gives what `body` and `children` give apart.
+        let (body, children) = h.body_and_children(&p(&path)).unwrap();
+        assert_eq!(body.unwrap(), h.body(&p(&path)).unwrap(), "{path}");
+        assert_eq!(children, h.children(&p(&path)).unwrap(), "{path}");
+        for child in children {
             let at = if path.is_empty() {
                 child.name.clone()
             } else {
@@ -1006,6 +1010,7 @@ fn what_a_listing_says_of_each_child_is_what_its_entry_says(e: Engine) {
         }
     }
     assert!(seen > 60, "compared {seen} entries");
+    assert!(h.body_and_children(&p("issues/999")).is_err());
 }
 
 fn bodies_are_the_texts_and_edit_body_replaces_them(e: Engine) {
