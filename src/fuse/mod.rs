@@ -824,6 +824,11 @@ impl Filesystem for WorldFs {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
+        // The end of the listing (every walk's second request of each directory): an
+        // empty answer, without the directory's own attributes.
+        if offset as usize >= entries.len() + 2 {
+            return reply.ok();
+        }
         let dir_attr = match self
             .node(ino)
             .and_then(|n| self.world.attr(&n, 0).map_err(|e| errno("readdirplus", &e)))
