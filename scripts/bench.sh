@@ -22,12 +22,14 @@ ISSUES=${ISSUES:-1500}
 # role for root, as .ci/run sets it up).
 # peer (not in the default run: it takes long) reads one tree natively, through bindfs,
 # rclone mount and wip's files host (PEER_TREES: include = a copy of /usr/include, gen = a
-# generated tree of PEER_FILES files), each task cold (a fresh mount) and warm.
+# generated tree of PEER_FILES files), each task cold (a fresh mount) and warm
+# (PEER_TASKS: some of grep,find,cat,du,rsync,tar).
 # nfs: the default world over `wip serve-nfs` against its FUSE mount (walks with libnfs's
 # nfs-ls against ls -lR; calls from one Python client each way).
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared,nfs}
 PEER_TREES=${PEER_TREES:-include,gen}
 PEER_FILES=${PEER_FILES:-100000}
+PEER_TASKS=${PEER_TASKS:-grep,find,cat,du,rsync,tar}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -724,7 +726,8 @@ t_grep() { grep -rl deprecated "$1"; }
 t_find() { case $2 in wip | floor) find "$1" -name body ;; *) find "$1" -type f ;; esac; }
 t_cat() { case $2 in wip | floor) find "$1" -name body -print0 | xargs -0 cat ;; *) find "$1" -type f -print0 | xargs -0 cat ;; esac; }
 t_du() { du -s "$1"; }
-t_rsync() { rm -rf "$pw/copy"; rsync -a "$1/" "$pw/copy/"; }
+# Into an empty directory each time; the previous copy is removed before the clock starts.
+t_rsync() { rsync -a "$1/" "$pw/copy/"; }
 t_tar() { tar cf - -C "$1" . | wc -c; }
 for tree in ${PEER_TREES//,/ }; do
   case $tree in
@@ -751,11 +754,13 @@ PY
   echo "## tree $tree: $files files, $(du -sh "$src" | cut -f1); wip shows $(wc -l < "$pw/shape") paths"
   printf '%-6s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' task pass native bindfs rclone floor wip \
     wip/nat wip/bfs wip/flr floor/bfs
-  for task in grep find cat du rsync tar; do
+  for task in ${PEER_TASKS//,/ }; do
     declare -A cold warm
     for sys in native bindfs rclone floor wip; do
       dir=$(peer_mount "$sys" "$src")
+      rm -rf "$pw/copy"; sync
       cold[$sys]=$(secs "t_$task" "$dir" "$sys")
+      rm -rf "$pw/copy"; sync
       warm[$sys]=$(secs "t_$task" "$dir" "$sys")
       peer_umount "$sys"
     done

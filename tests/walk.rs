@@ -203,6 +203,46 @@ fn changes_made_outside_the_mount_show_within_a_second() {
     );
 }
 
+/// A body read once keeps its file registered for the next open, yet a file replaced
+/// (renamed over, as editors and `git checkout` do), removed and made again, or written
+/// through the mount shows its new content: the old file is never read again.
+#[test]
+fn a_body_read_before_shows_the_file_that_replaced_it() {
+    let m = Mount::start(None);
+    std::fs::write(m.root.join("doc.txt"), "first\n").unwrap();
+    common::wait_until(
+        "the new file listed",
+        std::time::Duration::from_secs(1),
+        || m.ok("ls files").lines().any(|l| l == "doc.txt"),
+    );
+    assert_eq!(m.read("files/doc.txt/body"), "first\n");
+    assert_eq!(m.read("files/doc.txt/body"), "first\n");
+    // Renamed over: another inode at the same path.
+    std::fs::write(m.root.join(".doc.txt.tmp"), "second, longer\n").unwrap();
+    std::fs::rename(m.root.join(".doc.txt.tmp"), m.root.join("doc.txt")).unwrap();
+    common::wait_until(
+        "the replacing file's content",
+        std::time::Duration::from_secs(1),
+        || m.read("files/doc.txt/body") == "second, longer\n",
+    );
+    assert_eq!(m.ok("cat files/doc.txt/body"), "second, longer\n");
+    // Removed, then made again.
+    std::fs::remove_file(m.root.join("doc.txt")).unwrap();
+    std::fs::write(m.root.join("doc.txt"), "third\n").unwrap();
+    common::wait_until(
+        "the file made again",
+        std::time::Duration::from_secs(1),
+        || m.sh("cat files/doc.txt/body").stdout == b"third\n",
+    );
+    // Written through the mount (one call of `write`), then read by the same path.
+    m.ok("printf 'fourth\\n' > files/doc.txt/body");
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("doc.txt")).unwrap(),
+        "fourth\n"
+    );
+    assert_eq!(m.ok("cat files/doc.txt/body"), "fourth\n");
+}
+
 /// A file's body is read by the kernel from the file itself (FUSE passthrough): the
 /// daemon reads none of its bytes, and the content is the file's.
 #[test]

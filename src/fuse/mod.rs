@@ -44,6 +44,16 @@ const MAX_WRITE: u32 = 1 << 20;
 /// How long a listing is reused by `readdir` calls continuing one walk (offset > 0).
 const LISTING_REUSE: Duration = Duration::from_secs(5);
 
+/// How many bodies' backing files stay registered after their last close, so that the
+/// next open of the same body (a second `grep -r`, `cat` again) costs neither an open of
+/// the file nor its registration. Each is a file the kernel keeps open for us (not one of
+/// the daemon's descriptors).
+const KEPT_BACKINGS: usize = 16_384;
+/// And for how long at most: a change the host reports drops a body's at once (see
+/// `Invalidator::invalidate`); this bounds what a change it could not report shows, as
+/// the attributes' lifetime does.
+const KEPT_BACKING_TTL: Duration = crate::world::REPORTED_TTL;
+
 /// How long a request thread waits for the names it dropped to be gone from the kernel's
 /// cache before it answers anyway (see `Invalidator::invalidate`).
 const NAMES_DROPPED_WAIT: Duration = Duration::from_millis(100);
@@ -52,7 +62,7 @@ const NAMES_DROPPED_WAIT: Duration = Duration::from_millis(100);
 type NameDrop = (Vec<(u64, String)>, std::sync::mpsc::SyncSender<()>);
 
 /// Shared by the file system and the world's change sink.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Invalidator {
     inodes: Arc<Mutex<Inodes>>,
     notifier: Arc<OnceLock<Notifier>>,
@@ -61,6 +71,19 @@ pub struct Invalidator {
     /// so a request thread dropping names itself could wait for a lookup that waits for
     /// it, and with every thread so caught the mount hangs (and no signal ends it).
     names: Arc<OnceLock<Mutex<std::sync::mpsc::Sender<NameDrop>>>>,
+    /// Backing files of bodies kept registered after their last close, by inode.
+    kept: Arc<TtlCache<u64, Arc<BackingId>>>,
+}
+
+impl Default for Invalidator {
+    fn default() -> Self {
+        Invalidator {
+            inodes: Arc::default(),
+            notifier: Arc::default(),
+            names: Arc::default(),
+            kept: Arc::new(TtlCache::new(KEPT_BACKING_TTL, KEPT_BACKINGS)),
+        }
+    }
 }
 
 impl Invalidator {
@@ -73,7 +96,17 @@ impl Invalidator {
         };
         let (inos, names): (Vec<u64>, Vec<(u64, String)>) = match self.inodes.lock() {
             Ok(t) => (
-                nodes.iter().filter_map(|n| t.known(n)).collect(),
+                nodes
+                    .iter()
+                    .filter_map(|n| {
+                        let ino = t.known(n)?;
+                        // A changed body may be another file now: its next open opens it.
+                        if matches!(n, NodeId::Body(_)) {
+                            self.kept.forget(&ino);
+                        }
+                        Some(ino)
+                    })
+                    .collect(),
                 nodes
                     .iter()
                     .filter_map(|n| match n {
@@ -332,7 +365,8 @@ impl WorldFs {
     }
 
     /// The backing id for a passthrough open of body `node` at `ino`: the one an open of the
-    /// inode already holds, else a new one registered from the host's file. `None`: read
+    /// inode already holds or a recent one kept (see `KEPT_BACKINGS`), else a new one
+    /// registered from the host's file. `None`: read
     /// through the daemon (passthrough off, the host has no file, or registering failed;
     /// a refusal for lack of privilege turns passthrough off for good).
     fn backing(&self, ino: u64, node: &NodeId, reply: &ReplyOpen) -> Option<Arc<BackingId>> {
@@ -343,12 +377,17 @@ impl WorldFs {
         if let Some(b) = backings.by_ino.get(&ino).and_then(std::sync::Weak::upgrade) {
             return Some(b);
         }
+        if let Some(b) = self.inv.kept.get(&ino) {
+            backings.by_ino.insert(ino, Arc::downgrade(&b));
+            return Some(b);
+        }
         let file = self.world.body_file(node)?;
         match reply.open_backing(&file) {
             Ok(id) => {
                 let id = Arc::new(id);
                 backings.by_ino.retain(|_, w| w.strong_count() > 0);
                 backings.by_ino.insert(ino, Arc::downgrade(&id));
+                self.inv.kept.insert(ino, Arc::clone(&id));
                 Some(id)
             }
             Err(e) => {
@@ -471,6 +510,10 @@ impl Filesystem for WorldFs {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let mut table = self.inodes();
         table.forget(ino.0, nlookup);
+        if table.node(ino.0).is_none() {
+            // Never asked for again: its body's backing file need not stay registered.
+            self.inv.kept.forget(&ino.0);
+        }
         if table.shrink_if_mostly_free() {
             // SAFETY: malloc_trim only returns free heap pages to the system.
             unsafe { libc::malloc_trim(0) };
