@@ -208,6 +208,19 @@ enum Handle {
 #[derive(Default)]
 struct Backings {
     by_ino: HashMap<u64, std::sync::Weak<BackingId>>,
+    /// The size at which gone entries are swept out next: kept backing files keep theirs
+    /// alive, so a sweep at every registration would walk thousands of them each time.
+    sweep_at: usize,
+}
+
+impl Backings {
+    fn insert(&mut self, ino: u64, id: &Arc<BackingId>) {
+        if self.by_ino.len() >= self.sweep_at {
+            self.by_ino.retain(|_, w| w.strong_count() > 0);
+            self.sweep_at = (self.by_ino.len() * 2).max(64);
+        }
+        self.by_ino.insert(ino, Arc::downgrade(id));
+    }
 }
 
 /// A directory's listing, reused by the `readdir` calls that continue one walk.
@@ -378,15 +391,14 @@ impl WorldFs {
             return Some(b);
         }
         if let Some(b) = self.inv.kept.get(&ino) {
-            backings.by_ino.insert(ino, Arc::downgrade(&b));
+            backings.insert(ino, &b);
             return Some(b);
         }
         let file = self.world.body_file(node)?;
         match reply.open_backing(&file) {
             Ok(id) => {
                 let id = Arc::new(id);
-                backings.by_ino.retain(|_, w| w.strong_count() > 0);
-                backings.by_ino.insert(ino, Arc::downgrade(&id));
+                backings.insert(ino, &id);
                 self.inv.kept.insert(ino, Arc::clone(&id));
                 Some(id)
             }
