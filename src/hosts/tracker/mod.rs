@@ -178,6 +178,14 @@ enum Node {
 }
 
 impl Node {
+    /// Whether the node has a body (its text, a check's log); collections have none.
+    fn has_body(&self) -> bool {
+        matches!(
+            self,
+            Node::Item(..) | Node::Comment(..) | Node::Review(..) | Node::Check(..)
+        )
+    }
+
     fn parse(path: &[String]) -> Option<Node> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         let kind = |s: &str| match s {
@@ -516,10 +524,7 @@ impl Host for TrackerHost {
             return Ok(None);
         };
         // Collections have no body: a listing of one asks nothing of the database.
-        if !matches!(
-            node,
-            Node::Item(..) | Node::Comment(..) | Node::Review(..) | Node::Check(..)
-        ) {
+        if !node.has_body() {
             return Ok(None);
         }
         self.read(|conn| {
@@ -539,10 +544,7 @@ impl Host for TrackerHost {
     ) -> HostResult<(HostResult<Option<Body>>, Vec<Child>)> {
         self.read(|conn| {
             let node = self.existing(conn, path)?;
-            let body = if matches!(
-                node,
-                Node::Item(..) | Node::Comment(..) | Node::Review(..) | Node::Check(..)
-            ) {
+            let body = if node.has_body() {
                 self.body_in(conn, &node)
             } else {
                 Ok(None)
