@@ -170,20 +170,23 @@ impl Entries {
         }
         let found = ask(self.host(e)?.host.as_ref())?;
         if let Some(v) = &found {
-            if self.keeps_infos(e) {
-                cache.insert(e.clone(), v.clone());
-            }
+            self.keep(cache, e, v);
         }
         Ok(found)
+    }
+
+    /// Keep `v` in `cache` for `e` when its host's answers may be reused (`keeps_infos`).
+    fn keep<T: Clone>(&self, cache: &TtlCache<EntryRef, T>, e: &EntryRef, v: &T) {
+        if self.keeps_infos(e) {
+            cache.insert(e.clone(), v.clone());
+        }
     }
 
     /// Keep what a host just said of an entry (see `entry_info`), for hosts that report
     /// every change (see `keeps_infos`): others change behind the mount's back (GitHub's
     /// rate limit, an unwatched directory) and are asked each time.
     pub(super) fn note_info(&self, e: &EntryRef, info: &host::EntryInfo) {
-        if self.keeps_infos(e) {
-            self.infos.insert(e.clone(), info.clone());
-        }
+        self.keep(&self.infos, e, info);
     }
 
     /// Whether what `e`'s host says of it may be reused for a moment: only for hosts that
@@ -337,9 +340,7 @@ impl Entries {
         match self.host(e)?.host.modified(&e.path) {
             Ok(t) => {
                 // Every node of the entry shows it: a walk asks once per entry.
-                if self.keeps_infos(e) {
-                    self.mtimes.insert(e.clone(), t);
-                }
+                self.keep(&self.mtimes, e, &t);
                 Ok(t)
             }
             Err(err) => {
@@ -372,9 +373,7 @@ impl Entries {
         }
         let (body, children) = host.body_and_children(&e.path)?;
         if let Ok(Some(b)) = &body {
-            if self.keeps_infos(e) {
-                self.bodies.insert(e.clone(), b.clone());
-            }
+            self.keep(&self.bodies, e, b);
         }
         Ok((body.map_err(WorldError::from), children))
     }
