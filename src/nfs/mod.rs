@@ -27,6 +27,7 @@ use nfsserve::nfs::{
 use nfsserve::vfs::{DirEntry, NFSFileSystem, ReadDirResult, VFSCapabilities};
 
 use crate::host::Caller;
+use crate::world::cache::TtlCache;
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::node::{NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, World};
@@ -44,16 +45,8 @@ pub struct WorldNfs {
     /// Documents being written, one per client and file, until their COMMIT.
     writing: Mutex<HashMap<(String, fileid3), Open>>,
     /// The last listing of each folder read page by page (see `listing`).
-    listings: Mutex<HashMap<fileid3, Listed>>,
+    listings: TtlCache<fileid3, Pages>,
     started: SystemTime,
-}
-
-/// A folder's listing with its entries' ids, and when it was made.
-#[derive(Clone)]
-struct Listed {
-    entries: Arc<Vec<(String, NodeId)>>,
-    ids: Arc<Vec<fileid3>>,
-    at: std::time::Instant,
 }
 
 /// A listing and its entries' ids, shared by the pages read from it.
@@ -102,7 +95,7 @@ impl WorldNfs {
             world,
             ids: Ids::open(handles),
             writing: Mutex::new(HashMap::new()),
-            listings: Mutex::new(HashMap::new()),
+            listings: TtlCache::new(LISTING_KEPT, LISTINGS_MAX),
             started: SystemTime::now(),
         }
     }
@@ -224,10 +217,9 @@ impl WorldNfs {
     /// The listing of folder `dirid`: made now for a first page (`fresh`), else the one
     /// its first page made, while it is recent.
     fn listing(&self, dirid: fileid3, dir: &NodeId, fresh: bool) -> Result<Pages, nfsstat3> {
-        let lock = || self.listings.lock().unwrap_or_else(|p| p.into_inner());
         if !fresh {
-            if let Some(l) = lock().get(&dirid).filter(|l| l.at.elapsed() < LISTING_KEPT) {
-                return Ok((Arc::clone(&l.entries), Arc::clone(&l.ids)));
+            if let Some(pages) = self.listings.get(&dirid) {
+                return Ok(pages);
             }
         }
         let entries = Arc::new(self.world.list(dir).map_err(status)?);
@@ -237,21 +229,8 @@ impl WorldNfs {
                 .map(|(name, node)| self.ids.id(node.clone(), dirid, name))
                 .collect(),
         );
-        let mut kept = lock();
-        if kept.len() >= LISTINGS_MAX {
-            kept.retain(|_, l| l.at.elapsed() < LISTING_KEPT);
-            if kept.len() >= LISTINGS_MAX {
-                kept.clear();
-            }
-        }
-        kept.insert(
-            dirid,
-            Listed {
-                entries: Arc::clone(&entries),
-                ids: Arc::clone(&ids),
-                at: std::time::Instant::now(),
-            },
-        );
+        self.listings
+            .insert(dirid, (Arc::clone(&entries), Arc::clone(&ids)));
         Ok((entries, ids))
     }
 
