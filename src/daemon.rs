@@ -267,6 +267,8 @@ pub fn build_world(
         .unwrap_or_else(|p| p.into_inner())
         .push(lock);
     let (changes, change_rx) = Changes::channel();
+    let policy = manifest.policy()?;
+    let hides = std::sync::Arc::new(policy.clone());
     let mut ctx = HostContext {
         state_dir: opts.state_dir.clone(),
         launch_dir: std::env::current_dir().context("cannot read the current directory")?,
@@ -276,6 +278,11 @@ pub fn build_world(
         changes: Changes::detached(),
         call_timeout: manifest.world.call_timeout(),
         mount: String::new(),
+        hidden: if policy.hides_any() {
+            crate::host::Hidden::new(move |p| hides.hiding(p).is_some())
+        } else {
+            Default::default()
+        },
     };
     let mut mounted = Vec::new();
     for (index, spec) in manifest.hosts.iter().enumerate() {
@@ -291,7 +298,6 @@ pub fn build_world(
             host,
         });
     }
-    let policy = manifest.policy()?;
     let state_url = opts.state_url.clone().or(manifest.state.url.clone());
     let world = World::new(crate::world::WorldParts {
         settings: manifest.world.clone(),

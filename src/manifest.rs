@@ -188,6 +188,13 @@ impl Manifest {
     pub fn policy(&self) -> Result<Policy, ManifestError> {
         // SAFETY: geteuid cannot fail.
         let owner = unsafe { libc::geteuid() };
+        // A rule may also be a glob over a files host's paths (`files/secret/**`).
+        let files_mounts: Vec<Vec<&str>> = self
+            .hosts
+            .iter()
+            .filter(|h| h.kind == "files")
+            .map(|h| h.path.split('/').collect())
+            .collect();
         let mut rules = Vec::new();
         for (i, spec) in self.policy.iter().enumerate() {
             let number = i + 1;
@@ -195,7 +202,23 @@ impl Manifest {
                 origin: format!("[[policy]] rule {number} (match {:?})", spec.pattern),
                 message,
             };
-            let pattern = Glob::new(&spec.pattern).map_err(invalid)?;
+            let pattern = match Glob::new(&spec.pattern) {
+                Ok(g) => g,
+                Err(not_an_op) => {
+                    let g = Glob::parse(&spec.pattern).map_err(invalid)?;
+                    // Hide rules match any entry's path; others a files host's paths.
+                    let over_files = files_mounts.iter().any(|m| g.starts_within(m));
+                    if spec.action != Action::Hide && !over_files {
+                        return Err(invalid(not_an_op));
+                    }
+                    g
+                }
+            };
+            if spec.action == Action::Hide && spec.args.is_some() {
+                return Err(invalid(
+                    "args do not apply to action = \"hide\": a hidden path is hidden from every call and reader".into(),
+                ));
+            }
             if spec.action != Action::Approve {
                 let only = [
                     (spec.approvers.is_some(), "approvers"),
@@ -364,6 +387,28 @@ reason = "read-only here"
     }
 
     #[test]
+    fn path_rules_match_a_files_hosts_paths_and_hide_rules_any_entrys() {
+        let text =
+            "[[host]]\nkind='files'\npath='files'\n[[host]]\nkind='tracker'\npath='tracker'\n";
+        for rule in [
+            "match='files/secret/**'\naction='deny'",
+            "match='files/*.py'\naction='approve'",
+            "match='tracker/issues/13/**'\naction='hide'",
+            "match='files/.env'\naction='hide'",
+        ] {
+            let m = Manifest::parse(&format!("{text}[[policy]]\n{rule}\n"), "t");
+            assert!(m.is_ok(), "{rule}: {:?}", m.err());
+        }
+        // A path rule over a host whose entries are not files names no op: refused.
+        let e = Manifest::parse(
+            &format!("{text}[[policy]]\nmatch='tracker/issues/13'\naction='deny'\n"),
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("can never match an op"), "{e}");
+    }
+
+    #[test]
     fn bad_policy_rules_say_which_and_why() {
         for (rule, words) in [
             ("match='**'\naction='maybe'", "unknown variant"),
@@ -381,6 +426,10 @@ reason = "read-only here"
                 "nobody could decide",
             ),
             ("match='a/b'\naction='deny'", "can never match an op"),
+            (
+                "match='**'\naction='hide'\nargs={a=1}",
+                "do not apply to action = \"hide\"",
+            ),
             ("match='**'\naction='deny'\nargs={}", "at least one key"),
             ("match='**'\naction='deny'\nwho='me'", "unknown field"),
         ] {

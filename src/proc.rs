@@ -24,6 +24,7 @@ impl Caller {
             command: command.unwrap_or_default(),
             run: String::new(),
             signal: Default::default(),
+            judged: None,
         }
     }
 }

@@ -230,6 +230,27 @@ pub struct Caller {
     pub run: String,
     /// The run's signal: report progress, learn of a cancel (see `RunSignal`).
     pub signal: RunSignal,
+    /// The places the policy judged this call at (`Host::acts_on`), which the host must
+    /// act on and no other; `None` when no rule applies.
+    pub judged: Option<std::sync::Arc<Vec<Vec<String>>>>,
+}
+
+/// A path a call acts on besides its entry (see `Host::acts_on`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Host-relative path, resolved (no symlink on the way).
+    pub path: Vec<String>,
+    /// The call acts on everything below it too (removing or renaming a directory).
+    pub subtree: bool,
+}
+
+impl Place {
+    pub fn at(path: Vec<String>) -> Place {
+        Place {
+            path,
+            subtree: false,
+        }
+    }
 }
 
 pub use signal::{Progress, RunSignal};
@@ -641,6 +662,21 @@ pub trait Host: Send + Sync {
         Ok(None)
     }
 
+    /// Where a call of `op` on the entry at `path` acts besides the entry itself, resolved
+    /// exactly as `call` resolves it: a `path` argument or a symlink's target (beneath
+    /// the host's root), a rename's other end, a directory op's whole subtree (then the
+    /// entry itself, with `subtree`). The policy judges every place, and `call` acts on no
+    /// other (`Caller::judged` names them). `args` is `None` for the guard as its file
+    /// shows it. The default: the entry alone.
+    fn acts_on(
+        &self,
+        _path: &[String],
+        _op: &str,
+        _args: Option<&Value>,
+    ) -> HostResult<Vec<Place>> {
+        Ok(Vec::new())
+    }
+
     /// The ops on other entries that a call of `op` on `path` also performs (a merge
     /// closes the issues the pull request fixes), as (host-relative path, op name): the
     /// manifest's rules for those apply to this call too. Asked only when the world has
@@ -697,6 +733,38 @@ impl Readiness {
             Readiness::Starting(w) => format!("starting: {w}"),
             Readiness::Down(w) => format!("down: {w}"),
         }
+    }
+}
+
+/// The world paths the manifest's `hide` rules make absent for every reader, for a host
+/// that shows what other hosts hold (search indexes nothing hidden). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Hidden(Option<std::sync::Arc<HidesFn>>);
+
+/// Whether a world path is hidden (see `Hidden`).
+type HidesFn = dyn Fn(&str) -> bool + Send + Sync;
+
+impl Hidden {
+    /// Paths are hidden where `hides` says so (a world path, no leading `/`).
+    pub fn new(hides: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hidden {
+        Hidden(Some(std::sync::Arc::new(hides)))
+    }
+
+    /// Whether the world path `path` (`files/secret/a.txt`, a leading `/` ignored) is hidden.
+    pub fn hides(&self, path: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|h| h(path.trim_start_matches('/')))
+    }
+}
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Hidden(rules)"
+        } else {
+            "Hidden(none)"
+        })
     }
 }
 

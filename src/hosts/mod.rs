@@ -54,6 +54,8 @@ pub struct HostContext {
     /// Where the host being built is mounted in the world (`tracker`, `db/chinook`); set
     /// by `build` from its `[[host]]` table.
     pub mount: String,
+    /// What the policy hides from every reader (a host showing others' content skips it).
+    pub hidden: crate::host::Hidden,
 }
 
 impl HostContext {
@@ -69,6 +71,7 @@ impl HostContext {
             call_timeout: crate::world::settings::WorldSettings::default().call_timeout(),
             changes: Changes::detached(),
             mount: String::new(),
+            hidden: Default::default(),
         }
     }
 

@@ -118,6 +118,7 @@ impl WorldNfs {
             command: format!("NFS client {} (uid {})", client.addr, client.uid),
             run: String::new(),
             signal: Default::default(),
+            judged: None,
         }
     }
 

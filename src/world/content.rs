@@ -656,7 +656,7 @@ impl World {
     fn known_text(&self) -> WorldResult<String> {
         let (entries, total) = self.entries.known().recent(KNOWN_SHOWN)?;
         let mut out = String::new();
-        for e in &entries {
+        for e in entries.iter().filter(|e| !self.entries.hides_path(&e.path)) {
             let mark = if e.indexable { "" } else { " (not indexable)" };
             out.push_str(&format!(
                 "{}\t{}{mark}\n",

@@ -34,7 +34,9 @@ pub struct Entries {
     gone: TtlCache<EntryRef, Arc<Vec<String>>>,
     known: Known,
     /// Entries seen to be non-indexable: their descendants are out of the indexable range.
-    hidden: Mutex<HashSet<EntryRef>>,
+    unindexed: Mutex<HashSet<EntryRef>>,
+    /// The manifest's rules, of which `hide` ones make paths absent for every reader.
+    policy: Arc<super::call::policy::Policy>,
     /// Ancestors of discovered entries seen to be indexable (bounded; see `note_ancestors`).
     shown: Mutex<HashSet<EntryRef>>,
 }
@@ -49,7 +51,12 @@ pub(super) struct Effect {
 }
 
 impl Entries {
-    pub(super) fn new(hosts: Vec<Mounted>, mount_point: PathBuf, known: Known) -> Entries {
+    pub(super) fn new(
+        hosts: Vec<Mounted>,
+        mount_point: PathBuf,
+        known: Known,
+        policy: Arc<super::call::policy::Policy>,
+    ) -> Entries {
         Entries {
             hosts,
             mount_point,
@@ -59,7 +66,8 @@ impl Entries {
             bodies: TtlCache::new(BODY_CACHE, 20_000),
             gone: TtlCache::new(GONE_KEEP, 4096),
             known,
-            hidden: Mutex::new(HashSet::new()),
+            unindexed: Mutex::new(HashSet::new()),
+            policy,
             shown: Mutex::new(HashSet::new()),
         }
     }
@@ -106,6 +114,58 @@ impl Entries {
         format!("/{}", segs.join("/"))
     }
 
+    /// The world path of the object at `path` of `host` (`/files/src/main.rs`): where it
+    /// is, which hide rules and a files host's path rules match.
+    pub(super) fn object_path(&self, host: usize, path: &[String]) -> String {
+        self.entry_path(host, path)
+    }
+
+    /// Whether a `hide` rule makes the entry absent for every reader.
+    pub(super) fn is_hidden(&self, e: &EntryRef) -> bool {
+        self.hides_path(&self.object_path(e.host, &e.path))
+    }
+
+    /// Whether a `hide` rule matches the world path `path`.
+    pub(super) fn hides_path(&self, path: &str) -> bool {
+        self.policy.hides_any() && self.policy.hiding(path.trim_start_matches('/')).is_some()
+    }
+
+    /// `ENTRY/ops/NAME` (no leading `/`), the op's path the policy's rules match.
+    pub(super) fn op_subject(&self, e: &EntryRef, op: &str) -> String {
+        let base = self.entry_path(e.host, &e.path);
+        match base.trim_start_matches('/') {
+            "" => format!("ops/{op}"),
+            base => format!("{base}/ops/{op}"),
+        }
+    }
+
+    /// The names the policy's rules are matched against for `op` acting at `e`: its op
+    /// path, and for a host whose entries are files, the file's own path (`files/a/b`,
+    /// where `files/a/**` covers it); `subtree`: everything below `e` is acted on too.
+    pub(super) fn subjects(
+        &self,
+        e: &EntryRef,
+        op: &str,
+        subtree: bool,
+    ) -> super::call::policy::Subjects {
+        let mut names = vec![self.op_subject(e, op)];
+        let files = self
+            .hosts
+            .get(e.host)
+            .is_some_and(|m| m.host.bodies_are_files());
+        let path = self
+            .object_path(e.host, &e.path)
+            .trim_start_matches('/')
+            .to_string();
+        if files {
+            names.push(path.clone());
+        }
+        super::call::policy::Subjects {
+            names,
+            within: subtree.then_some(path),
+        }
+    }
+
     /// Absolute path in the mounted file system.
     pub fn absolute(&self, world_path: &str) -> String {
         let mount = self.mount_point.display().to_string();
@@ -119,8 +179,12 @@ impl Entries {
 
     /// Add an entry to the known world, with whether it is in the indexable range.
     pub(super) fn remember(&self, e: &EntryRef, info: &host::EntryInfo) {
+        // A hidden entry is known to nobody.
+        if self.is_hidden(e) {
+            return;
+        }
         let mut indexable = info.indexable;
-        if let Ok(mut hidden) = self.hidden.lock() {
+        if let Ok(mut hidden) = self.unindexed.lock() {
             if !info.indexable {
                 hidden.insert(e.clone());
             }
@@ -207,7 +271,7 @@ impl Entries {
         };
         for n in 1..e.path.len() {
             let prefix = EntryRef::new(e.host, &e.path[..n]);
-            if self.hidden.lock().is_ok_and(|h| h.contains(&prefix)) {
+            if self.unindexed.lock().is_ok_and(|h| h.contains(&prefix)) {
                 return;
             }
             if self.shown.lock().is_ok_and(|s| s.contains(&prefix)) {
@@ -215,7 +279,7 @@ impl Entries {
             }
             match m.host.entry(&prefix.path) {
                 Ok(Some(info)) if !info.indexable => {
-                    if let Ok(mut h) = self.hidden.lock() {
+                    if let Ok(mut h) = self.unindexed.lock() {
                         h.insert(prefix);
                     }
                     return;
@@ -404,12 +468,13 @@ impl Entries {
         }
         let mut discovered = Vec::new();
         let mut found: Vec<(usize, Vec<String>)> = outcome.discovered.clone();
-        for p in &outcome.elsewhere {
+        for p in outcome.elsewhere.iter().filter(|p| !self.hides_path(p)) {
             match self.entry_at(p) {
                 Some(e) => found.push((e.host, e.path.to_vec())),
                 None => tracing::debug!(path = p, "a found path is not an entry"),
             }
         }
+        found.retain(|(h, rel)| !self.is_hidden(&EntryRef::new(*h, rel.as_slice())));
         for (h, rel) in &found {
             let world_path = self.entry_path(*h, rel);
             let info = self

@@ -162,7 +162,13 @@ impl World {
             shared,
         } = crate::state::open(state_dir, parts.state.url, &origin)?;
         let known = Known::open(Arc::clone(&journal))?;
-        let entries = Arc::new(Entries::new(parts.hosts, parts.mount_point, known));
+        let policy = Arc::new(parts.policy);
+        let entries = Arc::new(Entries::new(
+            parts.hosts,
+            parts.mount_point,
+            known,
+            Arc::clone(&policy),
+        ));
         let events_start = journal.last_event()?;
         let calls = Arc::new(Pipeline::new(call::Parts {
             entries: Arc::clone(&entries),
@@ -172,7 +178,7 @@ impl World {
             state_dir: state_dir.to_path_buf(),
             shared: shared.map(|db| call::changes::OtherMounts::new(db, origin)),
             events_start,
-            policy: parts.policy,
+            policy,
         }));
         let settled = calls.settle_interrupted(&interrupted);
         if settled > 0 {

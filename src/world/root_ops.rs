@@ -83,6 +83,9 @@ pub(super) fn call(
 
 /// Add a known world path to a root op's discovered entries, if it still exists.
 fn push_known(entries: &Entries, out: &mut RoutedOutcome, path: &str) {
+    if entries.hides_path(path) {
+        return;
+    }
     if let Some(e) = entries.entry_at(path) {
         let item = (e.host, e.path.to_vec());
         if !out.discovered.contains(&item) {

@@ -3,6 +3,7 @@
 //! milliseconds and without FUSE.
 
 mod model;
+mod places;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

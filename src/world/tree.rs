@@ -144,6 +144,10 @@ impl World {
     /// The host child `raw` (a host name, unescaped) of entry `e`, remembered if it exists.
     fn child_entry(&self, e: &EntryRef, raw: String) -> WorldResult<Option<NodeId>> {
         let child = e.child(raw);
+        // A hidden path is not there, for every reader.
+        if self.entries.is_hidden(&child) {
+            return Ok(None);
+        }
         Ok(match self.entries.entry_info(&child)? {
             Some(info) => {
                 self.entries.remember(&child, &info);
@@ -166,6 +170,9 @@ impl World {
             let Some(info) = self.entries.entry_info(&child)? else {
                 continue;
             };
+            if self.entries.is_hidden(&child) {
+                continue;
+            }
             let matches = info
                 .title
                 .as_deref()
@@ -184,7 +191,8 @@ impl World {
         let mut path = prefix.to_vec();
         path.push(name.to_string());
         if let Some(i) = self.entries.hosts().iter().position(|m| m.path == path) {
-            return Some(NodeId::Entry(EntryRef::new(i, Vec::new())));
+            let root = EntryRef::new(i, Vec::new());
+            return (!self.entries.is_hidden(&root)).then_some(NodeId::Entry(root));
         }
         self.entries
             .hosts()
@@ -238,6 +246,7 @@ impl World {
                 let children: Vec<_> = children
                     .into_iter()
                     .filter(|c| c.info.indexable && names::is_valid(&c.name))
+                    .filter(|c| !self.entries.is_hidden(&e.child(c.name.clone())))
                     .collect();
                 let shown = self.listed_names(&children);
                 for (child, shown) in children.into_iter().zip(shown) {

@@ -276,14 +276,29 @@ impl Host for FilesHost {
         path: &[String],
         op: &str,
         args: &Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> HostResult<CallOutcome> {
         let e = self.entry_of(path)?;
-        let out = ops::ops_of(&e.loc.node).call(self, &ops::Slot::default(), &e, op, args);
+        let slot = ops::Slot::judged(caller.judged.clone());
+        let out = ops::ops_of(&e.loc.node).call(self, &slot, &e, op, args);
         // What this call changed is seen by the watch a moment later: nothing resolved
         // before it is trusted meanwhile.
         self.watch.bump();
         out
+    }
+
+    fn acts_on(
+        &self,
+        path: &[String],
+        op: &str,
+        args: Option<&Value>,
+    ) -> HostResult<Vec<crate::host::Place>> {
+        let e = self.entry_of(path)?;
+        Ok(self
+            .places_of(&e, op, args)?
+            .into_iter()
+            .map(crate::host::Place::at)
+            .collect())
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {

@@ -47,8 +47,23 @@ impl Entry {
 }
 
 /// The target a call's guard resolved, which its run then acts on (so what was checked is
-/// what gets touched).
-pub(super) type Slot = RefCell<Option<Target>>;
+/// what gets touched), and the places the policy judged the call at, which that target
+/// must be one of.
+#[derive(Default)]
+pub(super) struct Slot {
+    target: RefCell<Option<Target>>,
+    judged: Option<std::sync::Arc<Vec<Vec<String>>>>,
+}
+
+impl Slot {
+    /// A slot for a call the policy judged at `judged` (`Caller::judged`).
+    pub(super) fn judged(judged: Option<std::sync::Arc<Vec<Vec<String>>>>) -> Slot {
+        Slot {
+            target: RefCell::default(),
+            judged,
+        }
+    }
+}
 
 /// How an op touches its target, which decides its guard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,7 +287,7 @@ pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
 
 /// The target the guard resolved; none when a directory's op was given no `path`.
 fn target(slot: &Slot, e: &Entry) -> HostResult<Target> {
-    slot.borrow_mut().take().ok_or_else(|| {
+    slot.target.borrow_mut().take().ok_or_else(|| {
         HostError::InvalidArgs(if e.on_dir() {
             "missing argument `path`".to_string()
         } else {
@@ -291,6 +306,17 @@ pub(super) struct Target {
     display: String,
     /// Host path as the caller sees it (for `changed` and `discovered`).
     view: Option<Vec<String>>,
+}
+
+impl Target {
+    /// The host paths this target is at: where the caller named it and, after symlinks,
+    /// the file itself.
+    fn places(&self, host: &FilesHost) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        push_unique(&mut out, self.view.clone());
+        push_unique(&mut out, host.host_path(&self.physical));
+        out
+    }
 }
 
 /// A guard and the target it checked.
@@ -610,8 +636,49 @@ impl FilesHost {
             )));
         }
         let plan = self.plan(&e.loc, access, rel)?;
-        *slot.borrow_mut() = plan.target;
+        if let (Some(judged), Some(t)) = (&slot.judged, &plan.target) {
+            // What the call touches must be what the policy judged: a symlink swapped in
+            // meanwhile leads elsewhere.
+            if let Some(place) = t.places(self).iter().find(|p| !judged.contains(p)) {
+                return Err(HostError::Forbidden(format!(
+                    "{} changed while the call was checked (it now leads to {}): call again",
+                    t.display,
+                    self.display(place)
+                )));
+            }
+        }
+        *slot.target.borrow_mut() = plan.target;
         Ok(plan.guard.conditions)
+    }
+
+    /// Where an op of `op` on the entry `e` acts besides the entry itself (see
+    /// `Host::acts_on`): the file its `path` argument, or the entry's own symlink, leads
+    /// to, resolved beneath the root as the call resolves it.
+    pub(super) fn places_of(
+        &self,
+        e: &Entry,
+        op: &str,
+        args: Option<&Value>,
+    ) -> HostResult<Vec<Vec<String>>> {
+        let access = match op {
+            name::READ => Access::Read,
+            name::WRITE => Access::Write,
+            name::EDIT => Access::Edit,
+            _ => Access::Look,
+        };
+        let rel = args.and_then(|a| a.get("path")).and_then(Value::as_str);
+        if access == Access::Look || (e.on_dir() && rel.is_none()) || (!e.on_dir() && rel.is_some())
+        {
+            return Ok(Vec::new());
+        }
+        let plan = self.plan(&e.loc, access, rel)?;
+        Ok(plan
+            .target
+            .map(|t| t.places(self))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| *p != e.loc.segs)
+            .collect())
     }
 
     fn read(&self, t: &Target, offset: u64, limit: u64) -> HostResult<CallOutcome> {

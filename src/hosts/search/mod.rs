@@ -129,6 +129,7 @@ struct Inner {
     store: Store,
     shared: Shared,
     sources: Vec<Peer>,
+    hidden: crate::host::Hidden,
     page_size: usize,
     max_documents: usize,
 }
@@ -140,6 +141,7 @@ impl Inner {
             store: &self.store,
             shared: &self.shared,
             sources: &self.sources,
+            hidden: &self.hidden,
             page_size: self.page_size,
             max_documents: self.max_documents,
         }
@@ -338,6 +340,7 @@ impl SearchHost {
             store,
             shared: Shared::default(),
             sources,
+            hidden: ctx.hidden.clone(),
             page_size: settings.page_size,
             max_documents: settings.max_documents,
         });

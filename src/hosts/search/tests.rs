@@ -666,3 +666,29 @@ fn hits_on_reserved_names_print_paths_that_exist() {
         .iter()
         .any(|f| hit.description.contains(&format!(" · {f} · "))));
 }
+
+#[test]
+fn what_the_policy_hides_is_never_indexed_nor_found() {
+    let mut w = world();
+    // Indexed first; then the rule comes (a remount with a new manifest): dropped.
+    let h = open(&w);
+    assert_eq!(
+        search(&h, "\"flamingo pipelines\"").1,
+        vec!["files/notes/zebra.txt"]
+    );
+    drop(h);
+    w.ctx.hidden =
+        crate::host::Hidden::new(|p| p == "files/notes" || p.starts_with("files/notes/"));
+    let h = open(&w);
+    let (_, hits) = search(&h, "flamingo");
+    assert!(
+        hits.is_empty(),
+        "a hidden file is no search's oracle: {hits:?}"
+    );
+    let (_, hits) = search(&h, "walrus");
+    assert_eq!(
+        hits,
+        vec!["files/guide.html"],
+        "what is not hidden is still found"
+    );
+}

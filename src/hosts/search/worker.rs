@@ -145,6 +145,8 @@ pub(super) struct Indexer<'a> {
     pub store: &'a Store,
     pub shared: &'a Shared,
     pub sources: &'a [Peer],
+    /// What the policy hides: never indexed (and dropped from the index if it was).
+    pub hidden: &'a crate::host::Hidden,
     pub page_size: usize,
     pub max_documents: usize,
 }
@@ -263,6 +265,13 @@ impl Indexer<'_> {
                     }
                     seen += 1;
                     stats.read += 1;
+                    if self
+                        .hidden
+                        .hides(&crate::host::names::Paths::new(&peer.path).entry(&doc.path))
+                    {
+                        // Left out of `indexed`'s walk: removed below if it was indexed.
+                        continue;
+                    }
                     let path = doc.path.join("/");
                     if indexed.remove(&path).as_deref() == Some(doc.version.as_str()) {
                         continue;

@@ -27,7 +27,7 @@ const EXPIRY_TICK: Duration = Duration::from_secs(60);
 
 /// The world's policy and what its pending runs need.
 pub(in crate::world) struct Approvals {
-    pub(super) policy: Policy,
+    pub(super) policy: std::sync::Arc<Policy>,
     expiry: Arc<Wakeup>,
     thread: OnceLock<()>,
     /// Where the control socket listens (shown in `.wip/control`).
@@ -35,7 +35,7 @@ pub(in crate::world) struct Approvals {
 }
 
 impl Approvals {
-    pub(in crate::world) fn new(policy: Policy) -> Approvals {
+    pub(in crate::world) fn new(policy: std::sync::Arc<Policy>) -> Approvals {
         Approvals {
             policy,
             expiry: Arc::default(),
@@ -302,6 +302,7 @@ impl Pipeline {
             command: run.command.clone(),
             run: String::new(),
             signal: Default::default(),
+            judged: None,
         };
         let (id, op) = (run.id, run.op.as_str());
         let report = match prepared {

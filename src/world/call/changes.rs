@@ -61,7 +61,9 @@ impl Pipeline {
             .iter()
             .map(|p| (change.host, p.clone()))
             .collect();
-        let (mut nodes, events) = self.entries.changed_entries(&entries);
+        let (mut nodes, mut events) = self.entries.changed_entries(&entries);
+        // What is hidden changes for nobody who reads the feed.
+        events.retain(|e| !self.entries.hides_path(&e.path));
         if let Err(e) = self.journal.record_events(&events) {
             tracing::error!("journal: {e}");
         }

@@ -26,6 +26,10 @@ pub enum Action {
     Deny,
     /// The call waits as a pending run until a person approves or denies it.
     Approve,
+    /// The matched paths are absent for every reader: not listed, not found by path, not
+    /// searched, not known; a change that would act on them without showing them is
+    /// refused (EACCES).
+    Hide,
 }
 
 impl Action {
@@ -34,6 +38,17 @@ impl Action {
             Action::Allow => "allow",
             Action::Deny => "deny",
             Action::Approve => "approve",
+            Action::Hide => "hide",
+        }
+    }
+
+    /// How strict a verdict is, where several places of one call meet different rules:
+    /// deny over approve over allow.
+    fn severity(self) -> u8 {
+        match self {
+            Action::Allow => 1,
+            Action::Approve => 2,
+            Action::Deny | Action::Hide => 3,
         }
     }
 }
@@ -49,7 +64,21 @@ pub struct Glob {
 }
 
 impl Glob {
+    /// A glob over an op's world path `ENTRY/ops/NAME`: one that can never match an op is
+    /// refused (see `parse` for a glob over paths).
     pub fn new(pattern: &str) -> Result<Glob, String> {
+        let glob = Glob::parse(pattern)?;
+        // A rule that can never match an op is a mistake the manifest's author must hear of.
+        if !glob.names_op() {
+            return Err(format!(
+                "match {pattern:?} can never match an op: it is a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\" or \"tracker/**\" (or over a files host's paths, e.g. \"files/secret/**\")"
+            ));
+        }
+        Ok(glob)
+    }
+
+    /// A glob over world paths, checked for its form only.
+    pub fn parse(pattern: &str) -> Result<Glob, String> {
         let text = pattern.trim_start_matches('/').to_string();
         if text.is_empty() {
             return Err("match must not be empty (a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\")".into());
@@ -65,17 +94,45 @@ impl Glob {
                 "match {pattern:?}: `**` stands for whole segments only (`a/**/b`); within a segment use `*`"
             ));
         }
-        let glob = Glob { text, segments };
-        // A rule that can never match an op is a mistake the manifest's author must hear of.
-        let n = glob.segments.len();
-        let can_match_op = glob.segments.iter().any(|s| s == "**")
-            || (n >= 2 && segment_matches(&glob.segments[n - 2], "ops"));
-        if !can_match_op {
-            return Err(format!(
-                "match {pattern:?} can never match an op: it is a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\" or \"tracker/**\""
-            ));
+        Ok(Glob { text, segments })
+    }
+
+    /// Whether the glob can match an op's path (`…/ops/NAME`).
+    pub fn names_op(&self) -> bool {
+        let n = self.segments.len();
+        self.segments.iter().any(|s| s == "**")
+            || (n >= 2 && segment_matches(&self.segments[n - 2], "ops"))
+    }
+
+    /// Whether the glob's first segments match `prefix` (a host's mount path): a glob over
+    /// that host's paths.
+    pub fn starts_within(&self, prefix: &[&str]) -> bool {
+        let mut pattern = self.segments.as_slice();
+        for seg in prefix {
+            match pattern.split_first() {
+                Some((first, _)) if first == "**" => return true,
+                Some((first, rest)) if segment_matches(first, seg) => pattern = rest,
+                _ => return false,
+            }
         }
-        Ok(glob)
+        true
+    }
+
+    /// Whether some path at or below `prefix` (its segments) matches: what a directory op
+    /// over a whole subtree must be judged by. With `op`, a glob that names an op
+    /// (`…/ops/NAME`) counts only for that op.
+    pub fn matches_within(&self, prefix: &str, op: Option<&str>) -> bool {
+        let n = self.segments.len();
+        if let Some(op) = op {
+            if n >= 2
+                && self.segments[n - 2] == "ops"
+                && !segment_matches(&self.segments[n - 1], op)
+            {
+                return false;
+            }
+        }
+        let parts: Vec<&str> = prefix.split('/').filter(|s| !s.is_empty()).collect();
+        prefix_match(&self.segments, &parts)
     }
 
     pub fn as_str(&self) -> &str {
@@ -86,6 +143,21 @@ impl Glob {
     pub fn matches(&self, path: &str) -> bool {
         let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         segments_match(&self.segments, &parts)
+    }
+}
+
+/// Whether `pattern` matches `path` or some path below it.
+fn prefix_match(pattern: &[String], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        // The pattern ends: it matches the prefix itself only.
+        None => path.is_empty(),
+        // `**` reaches below any prefix.
+        Some((first, _)) if first == "**" => true,
+        Some((first, rest)) => match path.split_first() {
+            Some((seg, more)) => segment_matches(first, seg) && prefix_match(rest, more),
+            // The prefix is used up: what is left of the pattern matches below it.
+            None => true,
+        },
     }
 }
 
@@ -194,7 +266,8 @@ fn same_value(a: &Value, b: &Value) -> bool {
 /// What the rules say about one call (or, without arguments, about the op as `guard` shows it).
 #[derive(Debug, Default)]
 pub struct Verdict<'a> {
-    /// The first rule that matches, if any.
+    /// The rule that decides: at each place the call acts on the first rule that matches
+    /// decides, and of those places' rules the strictest (deny over approve over allow).
     pub rule: Option<&'a Rule>,
     /// Earlier rules that match the path but depend on arguments not known yet.
     pub depends_on_args: Vec<&'a Rule>,
@@ -204,6 +277,26 @@ impl Verdict<'_> {
     /// The rule that makes this call wait for a person, if one does.
     pub fn approval(&self) -> Option<&Rule> {
         self.rule.filter(|r| r.action == Action::Approve)
+    }
+}
+
+/// One place a call acts on, as the rules see it: the names they are matched against
+/// (`ENTRY/ops/NAME`; for a files host also the path itself, `files/src/main.rs`) and,
+/// for an op over a whole directory (removing or renaming it), that directory's path:
+/// then every rule that can match a path below it counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subjects {
+    pub names: Vec<String>,
+    pub within: Option<String>,
+}
+
+impl Subjects {
+    /// A place named by its op path alone.
+    pub fn op(path: impl Into<String>) -> Subjects {
+        Subjects {
+            names: vec![path.into()],
+            within: None,
+        }
     }
 }
 
@@ -226,22 +319,65 @@ impl Policy {
         &self.rules
     }
 
-    /// The verdict for the op at `op_path` (`ENTRY/ops/NAME`); `args` are the call's, or
-    /// `None` for the guard as the `guard` file shows it.
+    /// Whether any rule hides paths.
+    pub fn hides_any(&self) -> bool {
+        self.rules.iter().any(|r| r.action == Action::Hide)
+    }
+
+    /// The rule that hides the world path `path` (no leading `/`), if one does: hiding
+    /// does not depend on order, any `hide` rule that matches it does.
+    pub fn hiding(&self, path: &str) -> Option<&Rule> {
+        self.rules
+            .iter()
+            .find(|r| r.action == Action::Hide && r.pattern.matches(path))
+    }
+
+    /// The verdict for the op at `op_path` (`ENTRY/ops/NAME`) alone; `args` are the
+    /// call's, or `None` for the guard as the `guard` file shows it.
     pub fn verdict(&self, op_path: &str, args: Option<&Value>) -> Verdict<'_> {
+        let op = op_path.rsplit('/').next().unwrap_or("");
+        self.judge(&[Subjects::op(op_path)], op, args)
+    }
+
+    /// The verdict for a call of `op` that acts on every place in `places`: at each place
+    /// the first rule that matches one of its names decides; over a whole directory, every
+    /// rule that can match below it counts too; and of all these the strictest wins.
+    pub fn judge(&self, places: &[Subjects], op: &str, args: Option<&Value>) -> Verdict<'_> {
         let mut verdict = Verdict::default();
-        for rule in self.rules.iter().filter(|r| r.pattern.matches(op_path)) {
-            match (rule.args.is_some(), args) {
-                (false, _) => {
-                    verdict.rule = Some(rule);
-                    break;
+        for place in places {
+            for rule in self.rules.iter().filter(|r| r.action != Action::Hide) {
+                if !place.names.iter().any(|n| rule.pattern.matches(n)) {
+                    continue;
                 }
-                (true, Some(a)) if rule.args_match(a) => {
-                    verdict.rule = Some(rule);
-                    break;
+                match (rule.args.is_some(), args) {
+                    (false, _) => {
+                        stricter(&mut verdict, rule);
+                        break;
+                    }
+                    (true, Some(a)) if rule.args_match(a) => {
+                        stricter(&mut verdict, rule);
+                        break;
+                    }
+                    (true, Some(_)) => {}
+                    (true, None) => push_rule(&mut verdict.depends_on_args, rule),
                 }
-                (true, Some(_)) => {}
-                (true, None) => verdict.depends_on_args.push(rule),
+            }
+            let Some(within) = &place.within else {
+                continue;
+            };
+            // Below a directory the op acts on, whatever rule could match there counts
+            // (hide rules too: what is hidden must not move or go unseen).
+            for rule in self
+                .rules
+                .iter()
+                .filter(|r| r.pattern.matches_within(within, Some(op)))
+            {
+                match (rule.args.is_some(), args) {
+                    (false, _) => stricter(&mut verdict, rule),
+                    (true, Some(a)) if rule.args_match(a) => stricter(&mut verdict, rule),
+                    (true, Some(_)) => {}
+                    (true, None) => push_rule(&mut verdict.depends_on_args, rule),
+                }
             }
         }
         verdict
@@ -261,7 +397,7 @@ impl Policy {
             .map(|r| {
                 let what = match r.action {
                     Action::Allow => "allows",
-                    Action::Deny => "denies",
+                    Action::Deny | Action::Hide => "denies",
                     Action::Approve => "asks a person's sign-off for",
                 };
                 Condition::policy(
@@ -292,6 +428,18 @@ impl Policy {
                         r.reason.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
                     ),
                 ),
+                // Met below a directory the call acts on: what is hidden there must not
+                // move or go without being seen.
+                Action::Hide => Condition::policy(
+                    "policy",
+                    false,
+                    format!(
+                        "this call would act on paths hidden by rule {} ({}){}; they cannot be changed through the mount",
+                        r.number,
+                        r.describe(),
+                        r.reason.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
+                    ),
+                ),
                 Action::Approve => match approved {
                     Some(who) => Condition::check(
                         SIGN_OFF,
@@ -316,6 +464,22 @@ impl Policy {
             }
         }
         out
+    }
+}
+
+/// `rule` decides `verdict` if it is stricter than the rule deciding it so far.
+fn stricter<'a>(verdict: &mut Verdict<'a>, rule: &'a Rule) {
+    if verdict
+        .rule
+        .is_none_or(|r| rule.action.severity() > r.action.severity())
+    {
+        verdict.rule = Some(rule);
+    }
+}
+
+fn push_rule<'a>(rules: &mut Vec<&'a Rule>, rule: &'a Rule) {
+    if !rules.iter().any(|r| r.number == rule.number) {
+        rules.push(rule);
     }
 }
 
@@ -519,19 +683,71 @@ impl Pipeline {
 
     /// `ENTRY/ops/NAME`, the path policy rules match.
     fn op_world_path(&self, target: &Target, op: &str) -> String {
-        let base = self.target_path(target);
-        match base.trim_start_matches('/') {
-            "" => format!("ops/{op}"),
-            base => format!("{base}/ops/{op}"),
+        match target {
+            Target::Entry(e) => self.entries.op_subject(e, op),
+            _ => {
+                let base = self.target_path(target);
+                match base.trim_start_matches('/') {
+                    "" => format!("ops/{op}"),
+                    base => format!("{base}/ops/{op}"),
+                }
+            }
         }
     }
 
-    fn verdict(&self, target: &Target, op: &str, args: Option<&Value>) -> Verdict<'_> {
+    /// Where a call acts, as the rules see it: its entry, then every place its host says
+    /// the call acts on (`Host::acts_on`, with the call's arguments when known). `Err`:
+    /// the host cannot tell, so no rule can be checked.
+    pub(in crate::world) fn places(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+    ) -> Result<Vec<(EntryRef, Subjects)>, String> {
+        let Target::Entry(e) = target else {
+            return Ok(Vec::new());
+        };
+        let mut places = vec![(e.clone(), self.entries.subjects(e, op, false))];
+        let host = self.entries.host(e).map_err(|err| err.to_string())?;
+        for p in host
+            .host
+            .acts_on(&e.path, op, args)
+            .map_err(|err| err.to_string())?
+        {
+            let at = EntryRef::new(e.host, p.path);
+            let subjects = self.entries.subjects(&at, op, p.subtree);
+            places.push((at, subjects));
+        }
+        Ok(places)
+    }
+
+    /// The rules' verdict on a call, judged at every place it acts on; with the words of
+    /// why no verdict could be had, when the places cannot be told.
+    fn verdict(
+        &self,
+        target: &Target,
+        op: &str,
+        args: Option<&Value>,
+    ) -> (Verdict<'_>, Option<String>) {
         let policy = &self.approvals.policy;
         if policy.is_empty() {
-            return Verdict::default();
+            return (Verdict::default(), None);
         }
-        policy.verdict(&self.op_world_path(target, op), args)
+        match self.places(target, op, args) {
+            Ok(places) if places.is_empty() => (
+                policy.judge(&[Subjects::op(self.op_world_path(target, op))], op, args),
+                None,
+            ),
+            Ok(places) => {
+                let subjects: Vec<Subjects> = places.into_iter().map(|(_, s)| s).collect();
+                (policy.judge(&subjects, op, args), None)
+            }
+            // The entry itself is still judged; the call is refused for what is unknown.
+            Err(why) => (
+                policy.judge(&[Subjects::op(self.op_world_path(target, op))], op, args),
+                Some(why),
+            ),
+        }
     }
 
     /// Add the policy's lines to a guard: the manifest's rules, else the host's default.
@@ -544,7 +760,14 @@ impl Pipeline {
         approved: Option<&str>,
         guard: &mut Guard,
     ) {
-        let verdict = self.verdict(target, op, args);
+        let (verdict, unknown) = self.verdict(target, op, args);
+        if let Some(why) = unknown {
+            guard.conditions.push(Condition::policy(
+                "policy",
+                false,
+                format!("cannot tell where this call acts ({why}); the policy's rules for it cannot be checked"),
+            ));
+        }
         let default = match (&verdict.rule, target) {
             (None, Target::Entry(e)) => self
                 .entries
@@ -582,7 +805,7 @@ impl Pipeline {
         let mut out = Vec::new();
         for (path, side_op) in implied {
             let side = Target::Entry(EntryRef::new(e.host, path));
-            let Some(rule) = self.verdict(&side, &side_op, None).rule else {
+            let Some(rule) = self.verdict(&side, &side_op, None).0.rule else {
                 continue;
             };
             let at = self.op_world_path(&side, &side_op);
@@ -593,7 +816,7 @@ impl Pipeline {
                 .unwrap_or_default();
             let words = match rule.action {
                 Action::Allow => continue,
-                Action::Deny => format!(
+                Action::Deny | Action::Hide => format!(
                     "this call would also run {at}, which rule {} ({}) denies{why}",
                     rule.number,
                     rule.describe()
@@ -618,7 +841,7 @@ impl Pipeline {
         args: Option<&Value>,
         guard: &Guard,
     ) -> Option<Rule> {
-        let verdict = self.verdict(target, op, args);
+        let (verdict, _) = self.verdict(target, op, args);
         let rule = verdict.approval()?;
         // The approval line is the guard's last (apply_policy adds it after the host's).
         let (last, rest) = guard.conditions.split_last()?;
@@ -633,7 +856,7 @@ impl Pipeline {
         op: &str,
         args: &Value,
     ) -> bool {
-        self.verdict(target, op, Some(args)).approval().is_some()
+        self.verdict(target, op, Some(args)).0.approval().is_some()
     }
 }
 

@@ -83,7 +83,7 @@ pub(in crate::world) struct Parts {
     pub state_dir: PathBuf,
     pub shared: Option<changes::OtherMounts>,
     pub events_start: i64,
-    pub policy: policy::Policy,
+    pub policy: Arc<policy::Policy>,
 }
 
 impl Pipeline {
@@ -300,6 +300,15 @@ impl Pipeline {
             }
         };
         let args_text = args.to_string();
+        let bound;
+        let caller = match self.bind_places(target, op, &args, caller) {
+            Ok(Some(c)) => {
+                bound = c;
+                &bound
+            }
+            Ok(None) => caller,
+            Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
+        };
         let guard = match self.call_guard(target, op, &args) {
             Ok(g) => g,
             Err(e) => return reply(self.record_refusal(target, op, caller, &args_text, e)),
@@ -323,6 +332,36 @@ impl Pipeline {
             return reply(self.complete(target, op, caller, id, outcome));
         }
         self.dispatch(target, op, caller, caller.pid, id, args, reply);
+    }
+
+    /// The places the policy judges a call at, bound to the call (`Caller::judged`: its
+    /// host acts on no other); `None` when no rule could apply. A place a rule hides is
+    /// not there for the caller: NotFound, in the words a missing path gets.
+    fn bind_places(
+        &self,
+        target: &Target,
+        op: &str,
+        args: &Value,
+        caller: &Caller,
+    ) -> WorldResult<Option<Caller>> {
+        if self.approvals.policy.is_empty() {
+            return Ok(None);
+        }
+        // A host that cannot tell where the call acts is refused by its guard's words.
+        let Ok(places) = self.places(target, op, Some(args)) else {
+            return Ok(None);
+        };
+        if let Some((e, _)) = places.iter().find(|(e, _)| self.entries.is_hidden(e)) {
+            return Err(WorldError::not_found(format!(
+                "{}: no such file or directory",
+                names::shown(&self.entries.entry_path(e.host, &e.path))
+            )));
+        }
+        let judged = places.into_iter().map(|(e, _)| e.path.to_vec()).collect();
+        Ok(Some(Caller {
+            judged: Some(Arc::new(judged)),
+            ..caller.clone()
+        }))
     }
 
     /// The guard checked before a call runs. A host that checks its own guard as the call
@@ -594,6 +633,7 @@ impl Pipeline {
                 Err(e),
             ),
         };
+        events.retain(|e| !self.entries.hides_path(&e.path));
         events.insert(
             0,
             Event {
