@@ -1590,3 +1590,112 @@ fn images_are_files_of_the_run_and_output_schemas_sit_beside_schemas() {
         png
     );
 }
+
+/// tests/hosts/mcp_misbehave.py, a server that misbehaves on demand (see its header).
+fn misbehave_host(path: &str, args: &str) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hosts/mcp_misbehave.py");
+    format!(
+        "[[host]]\nkind = \"mcp\"\npath = \"{path}\"\ncommand = [\"python3\", {:?}{args}]\n",
+        script.display().to_string()
+    )
+}
+
+/// Many descriptors open on one content file cost the daemon no copy of it each: the
+/// file is read by offset from disk (100 descriptors on 3 MiB once took ~300 MB).
+#[test]
+fn content_files_are_read_by_offset_however_many_descriptors_are_open() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const SIZE: usize = 3 << 20;
+    const OPEN: usize = 100;
+    let m = Mount::start(Some(&misbehave_host("bad", "")));
+    wait_ready(&m, "bad");
+    m.call("bad/ops/image", &format!("bytes={SIZE}\n")).unwrap();
+    let r = m.result("bad/ops/image");
+    assert!(
+        r.contains(&format!("/content/1.png\timage/png, {SIZE} bytes")),
+        "{r}"
+    );
+    let file = m.path("bad/ops/image/runs/1/content/1.png");
+    let expected: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    assert_eq!(std::fs::read(&file).unwrap(), expected);
+    let daemon = m.daemon_pid().unwrap();
+    let before = common::rss_of(daemon);
+    let mut open = Vec::new();
+    for i in 0..OPEN {
+        // O_DIRECT: every read reaches the daemon, as the kernel's cache would not let it.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&file)
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let at = (i * 4096) % SIZE;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(at as u64)).unwrap();
+        f.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, expected[at..at + 4096]);
+        open.push(f);
+    }
+    let grown = common::rss_of(daemon).saturating_sub(before);
+    assert!(
+        grown < (OPEN * SIZE / 10) as u64,
+        "{OPEN} descriptors on {SIZE} bytes grew the daemon by {grown} bytes"
+    );
+}
+
+/// One call keeps at most its first 256 content parts, and says how many it dropped:
+/// `ls content/` stays quick however many a server sends.
+#[test]
+fn a_call_keeps_a_bounded_number_of_content_parts_and_says_how_many_it_dropped() {
+    let m = Mount::start(Some(&misbehave_host("bad", "")));
+    wait_ready(&m, "bad");
+    m.call("bad/ops/images", "count=1000\n").unwrap();
+    let r = m.result("bad/ops/images");
+    assert!(
+        r.contains("[744 more content parts not kept: a call keeps its first 256]"),
+        "{r}"
+    );
+    assert!(r.contains("/content/256.png\timage/png, 8 bytes"), "{r}");
+    assert!(!r.contains("content/257.png"), "{r}");
+    let listed = std::fs::read_dir(m.path("bad/ops/images/runs/1/content"))
+        .unwrap()
+        .count();
+    assert_eq!(listed, 256);
+}
+
+/// The content of runs that are gone is removed: a new journal in the same state
+/// directory numbers its runs from 1 again, and its run 1 shows none of the old run 1's files.
+#[test]
+fn content_of_runs_that_are_gone_is_removed() {
+    let mut m = Mount::start(Some(&misbehave_host("bad", "")));
+    wait_ready(&m, "bad");
+    m.call("bad/ops/image", "bytes=100\n").unwrap();
+    assert!(m.path("bad/ops/image/runs/1/content/1.png").exists());
+    m.unmount();
+    for f in ["journal.db", "journal.db-wal", "journal.db-shm"] {
+        let _ = std::fs::remove_file(m.state.join(f));
+    }
+    m.remount();
+    wait_ready(&m, "bad");
+    m.call("bad/ops/signals", "\n").unwrap();
+    m.call("bad/ops/image", "bytes=10\n").unwrap();
+    let run = "bad/ops/signals/runs/1";
+    assert!(m.path(run).exists());
+    assert!(
+        !m.path(&format!("{run}/content")).exists(),
+        "run 1 shows the old run 1's content"
+    );
+    // Only what this journal's run 2 kept is on disk.
+    let mut kept = Vec::new();
+    for journal in std::fs::read_dir(m.state.join("content"))
+        .unwrap()
+        .flatten()
+    {
+        for run in std::fs::read_dir(journal.path()).unwrap().flatten() {
+            for f in std::fs::read_dir(run.path()).unwrap().flatten() {
+                kept.push(std::fs::metadata(f.path()).unwrap().len());
+            }
+        }
+    }
+    assert_eq!(kept, [10], "what the state directory keeps");
+}

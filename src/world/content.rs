@@ -60,6 +60,15 @@ impl World {
                 events_shown: events.len(),
             });
         }
+        if let NodeId::RunContentFile(..) = node {
+            // Read by offset from its file (see `read_at`), never held whole.
+            return Ok(Snapshot {
+                bytes: Arc::from(Vec::new()),
+                ranged: true,
+                events_cursor: None,
+                events_shown: 0,
+            });
+        }
         if let NodeId::Body(e) = node {
             let body = self.entries.body_of(e)?;
             return Ok(Snapshot {
@@ -306,6 +315,12 @@ impl World {
         size: u32,
     ) -> WorldResult<Vec<u8>> {
         if snap.ranged {
+            if let NodeId::RunContentFile(id, name) = node {
+                return self
+                    .calls
+                    .read_content(*id, name, offset, size)
+                    .map_err(|e| WorldError::backend(format!("content {name} of run {id}: {e}")));
+            }
             if let NodeId::Body(e) = node {
                 return Ok(self
                     .entries

@@ -574,3 +574,14 @@ pub fn assert_names_the_run(text: &str, run: &str) {
         assert!(text.contains(&line), "{line:?} not in:\n{text}");
     }
 }
+
+/// The daemon's resident memory now, in bytes (`VmRSS` of /proc/PID/status).
+pub fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}

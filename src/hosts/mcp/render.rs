@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::host::{Condition, ContentPart};
+use crate::world::call::attachments::CONTENT_PARTS_KEPT;
 
 /// A name (a tool's, a prompt's, a resource URI) as one path segment: `%` and `/` (and NUL)
 /// percent-encoded, everything else kept, so the mapping is reversible.
@@ -342,6 +343,24 @@ pub fn base64_len(data: &str) -> usize {
 pub struct Found {
     pub uris: Vec<String>,
     pub parts: Vec<ContentPart>,
+    /// Media past the first `CONTENT_PARTS_KEPT`: neither decoded nor kept, only counted.
+    pub dropped: usize,
+}
+
+impl Found {
+    /// The line that says how many parts were not kept, if any were not.
+    fn dropped_line(&self) -> Option<String> {
+        (self.dropped > 0).then(|| {
+            format!(
+                "[{} not kept: a call keeps its first {CONTENT_PARTS_KEPT}]",
+                crate::hosts::text::plural(
+                    self.dropped as i64,
+                    "more content part",
+                    "more content parts"
+                )
+            )
+        })
+    }
 }
 
 /// A block's annotations in words (`audience user · priority 0.8`), empty without any.
@@ -368,6 +387,11 @@ fn annotation_words(block: &Value) -> String {
 /// Keep `data` (base64) as a content part; the words that stand for it in the text.
 fn kept(what: &str, mime: &str, data: &str, note: String, found: &mut Found) -> String {
     use base64::Engine as _;
+    if found.parts.len() >= CONTENT_PARTS_KEPT {
+        // Counted once for the whole result (see `dropped_line`), not one line each.
+        found.dropped += 1;
+        return String::new();
+    }
     match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
         Ok(bytes) => {
             let n = bytes.len();
@@ -477,7 +501,7 @@ pub fn tool_result_text(result: &Value, found: &mut Found) -> String {
         .into_iter()
         .flatten()
         .collect();
-    let mut parts: Vec<String> = blocks.iter().map(|b| content_text(b, found)).collect();
+    let mut parts = texts_of(&blocks, found);
     // Everything the blocks carry, media data included: structured content that repeats
     // an image's base64 (server-filesystem's read_media_file) adds nothing.
     let mut shown: Vec<&str> = Vec::new();
@@ -497,7 +521,21 @@ pub fn tool_result_text(result: &Value, found: &mut Found) -> String {
             serde_json::to_string_pretty(sc).unwrap_or_default()
         ));
     }
+    parts.extend(found.dropped_line());
     parts.join("\n")
+}
+
+/// The texts of `blocks`, less those of media that was not kept.
+fn texts_of(blocks: &[&Value], found: &mut Found) -> Vec<String> {
+    let mut out = Vec::with_capacity(blocks.len().min(CONTENT_PARTS_KEPT));
+    for b in blocks {
+        let before = found.dropped;
+        let text = content_text(b, found);
+        if found.dropped == before {
+            out.push(text);
+        }
+    }
+    out
 }
 
 /// Every string inside `v`.
@@ -542,6 +580,7 @@ pub fn prompt_text(result: &Value, found: &mut Found) -> String {
         out.push(format!("description: {d}"));
     }
     out.extend(prompt_messages(result, found));
+    out.extend(found.dropped_line());
     out.join("\n")
 }
 
@@ -563,11 +602,9 @@ fn prompt_messages(result: &Value, found: &mut Found) -> Vec<String> {
     {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
         let text = match m.get("content") {
-            Some(Value::Array(blocks)) => blocks
-                .iter()
-                .map(|b| content_text(b, found))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            Some(Value::Array(blocks)) => {
+                texts_of(&blocks.iter().collect::<Vec<_>>(), found).join("\n")
+            }
             Some(b) => content_text(b, found),
             None => String::new(),
         };

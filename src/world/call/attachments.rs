@@ -1,16 +1,32 @@
 //! What a call gives that is not text (an MCP tool's image or audio, a blob): each part is
 //! kept as a file of its run, `runs/ID/content/N.EXT`, in the state directory
-//! (`STATE/content/ID/`), and the run's `result` prints its path. Files are written once,
-//! before the run's result is recorded, and never change.
+//! (`STATE/content/JOURNAL/ID/`, JOURNAL the journal's identity, so a new journal never
+//! shows an old one's files under its own run numbers), and the run's `result` prints its
+//! path. Files are written once, before the run's result is recorded, and never change;
+//! they are read by offset, never whole. A call keeps its first `CONTENT_PARTS_KEPT`
+//! parts. At start the content of runs that are gone (another journal's, a run that never
+//! finished well) is removed.
 
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::Pipeline;
 use crate::host::{extension, ContentPart};
+use crate::state::Run;
+
+/// How many content parts one call keeps (the rest are counted in its `result`): a
+/// listing of `content/` and the lookups of its files stay cheap.
+pub const CONTENT_PARTS_KEPT: usize = 256;
 
 impl Pipeline {
+    fn content_root(&self) -> PathBuf {
+        self.state_dir.join("content")
+    }
+
     fn content_dir(&self, run: i64) -> PathBuf {
-        self.state_dir.join("content").join(run.to_string())
+        self.content_root()
+            .join(self.journal.id())
+            .join(run.to_string())
     }
 
     /// Keep `parts` as the files of run `run`; the lines `result` prints for them (the
@@ -32,7 +48,7 @@ impl Pipeline {
                 crate::hosts::text::plural(parts.len() as i64, "content part", "content parts")
             );
         }
-        for (i, p) in parts.iter().enumerate() {
+        for (i, p) in parts.iter().enumerate().take(CONTENT_PARTS_KEPT) {
             let name = format!("{}.{}", i + 1, extension(&p.mime));
             // Written beside, then renamed: a file of the run is whole or absent.
             let tmp = dir.join(format!(".{name}.part"));
@@ -60,6 +76,16 @@ impl Pipeline {
                     out.push_str(&format!("warning: content part {} not kept: {e}\n", i + 1));
                 }
             }
+        }
+        if parts.len() > CONTENT_PARTS_KEPT {
+            out.push_str(&format!(
+                "warning: {} not kept (a call keeps its first {CONTENT_PARTS_KEPT})\n",
+                crate::hosts::text::plural(
+                    (parts.len() - CONTENT_PARTS_KEPT) as i64,
+                    "more content part was",
+                    "more content parts were"
+                )
+            ));
         }
         out
     }
@@ -89,6 +115,132 @@ impl Pipeline {
     /// The file behind `runs/ID/content/NAME`.
     pub(crate) fn content_file(&self, run: i64, name: &str) -> PathBuf {
         self.content_dir(run).join(name)
+    }
+
+    /// Bytes `offset..offset+size` of `runs/ID/content/NAME`, read from its file: an open
+    /// of a large image holds no copy of it.
+    pub(crate) fn read_content(
+        &self,
+        run: i64,
+        name: &str,
+        offset: u64,
+        size: u32,
+    ) -> std::io::Result<Vec<u8>> {
+        let file = std::fs::File::open(self.content_file(run, name))?;
+        let mut buf = vec![0u8; size as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match file.read_at(&mut buf[got..], offset.saturating_add(got as u64)) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// Remove the content of runs that are gone: other journals' (and the numbered folders
+    /// kept before content was filed by journal, unless their run's `result` names each
+    /// file with its size), runs this journal does not hold, runs that did not end `ok`
+    /// (their `result` names no file), and pieces a crash left half written. Run before
+    /// any call, so nothing is being written meanwhile.
+    pub(super) fn sweep_content(&self) {
+        let root = self.content_root();
+        let Ok(dirs) = std::fs::read_dir(&root) else {
+            return;
+        };
+        let ours = root.join(self.journal.id());
+        for d in dirs.filter_map(Result::ok) {
+            let name = d.file_name();
+            let path = d.path();
+            if path == ours {
+                continue;
+            }
+            let legacy = name
+                .to_str()
+                .and_then(|n| n.parse::<i64>().ok())
+                .filter(|id| self.names_its_files(*id, &path));
+            match legacy {
+                Some(id) => {
+                    let _ = std::fs::create_dir_all(&ours);
+                    if let Err(e) = std::fs::rename(&path, ours.join(id.to_string())) {
+                        tracing::warn!("content of run {id} not moved: {e}");
+                    }
+                }
+                None => remove(&path),
+            }
+        }
+        let Ok(runs) = std::fs::read_dir(&ours) else {
+            return;
+        };
+        for d in runs.filter_map(Result::ok) {
+            let path = d.path();
+            let kept = d
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i64>().ok())
+                .and_then(|id| self.journal.get(id).ok().flatten())
+                .is_some_and(|run| run.status == "ok");
+            if !kept {
+                remove(&path);
+                continue;
+            }
+            for f in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                if f.file_name().to_string_lossy().starts_with('.') {
+                    let _ = std::fs::remove_file(f.path());
+                }
+            }
+        }
+    }
+
+    /// Whether folder `dir` holds what run `id` of this journal kept: its `result` names
+    /// every file there with its size (a folder left by an earlier journal does not).
+    fn names_its_files(&self, id: i64, dir: &std::path::Path) -> bool {
+        let Some(run) = self.journal.get(id).ok().flatten() else {
+            return false;
+        };
+        let Ok(files) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        let mut any = false;
+        for f in files.filter_map(Result::ok) {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let size = f.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+            if !names_file(&run, &name, size) {
+                return false;
+            }
+            any = true;
+        }
+        any && run.status == "ok"
+    }
+}
+
+/// Whether `run`'s result has the line `keep_content` printed for file `name` of `size`.
+fn names_file(run: &Run, name: &str, size: u64) -> bool {
+    let line = format!("/content/{name}\t");
+    run.result.lines().any(|l| {
+        l.find(&line)
+            .is_some_and(|at| l[at + line.len()..].contains(&format!(", {size} bytes")))
+    })
+}
+
+fn remove(path: &std::path::Path) {
+    let dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let gone = if dir {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    if let Err(e) = gone {
+        tracing::warn!(
+            "content of a run that is gone not removed ({}): {e}",
+            path.display()
+        );
     }
 }
 

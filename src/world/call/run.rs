@@ -88,7 +88,7 @@ pub(in crate::world) struct Parts {
 
 impl Pipeline {
     pub(in crate::world) fn new(p: Parts) -> Pipeline {
-        Pipeline {
+        let pipeline = Pipeline {
             pool: pool::Pool::new(p.settings.max_call_threads),
             buffered: budget::Budget::new(p.settings.max_buffered_bytes),
             entries: p.entries,
@@ -105,7 +105,9 @@ impl Pipeline {
             live: live::Live::default(),
             seqs: Mutex::new(HashMap::new()),
             approvals: approvals::Approvals::new(p.policy),
-        }
+        };
+        pipeline.sweep_content();
+        pipeline
     }
 
     pub fn settings(&self) -> &WorldSettings {
