@@ -1699,3 +1699,40 @@ fn content_of_runs_that_are_gone_is_removed() {
     }
     assert_eq!(kept, [10], "what the state directory keeps");
 }
+
+/// An answer longer than a stdio line may be (16 MiB) fails its run at once, with the
+/// size in `result`, whichever end of the message its id is at; it used to leave the run
+/// `running` until the call's limit.
+#[test]
+fn an_answer_over_the_line_limit_fails_the_run_at_once_with_its_size() {
+    let m = Mount::start(Some(&format!(
+        "[world]\ncall_timeout_ms = 20000\n{}",
+        misbehave_host("bad", "")
+    )));
+    wait_ready(&m, "bad");
+    for (run, args) in [
+        (1, "{\"mib\": 17}\n"),
+        (2, "{\"mib\": 17, \"last\": true}\n"),
+    ] {
+        let started = Instant::now();
+        assert_eq!(m.call("bad/ops/huge", args), Err(EIO), "{args}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{args}: failed only after {:?}",
+            started.elapsed()
+        );
+        let r = m.result("bad/ops/huge");
+        // 17 MiB of text, its JSON around it.
+        assert!(r.contains("the server's answer was 17,8"), "{args}: {r}");
+        assert!(r.contains("more than the 16,777,215 bytes"), "{args}: {r}");
+        assert_eq!(
+            m.read(&format!("bad/ops/huge/runs/{run}/status")),
+            "failed\n"
+        );
+    }
+    // The server was not restarted: its next answer is its own, as before.
+    let d = m.read("bad/description");
+    assert!(d.contains("· ready ·"), "{d}");
+    m.call("bad/ops/signals", "\n").unwrap();
+    assert!(m.result("bad/ops/signals").starts_with("pid "));
+}

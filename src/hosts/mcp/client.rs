@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::host::{path_of, Changes, HostError, HostResult, RunSignal};
 
-use super::McpSettings;
+use super::{oversize, McpSettings};
 
 /// Lines of the server's stderr kept to explain a failure.
 const STDERR_LINES: usize = 8;
@@ -108,6 +108,8 @@ pub struct State {
     /// Lines the current life printed on stdout that are not JSON-RPC, and the first one.
     pub junk_lines: u32,
     pub first_junk: Option<String>,
+    /// Why the current life was ended for an answer too long to tell whose it was.
+    pub too_long: Option<String>,
     /// Process group of the running server, to end it whole (npx starts node under it).
     pgid: Option<i32>,
     /// The task reading the current life's stderr, awaited (briefly) when the life ends so
@@ -221,9 +223,13 @@ impl Shared {
         self.changes.changed(vec![Vec::new()]);
     }
 
-    /// What the current life printed on stdout that is not JSON-RPC, in words ("" if nothing).
+    /// What the current life printed on stdout that is not JSON-RPC, or an answer too long
+    /// that ended it, in words ("" if nothing).
     fn junk_words(&self) -> String {
         let st = self.lock();
+        if let Some(words) = &st.too_long {
+            return format!("; it was stopped: {words}, and whose answer it was could not be read");
+        }
         match &st.first_junk {
             Some(first) => format!(
                 "; it printed {} on stdout that {} not JSON-RPC, the first: `{first}`",
@@ -238,11 +244,19 @@ impl Shared {
 /// The server's stdout on its way to rmcp, watched for lines that are not JSON-RPC (rmcp
 /// skips them without a word): a line whose first non-blank byte opens no JSON value is
 /// counted, and the first is kept to be quoted. Only a line's first bytes are looked at.
+///
+/// A line too long for rmcp's transport (which drops it silently) is answered in its
+/// place: see `oversize`.
 struct WatchedStdout<R> {
     inner: R,
     shared: Arc<Shared>,
     life: u32,
     line: LineState,
+    lines: oversize::Lines,
+    /// The error response rmcp reads right after a line it drops.
+    inject: Vec<u8>,
+    /// What the server wrote after that line, given to rmcp after `inject`.
+    held: Vec<u8>,
 }
 
 enum LineState {
@@ -315,19 +329,64 @@ impl<R> WatchedStdout<R> {
     }
 }
 
+impl<R> WatchedStdout<R> {
+    /// A line too long for the transport ended: a response is answered with an error of
+    /// its id; one whose id cannot be read ends the server's life (its calls fail now,
+    /// not at their limit); the server's own requests and notifications are only logged.
+    fn too_long(&mut self, t: oversize::TooLong) {
+        tracing::warn!(target: "wip::mcp", "{}", t.words());
+        match (&t.id, t.response) {
+            (Some(id), true) => self.inject = t.error_line(id),
+            (None, true) => {
+                let mut st = self.shared.lock();
+                if st.starts == self.life {
+                    st.too_long = Some(t.words());
+                    if let Some(pgid) = st.pgid {
+                        // SAFETY: killpg only sends a signal, to the group this life started.
+                        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for WatchedStdout<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = &polled {
-            let fresh = buf.filled()[before..].to_vec();
-            self.inspect(&fresh);
+        if !self.inject.is_empty() {
+            let n = self.inject.len().min(buf.remaining());
+            buf.put_slice(&self.inject[..n]);
+            self.inject.drain(..n);
+            return Poll::Ready(Ok(()));
         }
-        polled
+        let before = buf.filled().len();
+        if self.held.is_empty() {
+            let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+            if !matches!(polled, Poll::Ready(Ok(()))) {
+                return polled;
+            }
+        } else {
+            let n = self.held.len().min(buf.remaining());
+            buf.put_slice(&self.held[..n]);
+            self.held.drain(..n);
+        }
+        let fresh = buf.filled()[before..].to_vec();
+        match self.lines.feed(&fresh) {
+            Some((at, too_long)) => {
+                // rmcp gets the dropped line's end, then the error line, then the rest.
+                buf.set_filled(before + at);
+                self.held.splice(0..0, fresh[at..].iter().copied());
+                self.inspect(&fresh[..at]);
+                self.too_long(too_long);
+            }
+            None => self.inspect(&fresh),
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -468,6 +527,7 @@ impl Client {
                 stderr: VecDeque::new(),
                 junk_lines: 0,
                 first_junk: None,
+                too_long: None,
                 pgid: None,
                 stderr_task: None,
             }),
@@ -920,6 +980,9 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
         shared: Arc::clone(shared),
         life,
         line: LineState::Start,
+        lines: oversize::Lines::default(),
+        inject: Vec::new(),
+        held: Vec::new(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let startup = Duration::from_millis(settings.startup_timeout_ms);
@@ -1010,6 +1073,7 @@ fn begin_life(shared: &Arc<Shared>, child: &mut Box<dyn ChildWrapper>) -> u32 {
         st.stderr.clear();
         st.junk_lines = 0;
         st.first_junk = None;
+        st.too_long = None;
         st.pgid = child.id().and_then(|p| i32::try_from(p).ok());
         st.starts
     };

@@ -17,6 +17,7 @@
 //! root's description says so and every guard fails its `server` condition.
 
 mod client;
+mod oversize;
 pub mod render;
 #[cfg(test)]
 mod tests;
