@@ -403,6 +403,10 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     unsafe {
         libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
     }
+    // What a host detaches stays ours, to reap as it ends and to end at unmount.
+    if crate::children::become_subreaper() {
+        crate::children::reap_orphans();
+    }
     // One heap arena instead of one per FUSE thread: memory freed when the kernel forgets
     // nodes can then be returned to the system (malloc_trim) instead of staying scattered.
     // SAFETY: mallopt only tunes the allocator, before the worker threads exist.
@@ -456,12 +460,19 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
                 }
             }
         })?;
-    session
-        .run()
-        .context("the FUSE session ended with an error")?;
+    // The session takes its file system with it as it ends; with the control socket the
+    // world goes (hosts stop their processes), then whatever is left of what they started:
+    // an unmount leaves no process of theirs behind.
+    let served = session.run();
+    drop(_control);
+    crate::children::end_descendants(HOSTS_GRACE);
+    served.context("the FUSE session ended with an error")?;
     tracing::info!("unmounted");
     Ok(())
 }
+
+/// How long the hosts' processes have between SIGTERM and SIGKILL at unmount.
+const HOSTS_GRACE: Duration = Duration::from_secs(2);
 
 fn stop_signals() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local set.

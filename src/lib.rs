@@ -4,6 +4,7 @@
 //! guards, validation, journal) → a host in `hosts` → its backend.
 
 pub mod calendar;
+pub mod children;
 pub mod control;
 pub mod daemon;
 pub mod fuse;

@@ -455,3 +455,26 @@ fn a_turn_is_a_run_to_wait_on_and_cancel() {
     let agent = pids(&m).into_iter().rev().nth(1).unwrap();
     assert!(!alive(agent), "the agent {agent} survived the cancel");
 }
+
+/// An agent starts with no signal blocked, and a process it detaches (`setsid`, its own
+/// session) does not outlive the unmount.
+#[test]
+fn an_agent_starts_with_plain_signals_and_what_it_detaches_ends_at_unmount() {
+    let mut strays = common::Strays::default();
+    let mut m = mount(10_000);
+    m.ok("echo detach > agents/echo/ops/ask/call");
+    let r = m.result("agents/echo/ops/ask");
+    let grandchild = common::number_after(&r, "grandchild");
+    strays.watch(grandchild);
+    assert_eq!(common::status_field(&r, "SigBlk:"), 0, "{r}");
+    // Python ignores SIGPIPE and SIGXFSZ itself; none of the stop signals is ignored.
+    assert_eq!(
+        common::status_field(&r, "SigIgn:") & common::STOP_SIGNALS,
+        0,
+        "{r}"
+    );
+    assert!(common::alive(grandchild), "{r}");
+    m.unmount();
+    let left = strays.gone_within(Duration::from_secs(10));
+    assert!(left.is_empty(), "still running after the unmount: {left:?}");
+}

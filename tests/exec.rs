@@ -832,3 +832,36 @@ fn wip_call_wait_and_wip_runs_follow_long_runs() {
     let (_, out, _) = wip(&["runs", &dir, "--running"]);
     assert!(out.lines().all(|l| !l.contains("/ops/slow/runs/")), "{out}");
 }
+
+/// A host starts with no signal blocked (the daemon blocks HUP, INT and TERM for its own
+/// signal thread), so `kill -TERM` reaches it and what it starts; and an unmount leaves
+/// nothing of it behind: not the host, which ignores the end of its stdin, nor the
+/// grandchild it detached with `setsid`, which ignores SIGTERM.
+#[test]
+fn hosts_start_with_plain_signals_and_an_unmount_leaves_none_of_their_processes() {
+    let mut strays = common::Strays::default();
+    let mut m = Mount::start(Some(&format!(
+        "[[host]]\nkind = \"exec\"\npath = \"stubborn\"\ncommand = [\"python3\", {:?}, \"stubborn\"]\n",
+        misbehave_py()
+    )));
+    m.call("stubborn/ops/misbehave", "\n").unwrap();
+    let r = m.result("stubborn/ops/misbehave");
+    let (host, grandchild) = (
+        common::number_after(&r, "pid"),
+        common::number_after(&r, "grandchild"),
+    );
+    strays.watch(host);
+    strays.watch(grandchild);
+    assert_eq!(common::status_field(&r, "SigBlk:"), 0, "{r}");
+    // Python ignores SIGPIPE and SIGXFSZ itself; none of the stop signals is ignored.
+    assert_eq!(
+        common::status_field(&r, "SigIgn:") & common::STOP_SIGNALS,
+        0,
+        "{r}"
+    );
+    let own = std::fs::read_to_string(format!("/proc/{grandchild}/status")).unwrap();
+    assert_eq!(common::status_field(&own, "SigBlk:"), 0, "{own}");
+    m.unmount();
+    let left = strays.gone_within(Duration::from_secs(10));
+    assert!(left.is_empty(), "still running after the unmount: {left:?}");
+}

@@ -1736,3 +1736,31 @@ fn an_answer_over_the_line_limit_fails_the_run_at_once_with_its_size() {
     m.call("bad/ops/signals", "\n").unwrap();
     assert!(m.result("bad/ops/signals").starts_with("pid "));
 }
+
+/// An MCP server starts with no signal blocked, and an unmount leaves nothing of it: not
+/// the server, which ignores the end of its stdin, nor the grandchild it detached with
+/// `setsid`, which ignores SIGTERM.
+#[test]
+fn mcp_servers_start_with_plain_signals_and_an_unmount_leaves_none_of_their_processes() {
+    let mut strays = common::Strays::default();
+    let mut m = Mount::start(Some(&misbehave_host("bad", ", \"--stubborn\"")));
+    wait_ready(&m, "bad");
+    m.call("bad/ops/signals", "\n").unwrap();
+    let r = m.result("bad/ops/signals");
+    let server = common::number_after(&r, "pid");
+    strays.watch(server);
+    m.call("bad/ops/detach", "\n").unwrap();
+    let grandchild = common::number_after(&m.result("bad/ops/detach"), "grandchild");
+    strays.watch(grandchild);
+    assert_eq!(common::status_field(&r, "SigBlk:"), 0, "{r}");
+    // Python ignores SIGPIPE and SIGXFSZ itself; none of the stop signals is ignored.
+    assert_eq!(
+        common::status_field(&r, "SigIgn:") & common::STOP_SIGNALS,
+        0,
+        "{r}"
+    );
+    assert!(common::alive(grandchild));
+    m.unmount();
+    let left = strays.gone_within(Duration::from_secs(10));
+    assert!(left.is_empty(), "still running after the unmount: {left:?}");
+}

@@ -10,6 +10,8 @@ answers the last user message on stdout as JSON lines. What it does depends on t
   "bad"      write a line that is not JSON after a JSON line (invalid output)
   "silent"   exit 0 without an answer
   "json"     answer with a piece of JSON as content
+  "detach"   start a grandchild in a session of its own (it ignores SIGTERM and sleeps),
+             and answer its pid and this agent's SigBlk and SigIgn lines of /proc
   anything   answer "echo: <message> [N messages: roles]"
 
 With --plain it answers in plain text instead ("plain echo: <message>" and a second line).
@@ -54,6 +56,19 @@ def main():
         return
     elif last == "json":
         print(json.dumps({"content": json.dumps({"answer": 42})}))
+        return
+    elif last == "detach":
+        code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint(flush=True)\ntime.sleep(600)\n"
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, "agent-grandchild"], start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        # Answered once it ignores SIGTERM.
+        child.stdout.readline()
+        child.stdout.close()
+        with open("/proc/self/status") as f:
+            sig = "\n".join(l.strip() for l in f if l.startswith(("SigBlk:", "SigIgn:")))
+        print(json.dumps({"content": f"grandchild {child.pid}\n{sig}\n"}))
         return
     print(json.dumps({"content": "echo: "}))
     print(json.dumps({"content": last}))

@@ -575,6 +575,88 @@ pub fn assert_names_the_run(text: &str, run: &str) {
     }
 }
 
+/// Whether process `pid` runs (exists and is no zombie).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// HUP, INT and TERM as bits of a signal set of /proc (`SigBlk:`, `SigIgn:`).
+pub const STOP_SIGNALS: u64 =
+    1 << (libc::SIGHUP - 1) | 1 << (libc::SIGINT - 1) | 1 << (libc::SIGTERM - 1);
+
+/// A hex field of `/proc/PID/status` (`SigBlk:`, `SigIgn:`) as `text` (that file, or a
+/// host's copy of its lines) shows it.
+pub fn status_field(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(name))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// The number after `word ` in `text` (`pid 4242`).
+pub fn number_after(text: &str, word: &str) -> u32 {
+    text.split(&format!("{word} "))
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {word:?} number in {text}"))
+}
+
+/// Processes a test made a host start: SIGKILLed when dropped if still there (the same
+/// process: by pid and start time), so a failing test leaves none behind.
+#[derive(Default)]
+pub struct Strays(Vec<(u32, String)>);
+
+impl Strays {
+    fn start_of(pid: u32) -> Option<String> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(19)
+            .map(str::to_string)
+    }
+
+    pub fn watch(&mut self, pid: u32) {
+        if let Some(start) = Strays::start_of(pid) {
+            self.0.push((pid, start));
+        }
+    }
+
+    /// Wait (bounded) until none of them runs; the ones still running if some do.
+    pub fn gone_within(&self, limit: Duration) -> Vec<u32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left: Vec<u32> = self
+                .0
+                .iter()
+                .filter(|(p, s)| alive(*p) && Strays::start_of(*p).as_ref() == Some(s))
+                .map(|(p, _)| *p)
+                .collect();
+            if left.is_empty() || Instant::now() > deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Strays {
+    fn drop(&mut self) {
+        for (pid, start) in &self.0 {
+            if Strays::start_of(*pid).as_ref() == Some(start) {
+                // SAFETY: kill(2) of a process this test made a host start (same start time).
+                unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
 /// The daemon's resident memory now, in bytes (`VmRSS` of /proc/PID/status).
 pub fn rss_of(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -10,6 +10,9 @@ what MODE says:
     crash   exits with status 3 in the middle of the call
     hang    never answers (nor anything after it)
     junk    prints a line that is not JSON-RPC instead of an answer
+    stubborn  starts a grandchild in a session of its own (which ignores SIGTERM and
+            sleeps) and answers its own pid, the grandchild's and its SigBlk and SigIgn
+            lines of /proc; this host does not end when its stdin ends
 More modes misbehave from the start:
     mute    never answers initialize
     future  answers initialize with protocol version 99
@@ -20,6 +23,7 @@ appended to its root's description (to see a manifest's `env` arrive).
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -50,6 +54,21 @@ def slow(mid, steps, ms):
     else:
         ok(mid, {"result": f"{steps} steps done\n"})
     RUNNING.pop(mid, None)
+
+
+def stubborn():
+    code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint(flush=True)\ntime.sleep(600)\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, "misbehave-grandchild"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    # Answered once it ignores SIGTERM.
+    child.stdout.readline()
+    child.stdout.close()
+    with open("/proc/self/status") as f:
+        lines = [l.strip() for l in f if l.startswith(("SigBlk:", "SigIgn:"))]
+    return f"pid {os.getpid()}\ngrandchild {child.pid}\n" + "\n".join(lines) + "\n"
 
 
 def ok(mid, result):
@@ -109,6 +128,9 @@ def main():
             if MODE == "hang":
                 while True:
                     time.sleep(3600)
+            if MODE == "stubborn":
+                ok(mid, {"result": stubborn()})
+                continue
             sys.stdout.write("<html>this is not JSON-RPC</html>\n")
             sys.stdout.flush()
         else:
@@ -118,3 +140,7 @@ def main():
 
 if __name__ == "__main__":
     main()
+    if MODE == "stubborn":
+        print("misbehave: stdin ended; staying", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)

@@ -407,12 +407,13 @@ fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Resul
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: prctl is async-signal-safe. The agent dies with the thread that started it
-    // (the turn's, which lives until the agent ends), so a killed daemon leaves no agents.
+    // SAFETY: prctl and plain_signals are async-signal-safe. The agent dies with the
+    // thread that started it (the turn's, which lives until the agent ends), so a killed
+    // daemon leaves no agents.
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
+            crate::children::plain_signals()
         });
     }
     let mut proc = lock(&turn.process);
@@ -421,6 +422,7 @@ fn spawn(turn: &Arc<Turn>, program: &Program, env: &[(String, String)]) -> Resul
     }
     match cmd.spawn() {
         Ok(c) => {
+            crate::children::own(c.id());
             proc.pid = i32::try_from(c.id()).ok();
             Ok(c)
         }

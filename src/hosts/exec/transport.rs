@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::Duration;
@@ -101,15 +102,18 @@ pub fn open(endpoint: &Endpoint, timeout: Duration) -> io::Result<Link> {
             } else {
                 PathBuf::from(program)
             };
-            let mut child = Command::new(&program)
-                .args(args)
+            let mut cmd = Command::new(&program);
+            cmd.args(args)
                 .env_clear()
                 .envs(env)
                 .current_dir(cwd)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
+                .stderr(Stdio::piped());
+            // SAFETY: plain_signals is async-signal-safe.
+            unsafe { cmd.pre_exec(crate::children::plain_signals) };
+            let mut child = cmd.spawn()?;
+            crate::children::own(child.id());
             let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                 let _ = child.kill();
                 let _ = child.wait();

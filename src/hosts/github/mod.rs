@@ -326,14 +326,16 @@ fn find_token(env: &str, gh: bool) -> (Option<String>, TokenSource) {
 }
 
 fn gh_token() -> Option<String> {
+    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
-    let mut child = Command::new("gh")
-        .args(["auth", "token"])
+    let mut cmd = Command::new("gh");
+    cmd.args(["auth", "token"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
+        .stderr(Stdio::null());
+    // SAFETY: plain_signals is async-signal-safe.
+    unsafe { cmd.pre_exec(crate::children::plain_signals) };
+    let mut child = cmd.spawn().ok()?;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
         match child.try_wait() {

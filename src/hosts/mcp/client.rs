@@ -1037,7 +1037,8 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     }
 }
 
-/// Start the server's command in a process group of its own, its three streams piped.
+/// Start the server's command in a process group of its own, its three streams piped, its
+/// signals plain (see `children`).
 fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, String> {
     let Some((program, args)) = settings.command.split_first() else {
         return Err("no command".to_string());
@@ -1049,18 +1050,24 @@ fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, String>
     if let Some(dir) = &settings.cwd {
         cmd.current_dir(dir);
     }
+    // SAFETY: plain_signals is async-signal-safe.
+    unsafe { cmd.pre_exec(crate::children::plain_signals) };
     let mut wrap = CommandWrap::from(cmd);
     wrap.wrap(ProcessGroup::leader());
     wrap.command_mut()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    wrap.spawn().map_err(|e| {
+    let child = wrap.spawn().map_err(|e| {
         format!(
             "cannot start `{}`: {e}",
             crate::secrets::shown_command(&settings.command)
         )
-    })
+    })?;
+    if let Some(pid) = child.id() {
+        crate::children::own(pid);
+    }
+    Ok(child)
 }
 
 /// A new life of the server begins: counted, its group noted, what the last one said
