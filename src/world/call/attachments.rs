@@ -246,7 +246,89 @@ fn remove(path: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use crate::host::extension;
+    use crate::state::Clean;
+    use crate::world::settings::WorldSettings;
+    use crate::world::tests::{caller, mem_world, MemHost};
+
+    fn file(path: &Path, bytes: &[u8]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_start_removes_the_content_of_runs_that_are_gone_and_keeps_the_rest() {
+        let state = tempfile::tempdir().unwrap();
+        let host = std::sync::Arc::new(MemHost::default());
+        let world = mem_world(
+            WorldSettings::default(),
+            &host,
+            state.path(),
+            Default::default(),
+        );
+        let journal = world.journal();
+        let run = |status: &str, result: &str| {
+            let began = journal
+                .begin(&caller(1), "/mem", "media", "{}", &Clean::new(""))
+                .unwrap();
+            journal
+                .finish(began.id, status, 0, &Clean::new(result), &[], &[])
+                .unwrap();
+            began.id
+        };
+        let line =
+            |id: i64| format!("/mnt/w/mem/ops/media/runs/{id}/content/1.png\timage/png, 3 bytes\n");
+        let (kept, failed) = (run("ok", &line(1)), run("failed", "error: no\n"));
+        let legacy = run("ok", &line(3));
+        let not_its_own = run("ok", "no content\n");
+        let root = state.path().join("content");
+        let ours = root.join(journal.id());
+        file(&ours.join(format!("{kept}/1.png")), b"abc");
+        file(&ours.join(format!("{kept}/.2.png.part")), b"half");
+        file(&ours.join(format!("{failed}/1.png")), b"abc");
+        file(&ours.join("99/1.png"), b"abc");
+        file(&root.join("another-journal/1/1.png"), b"abc");
+        // Folders by run number alone, as content was kept before: moved when their run's
+        // result names each file with its size, removed otherwise.
+        file(&root.join(format!("{legacy}/1.png")), b"abc");
+        file(&root.join(format!("{not_its_own}/1.png")), b"abc");
+        drop(world);
+        let world = mem_world(
+            WorldSettings::default(),
+            &host,
+            state.path(),
+            Default::default(),
+        );
+        let mut left: Vec<String> = walkdir(&root)
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        left.sort();
+        let id = world.journal().id().to_string();
+        assert_eq!(
+            left,
+            [format!("{id}/{kept}/1.png"), format!("{id}/{legacy}/1.png")]
+        );
+        assert_eq!(
+            world.calls().content_names(legacy),
+            ["1.png"],
+            "the moved folder is its run's"
+        );
+    }
+
+    fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walkdir(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+        out
+    }
 
     #[test]
     fn a_type_names_its_extension_and_parameters_do_not_matter() {
