@@ -10,14 +10,23 @@
 //! so `end_descendants` finds it at unmount, and `reap_orphans` reaps it when it dies.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::proc::{read_proc, PROC_READ};
 
+/// Set once the mount is ending: no child starts any more (a host restarting its process
+/// would outrun `end_descendants`).
+static ENDING: AtomicBool = AtomicBool::new(false);
+
 /// For `pre_exec`, in a child between fork and exec: no signal blocked, and every signal
-/// at its default action.
+/// at its default action. Once the mount is ending it fails instead (ESHUTDOWN), so
+/// nothing starts.
 pub fn plain_signals() -> std::io::Result<()> {
+    if ENDING.load(Ordering::SeqCst) {
+        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
+    }
     // SAFETY: sigemptyset, pthread_sigmask and sigaction are async-signal-safe and change
     // only this (forked, single-threaded) process; both structs are fully initialised.
     unsafe {
@@ -165,10 +174,11 @@ fn reap_once(before: &HashSet<(u32, u64)>) -> HashSet<(u32, u64)> {
     now
 }
 
-/// At unmount: every descendant still there gets SIGTERM, and SIGKILL once `grace` is
-/// over, until none is left (for a few seconds more at most: a process stuck in the
+/// At unmount: no child starts any more, and every descendant still there gets SIGTERM,
+/// and SIGKILL once `grace` is over, until none is left (for a few seconds more at most: a process stuck in the
 /// kernel cannot be helped). Each is reaped as it ends.
 pub fn end_descendants(grace: Duration) {
+    ENDING.store(true, Ordering::SeqCst);
     let killing = Instant::now() + grace;
     let give_up = killing + Duration::from_secs(3);
     let mut termed = HashSet::new();
