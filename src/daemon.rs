@@ -423,7 +423,10 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     // Decisions on pending runs reach the world here, outside the mount; the sockets go
     // when the daemon does.
     let _control = crate::control::serve(Arc::clone(&world), &opts.state_dir)?;
-    let mut session = crate::fuse::mount(world, inv, &opts.mount_point, THREADS, opts.allow_other)
+    // `-o allow_other`, or the manifest's `[world] allow_other`: one meaning, over FUSE
+    // as over NFS.
+    let allow_other = opts.allow_other || world.settings().allow_other;
+    let mut session = crate::fuse::mount(world, inv, &opts.mount_point, THREADS, allow_other)
         .map_err(|e| {
             let hint = if is_root() {
                 ""
@@ -431,7 +434,7 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
                 " (as a normal user this needs fusermount3 from Debian's fuse3 package)"
             } else if e.to_string().contains("/dev/fuse") {
                 " (/dev/fuse is not open to you: Debian makes it mode 0666; elsewhere ask to join the group that owns it)"
-            } else if opts.allow_other {
+            } else if allow_other {
                 " (allow_other needs the line user_allow_other in /etc/fuse.conf)"
             } else {
                 ""

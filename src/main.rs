@@ -91,6 +91,11 @@ enum Cmd {
         /// Titled names (see `wip mount --titled`).
         #[arg(long)]
         titled: bool,
+        /// Serve other users too, each as itself [default: the manifest's `[world]
+        /// allow_other`]; without it only this server's user is served (other users'
+        /// sockets, other uids and AUTH_NONE get NFS3ERR_ACCES).
+        #[arg(long)]
+        allow_other: bool,
     },
     /// Unmount DIR (also recovers a mount whose daemon died).
     Umount { dir: PathBuf },
@@ -236,6 +241,7 @@ fn main() -> ExitCode {
                             state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
                             state_url,
                             titled: flags.titled,
+                            allow_other: flags.allow_other,
                         },
                     )
                 }
@@ -266,6 +272,7 @@ fn main() -> ExitCode {
             state,
             state_url,
             titled,
+            allow_other,
         } => {
             init_logging(true);
             wip::nfs::serve::run(wip::nfs::serve::Options {
@@ -275,6 +282,7 @@ fn main() -> ExitCode {
                 state_dir: state.unwrap_or_else(daemon::default_state_dir),
                 state_url,
                 titled,
+                allow_other,
             })
         }
         Cmd::Status { dir } => {

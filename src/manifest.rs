@@ -349,6 +349,9 @@ mod tests {
         let m = Manifest::parse("[world]\ntitled=true\n", "t").unwrap();
         assert!(m.world.titled);
         assert_eq!(m.world.startup_wait_ms, 5_000);
+        assert!(!m.world.allow_other, "only the mounting user, unless said");
+        let m = Manifest::parse("[world]\nallow_other=true\n", "t").unwrap();
+        assert!(m.world.allow_other);
     }
 
     #[test]

@@ -21,6 +21,8 @@ struct Served {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    /// What the server printed on stdout so far.
+    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Served {
@@ -41,10 +43,35 @@ impl Served {
     }
 
     fn start_env(dir: tempfile::TempDir, listen: &str, env: &[(&str, &str)]) -> Served {
+        let world = dir.path().join("files");
+        Self::start_world(dir, &world, listen, env)
+    }
+
+    /// The world of `manifest` (its files host's root is `files/` of the temp dir).
+    fn start_manifest(manifest: &str) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let files = dir.path().join("files");
+        std::fs::create_dir_all(&files).unwrap();
+        let text = format!(
+            "{manifest}\n[[host]]\nkind = \"tracker\"\npath = \"tracker\"\nseed = \"demo\"\n\
+             [[host]]\nkind = \"files\"\npath = \"files\"\nroot = {:?}\n",
+            files.display().to_string()
+        );
+        let world = dir.path().join("world.toml");
+        std::fs::write(&world, text).unwrap();
+        Self::start_world(dir, &world, "127.0.0.1:0", &[])
+    }
+
+    fn start_world(
+        dir: tempfile::TempDir,
+        world: &Path,
+        listen: &str,
+        env: &[(&str, &str)],
+    ) -> Served {
         let mut child = wip_command()
             .envs(env.iter().copied())
             .args(["serve-nfs", "--listen", listen])
-            .arg(dir.path().join("files"))
+            .arg(world)
             .arg("--state")
             .arg(dir.path().join("state"))
             .args(["--mount-point", "/mnt/w"])
@@ -53,7 +80,10 @@ impl Served {
             .spawn()
             .expect("wip serve-nfs");
         let stdout = child.stdout.take().unwrap();
-        let port = first_line(stdout, Duration::from_secs(60), |line| {
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&said);
+        let port = first_line(stdout, Duration::from_secs(60), move |line| {
+            kept.lock().unwrap().push(line.to_string());
             line.strip_prefix("serving over NFSv3 on 127.0.0.1:")
                 .and_then(|p| p.parse::<u16>().ok())
         });
@@ -64,7 +94,24 @@ impl Served {
                 panic!("wip serve-nfs did not say where it listens within 60 s");
             }
         };
-        Served { child, port, dir }
+        Served {
+            child,
+            port,
+            dir,
+            said,
+        }
+    }
+
+    /// The server's first lines (up to its mount lines), once it printed them.
+    fn first_lines(&self) -> String {
+        common::wait_until("the server's mount lines", Duration::from_secs(30), || {
+            self.said
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("mount (macOS)"))
+        });
+        self.said.lock().unwrap().join("\n")
     }
 
     fn state(&self) -> PathBuf {
@@ -81,8 +128,23 @@ impl Served {
 
     /// tests/nfs/client.py with these arguments, bounded: (exit ok, stdout).
     fn client(&self, args: &[&str]) -> (bool, String) {
+        self.client_via("", args)
+    }
+
+    /// tests/nfs/client.py run by another local user: `uid`, its own gid, no groups.
+    fn client_as(&self, uid: u32, args: &[&str]) -> (bool, String) {
+        self.client_via(
+            // The system's python: a root user's own (pyenv) is not another user's.
+            &format!(
+                "cd / && PATH=/usr/bin:/bin setpriv --reuid {uid} --regid {uid} --clear-groups"
+            ),
+            args,
+        )
+    }
+
+    fn client_via(&self, prefix: &str, args: &[&str]) -> (bool, String) {
         let script = format!(
-            "timeout 120 python3 {} {} {}",
+            "{prefix} timeout 120 python3 {} {} {}",
             client_py().display(),
             self.port,
             args.iter()
@@ -605,4 +667,129 @@ fn a_document_its_client_abandons_runs_once_for_nobody() {
         "{args:?}"
     );
     assert!(args.contains(&r#"{"body":"next"}"#.to_string()), "{args:?}");
+}
+
+/// The uids of every run of `op`, oldest first.
+fn uids_of(s: &Served, op: &str) -> Vec<u32> {
+    let db = rusqlite::Connection::open(s.state().join("journal.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT uid FROM calls WHERE op = ?1 ORDER BY id")
+        .unwrap();
+    st.query_map([op], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Another local user (uid 1001) reaches a root-owned server on loopback: claiming uid 0
+/// (AUTH_SYS believes the uid a client says), sending no credential (AUTH_NONE), or as
+/// itself. Each is refused at MNT, a file root alone may read stays unread, and no call
+/// runs; root's own socket gets no further claiming another uid.
+#[test]
+fn another_local_user_is_refused_over_nfs_whatever_uid_it_claims() {
+    let s = Served::start();
+    let secret = s.dir.path().join("files/secret.txt");
+    std::fs::write(&secret, "root's secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // The owner reads it (the world serves its files to the mount's owner).
+    assert_eq!(s.cat("files/secret.txt/body"), "root's secret\n");
+    for claim in [&["--uid", "0"][..], &["--auth", "none"], &[]] {
+        let mut args = claim.to_vec();
+        args.extend(["cat", "files/secret.txt/body"]);
+        let (ok, out) = s.client_as(1001, &args);
+        assert!(!ok && !out.contains("root's secret"), "{claim:?}: {out}");
+        assert!(out.contains("MNT3ERR_ACCES"), "{claim:?}: {out}");
+        let mut args = claim.to_vec();
+        args.extend(["write", "tracker/issues/2/ops/comment/call", "PWNED\\n"]);
+        let (ok, out) = s.client_as(1001, &args);
+        assert!(!ok, "{claim:?}: {out}");
+    }
+    // Root's socket is the kernel's NFS client, carrying every local user's requests:
+    // only the owner's uid is served on it.
+    for claim in [&["--uid", "1001"][..], &["--auth", "none"]] {
+        let mut args = claim.to_vec();
+        args.extend(["cat", "files/secret.txt/body"]);
+        let (ok, out) = s.client(&args);
+        assert!(!ok && !out.contains("root's secret"), "{claim:?}: {out}");
+        let mut args = claim.to_vec();
+        args.extend(["write", "tracker/issues/2/ops/comment/call", "PWNED\\n"]);
+        let (ok, out) = s.client(&args);
+        assert!(!ok, "{claim:?}: {out}");
+    }
+    assert_eq!(s.all_runs(), 0, "nothing ran");
+    // The owner is served as before.
+    let (ok, out) = s.client(&["write", "tracker/issues/2/ops/comment/call", "mine\\n"]);
+    assert!(ok, "{out}");
+    assert_eq!(uids_of(&s, "comment"), [0]);
+    let first = s.first_lines();
+    assert!(
+        first.contains("uid 0") && first.contains("allow_other"),
+        "the first lines say who is served: {first}"
+    );
+}
+
+/// `allow_other = true` in the manifest's `[world]` lets other users in, each as the uid
+/// its socket belongs to: a claim of another uid on it is still refused.
+#[test]
+fn allow_other_lets_other_users_in_as_themselves_only() {
+    let s = Served::start_manifest("[world]\nallow_other = true\n");
+    let first = s.first_lines();
+    assert!(first.contains("every user"), "{first}");
+    let (ok, out) = s.client_as(
+        1001,
+        &["write", "tracker/issues/2/ops/comment/call", "from 1001\\n"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = s.client_as(
+        1001,
+        &[
+            "--uid",
+            "0",
+            "write",
+            "tracker/issues/2/ops/comment/call",
+            "as root\\n",
+        ],
+    );
+    assert!(!ok && out.contains("MNT3ERR_ACCES"), "{out}");
+    // Root's socket (the kernel's client) carries other users' requests as they say.
+    let (ok, out) = s.client(&[
+        "--uid",
+        "1002",
+        "write",
+        "tracker/issues/2/ops/comment/call",
+        "from 1002\\n",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(uids_of(&s, "comment"), [1001, 1002]);
+}
+
+/// The Linux kernel's own NFS client (in the guest) is one root-owned socket carrying
+/// every user's requests: another uid there reads nothing and calls nothing.
+#[test]
+fn the_kernels_nfs_client_serves_only_the_owners_uid() {
+    let s = Served::start();
+    let secret = s.dir.path().join("files/secret.txt");
+    std::fs::write(&secret, "root's secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let script = r#"
+mkdir -p /etc && echo 'other:x:1001:1001::/tmp:/bin/sh' >> /etc/passwd
+echo "@@ root $(cat files/secret.txt/body)"
+su other -c 'cat files/secret.txt/body' > /tmp/o 2>&1; echo "@@ other $? $(cat /tmp/o)"
+su other -c 'echo PWNED > tracker/issues/2/ops/comment/call' > /tmp/o 2>&1; echo "@@ othercall $? $(cat /tmp/o)"
+su other -c 'ls tracker/issues/2/ops/comment' > /tmp/o 2>&1; echo "@@ otherls $? $(tr '\n' ' ' < /tmp/o)"
+echo 'mine' > tracker/issues/2/ops/comment/call; echo "@@ rootcall $?"
+"#;
+    let console = guest::Guest::boot(s.port, script).finish(Duration::from_secs(240));
+    let said = |key: &str| guest::report(&console, key);
+    assert_eq!(said("root"), "root's secret", "{console}");
+    let other = said("other");
+    assert!(
+        !other.starts_with('0') && !other.contains("root's secret"),
+        "{console}"
+    );
+    assert!(other.contains("Permission denied"), "{console}");
+    assert!(!said("othercall").starts_with('0'), "{console}");
+    assert!(!said("otherls").starts_with('0'), "{console}");
+    assert_eq!(said("rootcall"), "0", "{console}");
+    assert_eq!(uids_of(&s, "comment"), [0], "{console}");
 }

@@ -9,8 +9,10 @@
 //! or a lone newline, runs at its WRITE as through FUSE); the call's errno is the
 //! COMMIT's status, which the client's `close(2)` reports. An ACCESS check of a `call`
 //! whose guard fails whatever the arguments denies writing. A client (its address and
-//! uid) is one session: `result` shows its own last call. docs/SEMANTICS.md, "NFS".
+//! uid) is one session: `result` shows its own last call. Who may be a client at all:
+//! `access`. docs/SEMANTICS.md, "NFS".
 
+mod access;
 mod ids;
 pub mod serve;
 
@@ -31,6 +33,8 @@ use crate::world::cache::TtlCache;
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::node::{NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, World};
+pub use access::Access;
+use access::Peer;
 use ids::Ids;
 
 /// ACCESS3 bits (RFC 1813): what writing needs.
@@ -42,6 +46,9 @@ const ACCESS3_DELETE: u32 = 0x0010;
 pub struct WorldNfs {
     world: Arc<World>,
     ids: Ids,
+    access: Access,
+    /// The connections open now, by the number the server gave each.
+    peers: Mutex<HashMap<u64, Connection>>,
     /// Documents being written, one per client and file, until their COMMIT.
     writing: Mutex<HashMap<(String, fileid3), Open>>,
     /// The last listing of each folder read page by page (see `listing`).
@@ -58,6 +65,17 @@ type Pages = (Arc<Vec<(String, NodeId)>>, Arc<Vec<fileid3>>);
 const LISTING_KEPT: Duration = Duration::from_secs(5);
 /// How many folders' listings are kept at most.
 const LISTINGS_MAX: usize = 64;
+
+/// An open connection: who is at its other end, and the refusals already logged.
+struct Connection {
+    addr: std::net::SocketAddr,
+    peer: Result<Peer, String>,
+    /// (uid, flavor) of requests refused and logged once (at most `WARNED_MAX`).
+    warned: Vec<(u32, u32)>,
+}
+
+/// A client refused again and again is logged once per uid and flavor, for a few.
+const WARNED_MAX: usize = 8;
 
 /// A document being written, and when its client last wrote to it.
 struct Open {
@@ -90,10 +108,12 @@ enum Writing {
 
 impl WorldNfs {
     /// `handles`: where ids handed out are kept across restarts (see `ids`).
-    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>) -> WorldNfs {
+    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>, access: Access) -> WorldNfs {
         WorldNfs {
             world,
             ids: Ids::open(handles),
+            access,
+            peers: Mutex::new(HashMap::new()),
             writing: Mutex::new(HashMap::new()),
             listings: TtlCache::new(LISTING_KEPT, LISTINGS_MAX),
             started: SystemTime::now(),
@@ -235,6 +255,10 @@ impl WorldNfs {
         Ok((entries, ids))
     }
 
+    fn lock_peers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_writing(&self) -> std::sync::MutexGuard<'_, HashMap<(String, fileid3), Open>> {
         self.writing.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -369,8 +393,8 @@ fn client() -> Client {
 pub struct Served(Arc<WorldNfs>);
 
 impl Served {
-    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>) -> Served {
-        Served(Arc::new(WorldNfs::new(world, handles)))
+    pub fn new(world: Arc<World>, handles: Option<&std::path::Path>, access: Access) -> Served {
+        Served(Arc::new(WorldNfs::new(world, handles, access)))
     }
 }
 
@@ -382,6 +406,49 @@ impl NFSFileSystem for Served {
 
     fn root_dir(&self) -> fileid3 {
         self.0.ids.root()
+    }
+
+    fn connected(&self, id: u64, addr: std::net::SocketAddr, local: std::net::SocketAddr) {
+        let peer = access::peer_of(addr, local);
+        if let Err(words) = self.0.access.connection(&peer) {
+            tracing::warn!("nfs: refused the connection from {addr}: {words}");
+        }
+        self.0.lock_peers().insert(
+            id,
+            Connection {
+                addr,
+                peer,
+                warned: Vec::new(),
+            },
+        );
+    }
+
+    fn disconnected(&self, id: u64) {
+        self.0.lock_peers().remove(&id);
+    }
+
+    fn admits(&self, client: &Client) -> bool {
+        let access = self.0.access;
+        let mut peers = self.0.lock_peers();
+        let Some(conn) = peers.get_mut(&client.connection) else {
+            return false;
+        };
+        let refused = match &conn.peer {
+            Ok(peer) if access.connection(&conn.peer).is_ok() => access.request(peer, client),
+            // Refused as a whole, and said so when it connected.
+            _ => return false,
+        };
+        match refused {
+            Ok(()) => true,
+            Err(words) => {
+                let key = (client.uid, client.flavor);
+                if !conn.warned.contains(&key) && conn.warned.len() < WARNED_MAX {
+                    conn.warned.push(key);
+                    tracing::warn!("nfs: refused a request from {}: {words}", conn.addr);
+                }
+                false
+            }
+        }
     }
 
     async fn lookup(&self, dirid: fileid3, filename: &filename3) -> Result<fileid3, nfsstat3> {

@@ -18,6 +18,8 @@ pub struct Options {
     pub state_dir: PathBuf,
     pub state_url: Option<String>,
     pub titled: bool,
+    /// Serve other users too (see `super::access`), whatever the manifest says.
+    pub allow_other: bool,
 }
 
 /// Serve until the process is stopped.
@@ -39,8 +41,9 @@ pub fn run(opts: Options) -> Result<()> {
     };
     if !listen.ip().is_loopback() {
         tracing::warn!(
-            "serving on {listen}, beyond loopback: NFSv3 (AUTH_SYS) believes any uid a client \
-             claims, so anyone who reaches this port acts as whoever they say"
+            "serving on {listen}, beyond loopback: a client elsewhere is served only from a \
+             privileged port, and NFSv3 (AUTH_SYS) then believes whatever uid it claims, so \
+             root on any machine that reaches this port acts as whoever they say"
         );
     }
     // Without one, printed paths are world paths (`/tracker/issues/42`).
@@ -57,6 +60,11 @@ pub fn run(opts: Options) -> Result<()> {
         },
         Arc::new(crate::world::Unsubscribed),
     )?;
+    let access = super::Access {
+        // SAFETY: geteuid cannot fail.
+        owner: unsafe { libc::geteuid() },
+        allow_other: opts.allow_other || world.settings().allow_other,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -65,13 +73,14 @@ pub fn run(opts: Options) -> Result<()> {
         .context("cannot start the NFS server's runtime")?;
     runtime.block_on(async move {
         let handles = opts.state_dir.join("nfs-handles");
-        let served = Served::new(world, Some(&handles));
+        let served = Served::new(world, Some(&handles), access);
         let listener = NFSTcpListener::bind(&listen.to_string(), served)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let port = listener.get_listen_port();
         let ip = listener.get_listen_ip();
         println!("serving over NFSv3 on {ip}:{port}");
+        println!("{}", access.describe());
         println!(
             "mount (Linux): mount -t nfs -o vers=3,tcp,port={port},mountport={port},nolock,lookupcache=none,soft,timeo=50 {ip}:/ DIR"
         );
@@ -120,6 +129,9 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
     }
     if opts.titled {
         cmd.arg("--titled");
+    }
+    if opts.allow_other {
+        cmd.arg("--allow-other");
     }
     let (mut child, mut log, log_start) =
         crate::daemon::spawn_detached(cmd, &log_path, "the NFS server")?;

@@ -27,6 +27,7 @@ fn a_client_is_one_session_apart_from_the_kernels() {
         addr: "127.0.0.1:801".into(),
         uid: 1000,
         gid: 1000,
+        ..Client::default()
     };
     let b = Client {
         uid: 0,

@@ -34,6 +34,11 @@ pub struct WorldSettings {
     /// (the bare `42` still resolves). Off by default: shell loops over `ls` stay simple.
     #[serde(default)]
     pub titled: bool,
+    /// Other users may enter the mount, as `-o allow_other` says for FUSE (a normal user
+    /// needs `user_allow_other` in /etc/fuse.conf) and `--allow-other` for `wip
+    /// serve-nfs`: without it only the user who mounted it is served.
+    #[serde(default)]
+    pub allow_other: bool,
     /// How long `wip mount` waits for hosts that start in the background (MCP servers,
     /// exec hosts) before it returns, in milliseconds.
     #[serde(default = "default_startup_wait_ms")]
@@ -56,6 +61,7 @@ impl Default for WorldSettings {
             max_buffered_bytes: default_max_buffered_bytes(),
             max_call_threads: default_max_call_threads(),
             titled: false,
+            allow_other: false,
             startup_wait_ms: default_startup_wait_ms(),
         }
     }

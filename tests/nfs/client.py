@@ -16,6 +16,11 @@ client. One process is one client: one connection, one AUTH_SYS uid.
   client.py PORT bench-call PATH N         N `> PATH` of one line: prints p50_us
   client.py PORT comments PATH N           N calls of `> PATH/.ops/comment/call`, each
                                            followed by a read of `result` (must be its own)
+
+Before the command, `--uid N` claims uid N in the AUTH_SYS credential (default: the
+process's own), and `--auth none` sends no credential at all (AUTH_NONE). A request the
+server refuses prints its status (`MNT3ERR_ACCES`, `NFS3ERR_ACCES`, or `RPC denied …`)
+and exits 1.
 """
 import os
 import random
@@ -91,18 +96,29 @@ class Xdr:
         return self.post_op_attr()
 
 
+class Refused(Exception):
+    """The server denied the RPC itself (MSG_DENIED)."""
+
+
 class Client:
-    def __init__(self, port, uid=None):
+    def __init__(self, port, uid=None, auth="sys"):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=60)
         self.uid = os.getuid() if uid is None else uid
+        self.auth = auth
         self.xid = random.randrange(1, 1 << 30)
 
-    def call(self, prog, vers, proc, args=b""):
+    def message(self, prog, vers, proc, args):
         self.xid += 1
-        cred = Xdr().u32(0).opaque(b"client").u32(self.uid).u32(self.uid).u32(0).b
-        msg = (Xdr().u32(self.xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc)
-               .u32(1).opaque(bytes(cred)).u32(0).opaque(b"").b) + args
-        self.s.sendall(struct.pack(">I", 0x80000000 | len(msg)) + msg)
+        if self.auth == "none":
+            cred = Xdr().u32(0).opaque(b"")
+        else:
+            cred = Xdr().u32(1).opaque(bytes(
+                Xdr().u32(0).opaque(b"client").u32(self.uid).u32(self.uid).u32(0).b))
+        msg = (Xdr().u32(self.xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc).b
+               + cred.b + Xdr().u32(0).opaque(b"").b + args)
+        return self.xid, struct.pack(">I", 0x80000000 | len(msg)) + msg
+
+    def reply(self):
         reply = b""
         while True:
             head = self._recv(4)
@@ -112,11 +128,21 @@ class Client:
                 break
         x = Xdr(reply)
         xid, mtype, stat = x.gu32(), x.gu32(), x.gu32()
-        assert xid == self.xid and mtype == 1 and stat == 0, (xid, mtype, stat)
+        assert mtype == 1, (xid, mtype)
+        if stat != 0:
+            why = x.gu32()
+            raise Refused(f"RPC denied: {'AUTH_ERROR' if why == 1 else 'RPC_MISMATCH'} {x.gu32()}")
         x.gu32()
         x.gopaque()  # verifier
         accept = x.gu32()
         assert accept == 0, f"RPC not accepted: {accept}"
+        return xid, x
+
+    def call(self, prog, vers, proc, args=b""):
+        xid, msg = self.message(prog, vers, proc, args)
+        self.s.sendall(msg)
+        got, x = self.reply()
+        assert got == xid, (got, xid)
         return x
 
     def _recv(self, n):
@@ -131,7 +157,8 @@ class Client:
     def mount(self):
         x = self.call(MOUNT_PROG, MOUNT_VERS, 1, bytes(Xdr().opaque(b"/").b))
         st = x.gu32()
-        assert st == 0, f"MNT: {st}"
+        if st:
+            raise SystemExit("MNT " + {13: "MNT3ERR_ACCES"}.get(st, str(st)))
         return x.gopaque()
 
     def lookup(self, dirfh, name):
@@ -237,8 +264,26 @@ class Client:
 
 
 def main():
-    port, cmd, rest = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-    c = Client(port)
+    args = sys.argv[1:]
+    port = int(args.pop(0))
+    uid, auth = None, "sys"
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt == "--uid":
+            uid = int(args.pop(0))
+        elif opt == "--auth":
+            auth = args.pop(0)
+        else:
+            sys.exit(f"unknown option {opt}")
+    cmd, rest = args[0], args[1:]
+    try:
+        run(Client(port, uid, auth), port, cmd, rest)
+    except Refused as e:
+        print(e)
+        sys.exit(1)
+
+
+def run(c, port, cmd, rest):
     if cmd == "cat":
         st, data = c.read_all(c.walk(rest[0]))
         if st:

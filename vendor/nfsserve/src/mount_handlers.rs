@@ -58,6 +58,22 @@ pub async fn handle_mount(
     Ok(())
 }
 
+/// Answer a refused MOUNT procedure: MNT with MNT3ERR_ACCES (mount(8) says "access
+/// denied by server"), the others, whose results have no status, with AUTH_TOOWEAK.
+pub fn refuse(xid: u32, proc: u32, output: &mut impl Write) -> Result<(), anyhow::Error> {
+    if let Some(MountProgram::MOUNTPROC3_MNT) = MountProgram::from_u32(proc) {
+        make_success_reply(xid).serialize(output)?;
+        mountstat3::MNT3ERR_ACCES.serialize(output)?;
+    } else {
+        rpc_msg {
+            xid,
+            body: rpc_body::REPLY(reply_body::MSG_DENIED(rejected_reply::AUTH_ERROR(auth_stat::AUTH_TOOWEAK))),
+        }
+        .serialize(output)?;
+    }
+    Ok(())
+}
+
 pub fn mountproc3_null(xid: u32, _: &mut impl Read, output: &mut impl Write) -> Result<(), anyhow::Error> {
     debug!("mountproc3_null({:?}) ", xid);
     // build an RPC reply

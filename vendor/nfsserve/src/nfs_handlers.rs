@@ -128,12 +128,47 @@ pub async fn handle_nfs(
         return Ok(());
     }
     let prog = NFSProgram::from_u32(call.proc).unwrap_or(NFSProgram::INVALID);
-    let client = crate::context::Client {
-        addr: context.client_addr.clone(),
-        uid: context.auth.uid,
-        gid: context.auth.gid,
-    };
+    let client = crate::context::Client::of(context);
     crate::context::serving(client, dispatch(prog, xid, input, output, context)).await
+}
+
+/// Answer procedure `proc` NFS3ERR_ACCES without looking at its arguments: the status,
+/// then the failure arm of its result with no attributes (RFC 1813: one `post_op_attr`,
+/// a `wcc_data` of two, RENAME's two `wcc_data`, LINK's `post_op_attr` and `wcc_data`).
+pub fn refuse(xid: u32, proc: u32, output: &mut impl Write) -> Result<(), anyhow::Error> {
+    let empty_words = match NFSProgram::from_u32(proc).unwrap_or(NFSProgram::INVALID) {
+        NFSProgram::NFSPROC3_NULL | NFSProgram::INVALID => {
+            proc_unavail_reply_message(xid).serialize(output)?;
+            return Ok(());
+        },
+        NFSProgram::NFSPROC3_GETATTR => 0,
+        NFSProgram::NFSPROC3_LOOKUP
+        | NFSProgram::NFSPROC3_ACCESS
+        | NFSProgram::NFSPROC3_READLINK
+        | NFSProgram::NFSPROC3_READ
+        | NFSProgram::NFSPROC3_READDIR
+        | NFSProgram::NFSPROC3_READDIRPLUS
+        | NFSProgram::NFSPROC3_FSSTAT
+        | NFSProgram::NFSPROC3_FSINFO
+        | NFSProgram::NFSPROC3_PATHCONF => 1,
+        NFSProgram::NFSPROC3_SETATTR
+        | NFSProgram::NFSPROC3_WRITE
+        | NFSProgram::NFSPROC3_CREATE
+        | NFSProgram::NFSPROC3_MKDIR
+        | NFSProgram::NFSPROC3_SYMLINK
+        | NFSProgram::NFSPROC3_MKNOD
+        | NFSProgram::NFSPROC3_REMOVE
+        | NFSProgram::NFSPROC3_RMDIR
+        | NFSProgram::NFSPROC3_COMMIT => 2,
+        NFSProgram::NFSPROC3_LINK => 3,
+        NFSProgram::NFSPROC3_RENAME => 4,
+    };
+    make_success_reply(xid).serialize(output)?;
+    nfs::nfsstat3::NFS3ERR_ACCES.serialize(output)?;
+    for _ in 0..empty_words {
+        false.serialize(output)?;
+    }
+    Ok(())
 }
 
 async fn dispatch(

@@ -30,6 +30,12 @@ async fn handle_rpc(
             let mut auth = auth_unix::default();
             auth.deserialize(&mut Cursor::new(&call.cred.body))?;
             context.auth = auth;
+            context.flavor = crate::context::AUTH_SYS;
+        } else {
+            // No uid was claimed: nobody's, never the connection's default (root's).
+            context.auth.uid = crate::context::NOBODY;
+            context.auth.gid = crate::context::NOBODY;
+            context.flavor = call.cred.flavor as u32;
         }
         if call.rpcvers != 2 {
             warn!("Invalid RPC version {} != 2", call.rpcvers);
@@ -44,6 +50,16 @@ async fn handle_rpc(
             return Ok(false);
         }
 
+        let checked = (call.prog == nfs::PROGRAM || call.prog == mount::PROGRAM) && call.proc != 0;
+        if checked && !context.vfs.admits(&crate::context::Client::of(&context)) {
+            if call.prog == nfs::PROGRAM {
+                nfs_handlers::refuse(xid, call.proc, output)?;
+            } else {
+                mount_handlers::refuse(xid, call.proc, output)?;
+            }
+            context.transaction_tracker.mark_processed(xid, &context.client_addr);
+            return Ok(true);
+        }
         let res = {
             if call.prog == nfs::PROGRAM {
                 nfs_handlers::handle_nfs(xid, call, input, output, &context).await

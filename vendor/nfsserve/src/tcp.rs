@@ -194,12 +194,20 @@ impl<T: NFSFileSystem + Send + Sync + 'static> NFSTcp for NFSTcpListener<T> {
 
     /// Loops forever and never returns handling all incoming connections.
     async fn handle_forever(&self) -> io::Result<()> {
+        let mut connections: u64 = 0;
         loop {
-            let (socket, _) = self.listener.accept().await?;
+            let (socket, peer) = self.listener.accept().await?;
+            let Ok(local) = socket.local_addr() else {
+                continue;
+            };
+            connections += 1;
+            let connection = connections;
             let context = RPCContext {
                 local_port: self.port,
-                client_addr: socket.peer_addr().unwrap().to_string(),
+                client_addr: peer.to_string(),
                 auth: crate::rpc::auth_unix::default(),
+                flavor: crate::context::AUTH_NONE,
+                connection,
                 vfs: self.arcfs.clone(),
                 mount_signal: self.mount_signal.clone(),
                 export_name: self.export_name.clone(),
@@ -207,8 +215,16 @@ impl<T: NFSFileSystem + Send + Sync + 'static> NFSTcp for NFSTcpListener<T> {
             };
             info!("Accepting connection from {}", context.client_addr);
             debug!("Accepting socket {:?} {:?}", socket, context);
+            let fs = self.arcfs.clone();
             tokio::spawn(async move {
+                // Before any request is read: what the file system learns (who owns the
+                // peer's socket) may take a look at /proc.
+                let seen = fs.clone();
+                if tokio::task::spawn_blocking(move || seen.connected(connection, peer, local)).await.is_err() {
+                    return;
+                }
                 let _ = process_socket(socket, context).await;
+                fs.disconnected(connection);
             });
         }
     }

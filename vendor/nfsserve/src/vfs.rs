@@ -110,6 +110,18 @@ pub trait NFSFileSystem: Sync {
     async fn commit(&self, id: fileid3) -> Result<fattr3, nfsstat3> {
         self.getattr(id).await
     }
+    /// Connection `id` was accepted from `peer` on `local`: asked once, before any of its
+    /// requests, so the file system can learn who is at the other end (the patch this
+    /// copy carries).
+    fn connected(&self, _id: u64, _peer: std::net::SocketAddr, _local: std::net::SocketAddr) {}
+    /// Connection `id` ended: its client will send nothing more on it.
+    fn disconnected(&self, _id: u64) {}
+    /// Whether the request of `client` is served at all; asked before every NFS and
+    /// MOUNT procedure but NULL. A refused request is answered NFS3ERR_ACCES (MNT:
+    /// MNT3ERR_ACCES; the other MOUNT procedures: AUTH_TOOWEAK) and reaches nothing else.
+    fn admits(&self, _client: &crate::context::Client) -> bool {
+        true
+    }
     /// Returns the ID the of the root directory "/"
     fn root_dir(&self) -> fileid3;
     /// Look up the id of a path in a directory
