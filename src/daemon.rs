@@ -248,6 +248,20 @@ static HELD_LOCKS: std::sync::Mutex<Vec<StateLock>> = std::sync::Mutex::new(Vec:
 
 /// Build the world a manifest describes (hosts open their backends here). The state
 /// directory stays locked to this process from here on.
+/// Set up the allocator for a daemon; call it before any worker thread exists.
+pub fn tune_allocator() {
+    // One heap arena instead of one per worker thread: memory freed when the kernel
+    // forgets nodes can then be returned to the system (malloc_trim) instead of staying
+    // scattered.
+    // SAFETY: mallopt only tunes the allocator, before the worker threads exist.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    // Large buffers (documents being written, bodies, results) in mappings of their own,
+    // unmapped when freed: a fixed threshold stops glibc from raising it after the first
+    // large free, which kept every later document's memory in the heap after its close.
+    // SAFETY: as above.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
+}
+
 pub fn build_world(
     opts: &MountOptions,
     subscriber: Arc<dyn crate::world::Subscriber>,
@@ -407,15 +421,7 @@ pub fn serve_foreground(mut opts: MountOptions) -> Result<()> {
     if crate::children::become_subreaper() {
         crate::children::reap_orphans();
     }
-    // One heap arena instead of one per FUSE thread: memory freed when the kernel forgets
-    // nodes can then be returned to the system (malloc_trim) instead of staying scattered.
-    // SAFETY: mallopt only tunes the allocator, before the worker threads exist.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
-    // Large buffers (documents being written, bodies, results) in mappings of their own,
-    // unmapped when freed: a fixed threshold stops glibc from raising it after the first
-    // large free, which kept every later document's memory in the heap after its close.
-    // SAFETY: as above.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
+    tune_allocator();
     // The kernel's caches hear of the world's changes through this invalidator, given to
     // the world when it is made and to the file system that mounts it.
     let inv = crate::fuse::Invalidator::default();

@@ -793,3 +793,109 @@ echo 'mine' > tracker/issues/2/ops/comment/call; echo "@@ rootcall $?"
     assert_eq!(said("rootcall"), "0", "{console}");
     assert_eq!(uids_of(&s, "comment"), [0], "{console}");
 }
+
+/// Out-of-order WRITEs count against the budget wherever they land: 16,000 of 64 KiB at
+/// offsets past 1 GiB into one `call` are refused (EFBIG: no such document fits
+/// max_call_bytes) and the server's memory stays where it was; many documents each
+/// holding a piece past a gap fill max_buffered_bytes (ENOSPC); what a client left when
+/// it went away is freed.
+#[test]
+fn out_of_order_writes_are_held_within_the_budget_and_freed_when_the_client_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    // Documents wait 5 s for their client (as long again once it went away), so the
+    // documents of one client's run below are all held at once.
+    let s = Served::start_env(dir, "127.0.0.1:0", &[("WIP_NFS_ABANDON_MS", "5000")]);
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .unwrap()
+    };
+    assert_eq!(
+        s.cat("tracker/issues/2/ops/comment/guard").lines().next(),
+        Some("allowed")
+    );
+    let before = rss();
+    let (ok, out) = s.client(&[
+        "scatter",
+        "tracker/issues/2/ops/comment/call",
+        &(1u64 << 30).to_string(),
+        "16000",
+        "65536",
+    ]);
+    assert!(ok, "{out}");
+    let during: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("rss_kb "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        out.contains("WRITE NFS3ERR_FBIG 16000"),
+        "every piece refused, none held: {out}"
+    );
+    assert!(
+        during < before + 64 * 1024,
+        "the server's memory stayed put: {before} kB before, {during} kB while the client was there"
+    );
+    let words = s.cat("tracker/issues/2/ops/comment/result");
+    assert!(words.contains("max_call_bytes"), "{words}");
+    assert!(s.runs("comment") <= 1, "one refusal at most, no call");
+    // Within max_call_bytes, a piece past a gap holds the document up to its end: 24
+    // documents of one 64 KiB piece at 4 MiB ask for ~98 MiB of the 64 MiB total.
+    let started = std::time::Instant::now();
+    let (ok, out) = s.client(&["scatter-many", "tracker/issues/3/ops/comment/call", "24"]);
+    assert!(ok, "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "all held at once"
+    );
+    assert!(out.contains("NFS3ERR_NOSPC"), "{out}");
+    let held: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("WRITE NFS3_OK "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!((10..=16).contains(&held), "about 15 held at once: {out}");
+    // That client is gone: what it left is freed (its documents never arrived whole, so
+    // none ran), and another client may hold as much again.
+    std::thread::sleep(Duration::from_millis(6500));
+    let (ok, again) = s.client(&["scatter-many", "tracker/issues/3/ops/comment/call", "24"]);
+    assert!(ok, "{again}");
+    let held_again: usize = again
+        .lines()
+        .find_map(|l| l.strip_prefix("WRITE NFS3_OK "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(held_again, held, "the budget came back: {out} / {again}");
+    assert_eq!(ran(&s, "comment"), 0, "no incomplete document ran");
+    // Out of order but whole: one call, in offset order.
+    let (ok, out) = s.client(&[
+        "write-reversed",
+        "tracker/issues/3/ops/comment/call",
+        "first ",
+        "second ",
+        "third\\n",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(ran(&s, "comment"), 1);
+    assert!(
+        args_of(&s, "comment").contains(&r#"{"body":"first second third"}"#.to_string()),
+        "{:?}",
+        args_of(&s, "comment")
+    );
+}
+
+/// Runs of `op` that ran and succeeded (refusals are runs too, with their errno).
+fn ran(s: &Served, op: &str) -> i64 {
+    let db = rusqlite::Connection::open(s.state().join("journal.db")).unwrap();
+    db.query_row(
+        "SELECT count(*) FROM calls WHERE op = ?1 AND errno = 0",
+        [op],
+        |r| r.get(0),
+    )
+    .unwrap()
+}

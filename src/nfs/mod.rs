@@ -18,7 +18,7 @@ pub mod serve;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use nfsserve::context::{current_client, Client};
@@ -77,10 +77,10 @@ struct Connection {
 /// A client refused again and again is logged once per uid and flavor, for a few.
 const WARNED_MAX: usize = 8;
 
-/// A document being written, and when its client last wrote to it.
+/// A document being written, and until when it waits for its client.
 struct Open {
     w: Writing,
-    touched: std::time::Instant,
+    deadline: Instant,
 }
 
 /// How long a document may wait for its client's next WRITE or COMMIT before it counts as
@@ -93,16 +93,20 @@ fn abandon_after() -> Duration {
         .map_or(Duration::from_secs(600), Duration::from_millis)
 }
 
-/// A document a client is writing.
+/// How long a document waits once its client's connection ended: long enough for a
+/// client that reconnects from its port (the kernel's does) to go on with it.
+fn departed_after() -> Duration {
+    abandon_after().min(Duration::from_secs(30))
+}
+
+/// How often documents are looked at for abandoned ones (see `WorldNfs::sweep`).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// A document a client is writing (a call's holds its WRITEs at their offsets, within
+/// the budget: `CallDoc::write_at`).
 #[derive(Clone)]
 enum Writing {
-    Call {
-        doc: CallDoc,
-        /// Bytes fed to the document so far: a WRITE at this offset goes on; one before
-        /// it is a retransmission, one past it waits for the gap (`early`).
-        next: u64,
-        early: Vec<(u64, Vec<u8>)>,
-    },
+    Call(CallDoc),
     Body(BodyDoc),
 }
 
@@ -182,19 +186,17 @@ impl WorldNfs {
     fn document(&self, client: &Client, id: fileid3, truncate: bool) -> Result<Writing, nfsstat3> {
         let key = (client.addr.clone(), id);
         if let Some(o) = self.lock_writing().get_mut(&key) {
-            o.touched = std::time::Instant::now();
+            o.deadline = Instant::now() + abandon_after();
             return Ok(o.w.clone());
         }
-        self.release_abandoned();
+        self.sweep();
         let node = self.node(id)?;
         let caller = Self::caller(client);
         let calls = self.world.calls();
         let w = match &node {
-            NodeId::OpFile(target, op, OpFile::Call) => Writing::Call {
-                doc: calls.open_call(target, op, &caller).map_err(status)?,
-                next: 0,
-                early: Vec::new(),
-            },
+            NodeId::OpFile(target, op, OpFile::Call) => {
+                Writing::Call(calls.open_call(target, op, &caller).map_err(status)?)
+            }
             NodeId::Body(e) => Writing::Body(
                 calls
                     .open_body(e, &caller, truncate, false)
@@ -206,21 +208,23 @@ impl WorldNfs {
             key,
             Open {
                 w: w.clone(),
-                touched: std::time::Instant::now(),
+                deadline: Instant::now() + abandon_after(),
             },
         );
         Ok(w)
     }
 
     /// Run the documents whose clients stopped writing them without a COMMIT (see
-    /// `abandon_after`): each runs once, for nobody, as at a killed writer's last close.
-    fn release_abandoned(&self) {
-        let limit = abandon_after();
+    /// `abandon_after`, `departed_after`): each runs once, for nobody, as at a killed
+    /// writer's last close (one still missing bytes is refused), and what it held is
+    /// freed. Done at every new document and every `SWEEP_EVERY`.
+    pub fn sweep(&self) {
+        let now = Instant::now();
         let stale: Vec<Writing> = {
             let mut writing = self.lock_writing();
             let keys: Vec<(String, fileid3)> = writing
                 .iter()
-                .filter(|(_, o)| o.touched.elapsed() > limit)
+                .filter(|(_, o)| o.deadline <= now)
                 .map(|(k, _)| k.clone())
                 .collect();
             keys.iter()
@@ -229,8 +233,18 @@ impl WorldNfs {
         };
         for w in stale {
             match w {
-                Writing::Call { doc, .. } => doc.release(),
+                Writing::Call(doc) => doc.release(),
                 Writing::Body(doc) => doc.release(),
+            }
+        }
+    }
+
+    /// The client at `addr` went away: its documents wait `departed_after` at most.
+    fn departed(&self, addr: &str) {
+        let deadline = Instant::now() + departed_after();
+        for ((a, _), o) in self.lock_writing().iter_mut() {
+            if a == addr {
+                o.deadline = o.deadline.min(deadline);
             }
         }
     }
@@ -269,7 +283,7 @@ impl WorldNfs {
             .map(|o| o.w)
     }
 
-    /// Feed a WRITE to a call document in offset order; returns the bytes taken.
+    /// Feed a WRITE to a call document at its offset.
     async fn write_call(
         &self,
         client: &Client,
@@ -277,50 +291,23 @@ impl WorldNfs {
         offset: u64,
         data: &[u8],
     ) -> Result<(), nfsstat3> {
-        let key = (client.addr.clone(), id);
-        // Take what is in order now (this WRITE, and what waited for it).
-        let (doc, ready) = {
-            let mut writing = self.lock_writing();
-            let Some(Open {
-                w: Writing::Call { doc, next, early },
+        let doc = match self.lock_writing().get(&(client.addr.clone(), id)) {
+            Some(Open {
+                w: Writing::Call(doc),
                 ..
-            }) = writing.get_mut(&key)
-            else {
-                return Err(nfsstat3::NFS3ERR_IO);
-            };
-            let end = offset + data.len() as u64;
-            if end <= *next {
-                // A retransmission of bytes the document has.
-                return Ok(());
-            }
-            if offset > *next {
-                early.push((offset, data.to_vec()));
-                return Ok(());
-            }
-            let mut ready = data[(*next - offset) as usize..].to_vec();
-            *next = end;
-            early.sort_by_key(|(o, _)| *o);
-            while let Some(pos) = early.iter().position(|(o, _)| *o <= *next) {
-                let (o, bytes) = early.remove(pos);
-                let e = o + bytes.len() as u64;
-                if e > *next {
-                    ready.extend_from_slice(&bytes[(*next - o) as usize..]);
-                    *next = e;
-                }
-            }
-            (doc.clone(), ready)
+            }) => doc.clone(),
+            _ => return Err(nfsstat3::NFS3ERR_IO),
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        doc.write(&ready, move |r| {
+        doc.write_at(offset, data, move |r| {
             let _ = tx.send(r);
         });
         match rx.await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                // The document ran at this WRITE and failed: the client's close says so.
-                self.forget_document(client, id);
-                Err(status(e))
-            }
+            // The document ran at this WRITE and failed, or was refused: it stays, so
+            // the client's later WRITEs get the same answer (and start no other call)
+            // until it truncates the file or COMMITs.
+            Ok(Err(e)) => Err(status(e)),
             Err(_) => Err(nfsstat3::NFS3ERR_IO),
         }
     }
@@ -393,6 +380,11 @@ fn client() -> Client {
 pub struct Served(Arc<WorldNfs>);
 
 impl Served {
+    /// See `WorldNfs::sweep`.
+    pub fn sweep(&self) {
+        self.0.sweep()
+    }
+
     pub fn new(world: Arc<World>, handles: Option<&std::path::Path>, access: Access) -> Served {
         Served(Arc::new(WorldNfs::new(world, handles, access)))
     }
@@ -424,7 +416,10 @@ impl NFSFileSystem for Served {
     }
 
     fn disconnected(&self, id: u64) {
-        self.0.lock_peers().remove(&id);
+        let gone = self.0.lock_peers().remove(&id);
+        if let Some(conn) = gone {
+            self.0.departed(&conn.addr.to_string());
+        }
     }
 
     fn admits(&self, client: &Client) -> bool {
@@ -486,14 +481,14 @@ impl NFSFileSystem for Served {
                 match (&node, size) {
                     // `>` truncates a call file: a new document begins.
                     (NodeId::OpFile(_, _, OpFile::Call), 0) => {
-                        if let Some(Writing::Call { doc, .. }) = me.forget_document(&client, id) {
+                        if let Some(Writing::Call(doc)) = me.forget_document(&client, id) {
                             doc.release();
                         }
                         me.document(&client, id, true)?;
                     }
                     (NodeId::Body(_), _) => match me.document(&client, id, size == 0)? {
                         Writing::Body(doc) => doc.truncate(size).map_err(status)?,
-                        Writing::Call { .. } => return Err(nfsstat3::NFS3ERR_INVAL),
+                        Writing::Call(_) => return Err(nfsstat3::NFS3ERR_INVAL),
                     },
                     _ => return Err(nfsstat3::NFS3ERR_ACCES),
                 }
@@ -535,7 +530,7 @@ impl NFSFileSystem for Served {
         let c = client.clone();
         let w = blocking(move || me.document(&c, id, false)).await?;
         match w {
-            Writing::Call { .. } => self.0.write_call(&client, id, offset, data).await?,
+            Writing::Call(_) => self.0.write_call(&client, id, offset, data).await?,
             Writing::Body(doc) => {
                 let data = data.to_vec();
                 blocking(move || doc.write(offset, &data).map(|_| ()).map_err(status)).await?
@@ -572,7 +567,7 @@ impl NFSFileSystem for Served {
             let _ = tx.send(r);
         };
         match w {
-            Writing::Call { doc, .. } => doc.flush(|| true, done),
+            Writing::Call(doc) => doc.flush(|| true, done),
             Writing::Body(doc) => doc.flush(|| true, done),
         }
         match rx.await {

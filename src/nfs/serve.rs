@@ -46,6 +46,8 @@ pub fn run(opts: Options) -> Result<()> {
              root on any machine that reaches this port acts as whoever they say"
         );
     }
+    // Documents' buffers are freed to the system when they go, as in a FUSE daemon.
+    crate::daemon::tune_allocator();
     // Without one, printed paths are world paths (`/tracker/issues/42`).
     let mount_point = opts.mount_point.clone().unwrap_or_default();
     let world = build_world(
@@ -74,6 +76,17 @@ pub fn run(opts: Options) -> Result<()> {
     runtime.block_on(async move {
         let handles = opts.state_dir.join("nfs-handles");
         let served = Served::new(world, Some(&handles), access);
+        // Abandoned documents (their client went away) are freed even when no other
+        // document opens.
+        let sweeper = served.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(super::SWEEP_EVERY);
+            loop {
+                tick.tick().await;
+                let s = sweeper.clone();
+                let _ = tokio::task::spawn_blocking(move || s.sweep()).await;
+            }
+        });
         let listener = NFSTcpListener::bind(&listen.to_string(), served)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;

@@ -479,6 +479,64 @@ fn a_document_past_max_call_bytes_is_refused_at_once_and_nothing_runs() {
     );
 }
 
+/// Write `bytes` at `offset` (an NFS WRITE) and wait for the answer.
+fn write_at(doc: &CallDoc, offset: u64, bytes: &[u8]) -> Result<u32, i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.write_at(offset, bytes, move |r| {
+        tx.send(r.map_err(|e| e.errno())).unwrap()
+    });
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
+#[test]
+fn pieces_out_of_order_count_wherever_they_land_and_run_only_once_whole() {
+    let f = world_with(WorldSettings {
+        max_call_bytes: 1000,
+        max_buffered_bytes: 3000,
+        ..WorldSettings::default()
+    });
+    // Past max_call_bytes, wherever it starts: no such document fits.
+    let far = open(&f, "note", 1);
+    assert_eq!(write_at(&far, 1 << 30, b"x"), Err(libc::EFBIG));
+    assert_eq!(write_at(&far, 1 << 31, b"x"), Err(libc::EFBIG));
+    assert_eq!(write_at(&far, u64::MAX, b"x"), Err(libc::EFBIG));
+    assert!(result(&f, "note", 1).contains("max_call_bytes"));
+    // In order or not, a whole document is one call; a piece sent again changes nothing.
+    let doc = open(&f, "note", 1);
+    assert_eq!(write_at(&doc, 6, b"world\n"), Ok(6));
+    assert_eq!(write_at(&doc, 6, b"world\n"), Ok(6));
+    assert_eq!(write_at(&doc, 0, b"hello "), Ok(6));
+    assert_eq!(flush(&doc, true), Ok(()));
+    assert_eq!(notes(&f), vec!["hello world".to_string()]);
+    // A piece past a gap holds the document up to its end: three fill the total.
+    let held: Vec<CallDoc> = (0..4).map(|_| open(&f, "note", 2)).collect();
+    let answers: Vec<_> = held.iter().map(|d| write_at(d, 900, b"y")).collect();
+    assert_eq!(answers[..3], [Ok(1), Ok(1), Ok(1)], "{answers:?}");
+    assert_eq!(answers[3], Err(libc::ENOSPC), "{answers:?}");
+    // A document still missing bytes at its close never runs, and gives its share back.
+    assert_eq!(flush(&held[0], true), Err(libc::EINVAL));
+    assert!(
+        result(&f, "note", 2).contains("bytes 0 to 900 of the document never arrived"),
+        "{}",
+        result(&f, "note", 2)
+    );
+    let again = open(&f, "note", 2);
+    assert_eq!(write_at(&again, 900, b"y"), Ok(1));
+    drop(held);
+    drop(again);
+    assert_eq!(notes(&f).len(), 1, "nothing incomplete ran");
+    // Gaps without end: refused before the ranges pile up.
+    let f = world_with(WorldSettings {
+        max_call_bytes: 100_000,
+        ..WorldSettings::default()
+    });
+    let holes = open(&f, "note", 3);
+    let last = (0..5000)
+        .map(|i| write_at(&holes, 10 + 2 * i, b"z"))
+        .find(|r| r.is_err());
+    assert_eq!(last, Some(Err(libc::ENOSPC)));
+}
+
 #[test]
 fn calls_of_one_op_run_side_by_side() {
     let f = world();

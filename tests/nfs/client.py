@@ -16,6 +16,14 @@ client. One process is one client: one connection, one AUTH_SYS uid.
   client.py PORT bench-call PATH N         N `> PATH` of one line: prints p50_us
   client.py PORT comments PATH N           N calls of `> PATH/.ops/comment/call`, each
                                            followed by a read of `result` (must be its own)
+  client.py PORT scatter PATH OFFSET N SIZE SETATTR size 0, then N WRITEs of SIZE bytes at
+                                           OFFSET, OFFSET+SIZE, … (none at 0: all out of
+                                           order), 16 in flight; prints the count of each
+                                           status, then the server's VmRSS (kB)
+                                           while the connection is still open
+  client.py PORT scatter-many PATH N       N lookups of PATH (N documents), each with one
+                                           WRITE of 64 KiB at 4 MiB: the count of each status
+  client.py PORT write-reversed PATH CHUNK... `write`, with the chunks' WRITEs sent last first
 
 Before the command, `--uid N` claims uid N in the AUTH_SYS credential (default: the
 process's own), and `--auth none` sends no credential at all (AUTH_NONE). A request the
@@ -243,7 +251,7 @@ class Client:
             names.append((name, cookie))
         return 0, names, verf, bool(x.gu32())
 
-    def shell_write(self, fh, chunks):
+    def shell_write(self, fh, chunks, reversed_order=False):
         """`printf … > FILE`: what the kernel sends. Returns the statuses."""
         out = []
         st, bits = self.access(fh, ACCESS_MODIFY | ACCESS_EXTEND)
@@ -252,15 +260,59 @@ class Client:
         out.append(("SETATTR", st))
         if st:
             return out
-        off = 0
+        pieces, off = [], 0
         for c in chunks:
+            pieces.append((off, c))
+            off += len(c)
+        for off, c in (pieces[::-1] if reversed_order else pieces):
             st, committed = self.write(fh, off, c)
             out.append(("WRITE", st, committed))
             if st:
                 return out
-            off += len(c)
         out.append(("COMMIT", self.commit(fh)))
         return out
+
+
+def server_rss_kb(port):
+    """VmRSS of the process listening on 127.0.0.1:PORT (found through /proc/net/tcp)."""
+    want = f"0100007F:{port:04X}"
+    inode = None
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            col = line.split()
+            if col[1] == want and col[3] == "0A":
+                inode = col[9]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]" for fd in fds):
+                with open(f"/proc/{pid}/status") as f:
+                    return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        except OSError:
+            continue
+    return -1
+
+
+def scatter(c, port, path, offset, n, size):
+    """N WRITEs past OFFSET into one handle, 16 in flight at a time."""
+    fh = c.walk(path)
+    print("SETATTR", STATUS.get(c.truncate(fh)))
+    data = b"x" * size
+    counts, inflight, sent = {}, {}, 0
+    while sent < n or inflight:
+        while sent < n and len(inflight) < 16:
+            a = Xdr().opaque(fh).u64(offset + sent * size).u32(size).u32(UNSTABLE).opaque(data)
+            xid, msg = c.message(NFS_PROG, NFS_VERS, 7, bytes(a.b))
+            c.s.sendall(msg)
+            inflight[xid] = sent
+            sent += 1
+        xid, x = c.reply()
+        del inflight[xid]
+        st = STATUS.get(x.gu32(), "?")
+        counts[st] = counts.get(st, 0) + 1
+    for st, k in sorted(counts.items()):
+        print("WRITE", st, k)
+    print("rss_kb", server_rss_kb(port))
 
 
 def main():
@@ -290,8 +342,9 @@ def run(c, port, cmd, rest):
             print(STATUS.get(st, st))
             sys.exit(1)
         sys.stdout.write(data.decode(errors="replace"))
-    elif cmd == "write":
-        steps = c.shell_write(c.walk(rest[0]), [a.encode().decode("unicode_escape").encode() for a in rest[1:]])
+    elif cmd in ("write", "write-reversed"):
+        steps = c.shell_write(c.walk(rest[0]), [a.encode().decode("unicode_escape").encode() for a in rest[1:]],
+                              cmd == "write-reversed")
         failed = False
         for s in steps:
             print(s[0], STATUS.get(s[1], s[1]), *s[2:])
@@ -351,6 +404,15 @@ def run(c, port, cmd, rest):
                 print("result", st, data)
                 sys.exit(1)
         print("ok", n)
+    elif cmd == "scatter-many":
+        counts = {}
+        for _ in range(int(rest[1])):
+            st, _ = c.write(c.walk(rest[0]), 4 << 20, b"x" * 65536)
+            counts[STATUS.get(st, st)] = counts.get(STATUS.get(st, st), 0) + 1
+        for st, k in sorted(counts.items()):
+            print("WRITE", st, k)
+    elif cmd == "scatter":
+        scatter(c, port, rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
     else:
         sys.exit(f"unknown command {cmd}")
 

@@ -1,5 +1,6 @@
 //! The daemon's total bound on documents being written: every open `call` or `body`
-//! descriptor buffers what it was sent until its call runs, and together they hold at most
+//! descriptor buffers what it was sent until its call runs (at its offset, wherever that
+//! is, so a byte past a gap holds the gap too), and together they hold at most
 //! `max_buffered_bytes` (a descriptor alone at most `max_call_bytes`). A write past the
 //! total is refused with ENOSPC and words; what a descriptor held returns at its close.
 

@@ -45,9 +45,15 @@ struct Doc {
 }
 
 struct State {
+    /// The document: every byte written so far, at its offset. A byte that arrived before
+    /// those ahead of it (`write_at`) stands past zeros until they come.
     buf: Vec<u8>,
     /// `buf`'s share of the daemon's total for documents being written.
     held: Held,
+    /// How far from the start the document is whole, and the ranges written past that,
+    /// sorted and apart: while there are any, the document is missing bytes.
+    filled: u64,
+    early: Vec<(u64, u64)>,
     phase: Phase,
     /// The call's errno reached someone (a write, flush or read of this descriptor):
     /// later reads get the words.
@@ -124,6 +130,8 @@ impl CallDoc {
                 state: Mutex::new(State {
                     buf: Vec::new(),
                     held,
+                    filled: 0,
+                    early: Vec::new(),
                     phase: Phase::Open,
                     told: false,
                     written: 0,
@@ -139,13 +147,43 @@ impl CallDoc {
         self.doc.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bytes arrived. `done` gets the count written, or the call's errno when the
-    /// document is complete and ran, or why the bytes were refused.
+    /// Bytes arrived, to go after those before. `done` gets the count written, or the
+    /// call's errno when the document is complete and ran, or why the bytes were refused.
     pub fn write(&self, data: &[u8], done: impl FnOnce(WorldResult<u32>) + Send + 'static) {
+        self.put(None, data, done)
+    }
+
+    /// Bytes that belong at `offset` (an NFS client's WRITEs, which may arrive out of
+    /// order, or again). They are held at their place, so every byte counts against
+    /// `max_call_bytes` (the document reaches at least their end) and the daemon's total,
+    /// wherever it lands; the document runs once it is whole and cannot grow, or at its
+    /// flush, which refuses it if bytes before some of it never came.
+    pub fn write_at(
+        &self,
+        offset: u64,
+        data: &[u8],
+        done: impl FnOnce(WorldResult<u32>) + Send + 'static,
+    ) {
+        self.put(Some(offset), data, done)
+    }
+
+    fn put(
+        &self,
+        at: Option<u64>,
+        data: &[u8],
+        done: impl FnOnce(WorldResult<u32>) + Send + 'static,
+    ) {
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
         let mut st = self.state();
         match &st.phase {
             Phase::Open => {}
+            // Bytes the document had when it ran, sent again.
+            Phase::Done(_)
+                if at.is_some_and(|o| o.saturating_add(data.len() as u64) <= st.written) =>
+            {
+                drop(st);
+                return done(Ok(len));
+            }
             Phase::Running(_) => {
                 drop(st);
                 return done(Err(WorldError::invalid(
@@ -195,36 +233,63 @@ impl CallDoc {
             return done(Ok(0));
         }
         let max = self.doc.calls.settings().max_call_bytes;
-        let len_after = st.buf.len() + data.len();
-        let grown = if len_after as u64 > max {
+        let offset = at.unwrap_or(st.buf.len() as u64);
+        let end = offset.saturating_add(data.len() as u64);
+        let grown = if end > max {
             Err(too_large(&self.doc.calls))
         } else {
             let st = &mut *st;
-            st.held.grow(&mut st.buf, len_after, max as usize)
+            let need = (end as usize).max(st.buf.len());
+            st.held.grow(&mut st.buf, need, max as usize)
         };
         if let Err(e) = grown {
-            let preview = preview(&st.buf, len_after);
-            st.buf = Vec::new();
-            st.held.release();
-            let report = self.doc.calls.record_refusal(
-                &self.doc.target,
-                &self.doc.op,
-                &self.doc.caller,
-                &preview,
-                e.clone(),
-            );
-            st.phase = Phase::Done(report);
-            st.told = true;
+            self.refuse(&mut st, e.clone(), end);
             drop(st);
             return done(Err(e));
         }
-        st.buf.extend_from_slice(data);
-        st.written += data.len() as u64;
-        if shape(&st.buf) == Shape::Open {
+        let (from, to) = (offset as usize, end as usize);
+        if to > st.buf.len() {
+            st.buf.resize(to, 0);
+        }
+        st.buf[from..to].copy_from_slice(data);
+        st.arrived(offset, end);
+        if st.early.len() > EARLY_MAX {
+            let e = WorldError::new(
+                ErrorKind::NoSpace,
+                format!(
+                    "the document arrived in more than {EARLY_MAX} pieces with gaps between them; nothing was run. Write it in order"
+                ),
+            );
+            self.refuse(&mut st, e.clone(), end);
+            drop(st);
+            return done(Err(e));
+        }
+        st.written = st.written.max(end);
+        if !st.early.is_empty() || shape(&st.buf) == Shape::Open {
             drop(st);
             return done(Ok(len));
         }
         self.start(st, Waiter::Write(len, Box::new(done)));
+    }
+
+    /// Refuse the whole document with `e`, as a run of its own with the words: what it
+    /// held is given back, and every later write gets the same answer.
+    fn refuse(&self, st: &mut State, e: WorldError, size: u64) {
+        let whole = &st.buf[..st.buf.len().min(st.filled as usize)];
+        let preview = preview(whole, usize::try_from(size).unwrap_or(usize::MAX));
+        st.buf = Vec::new();
+        st.early = Vec::new();
+        st.filled = 0;
+        st.held.release();
+        let report = self.doc.calls.record_refusal(
+            &self.doc.target,
+            &self.doc.op,
+            &self.doc.caller,
+            &preview,
+            e,
+        );
+        st.phase = Phase::Done(report);
+        st.told = true;
     }
 
     fn pending(st: &State) -> bool {
@@ -299,6 +364,20 @@ impl CallDoc {
 
     /// Run the buffered document; `first` waits for its end.
     fn start(&self, mut st: MutexGuard<'_, State>, first: Waiter) {
+        if let Some(&(next, _)) = st.early.first() {
+            let e = WorldError::invalid(format!(
+                "bytes {} to {next} of the document never arrived (its writer wrote past them); nothing was run",
+                st.filled
+            ));
+            let size = st.buf.len() as u64;
+            self.refuse(&mut st, e, size);
+            let Phase::Done(report) = std::mem::replace(&mut st.phase, Phase::Running(vec![first]))
+            else {
+                return;
+            };
+            drop(st);
+            return self.finished(report);
+        }
         let bytes = std::mem::take(&mut st.buf);
         st.held.release();
         st.phase = Phase::Running(vec![first]);
@@ -375,6 +454,41 @@ fn answer_read(
         .min(bytes.len());
     let end = start.saturating_add(size as usize).min(bytes.len());
     Ok(bytes[start..end].to_vec())
+}
+
+/// How many pieces a document may hold apart, past a gap (a client writes in order,
+/// but for a few WRITEs in flight at once).
+const EARLY_MAX: usize = 4096;
+
+impl State {
+    /// Bytes `from..to` are in `buf` now: the whole part grows, or the piece waits for
+    /// those before it among the early ones (merged with any it touches).
+    fn arrived(&mut self, from: u64, to: u64) {
+        if from <= self.filled {
+            self.filled = self.filled.max(to);
+        } else {
+            let (mut a, mut b) = (from, to);
+            // Sorted and apart, so only neighbours of the new piece can touch it.
+            self.early.retain(|&(x, y)| {
+                if y < a || x > b {
+                    return true;
+                }
+                a = a.min(x);
+                b = b.max(y);
+                false
+            });
+            let at = self.early.partition_point(|&(x, _)| x < a);
+            self.early.insert(at, (a, b));
+        }
+        let reached = self
+            .early
+            .iter()
+            .take_while(|&&(x, _)| x <= self.filled)
+            .count();
+        for (_, y) in self.early.drain(..reached) {
+            self.filled = self.filled.max(y);
+        }
+    }
 }
 
 fn too_large(calls: &Pipeline) -> WorldError {
