@@ -21,6 +21,7 @@ impl Caller {
             pid,
             uid,
             session,
+            session_start: 0,
             command: command.unwrap_or_default(),
             run: String::new(),
             signal: Default::default(),

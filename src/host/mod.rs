@@ -222,6 +222,9 @@ pub struct Caller {
     pub uid: u32,
     /// Kernel session id of the calling process (results are kept per session).
     pub session: u32,
+    /// When that session began (see `Session::start`): with the number and the uid, what
+    /// no later session can claim (`own_session`).
+    pub session_start: u64,
     /// Command line of the calling process, space-separated, best effort.
     pub command: String,
     /// The run this call is, `JOURNAL:ID` (empty outside a journaled call). A host whose
@@ -250,6 +253,49 @@ impl Place {
             path,
             subtree: false,
         }
+    }
+}
+
+impl Caller {
+    /// The caller's session, as `result` and a run's rights are keyed.
+    pub fn own_session(&self) -> Session {
+        Session {
+            number: self.session,
+            start: self.session_start,
+            uid: self.uid,
+        }
+    }
+}
+
+/// A terminal session as no later one can pass for it. The kernel hands a session's
+/// number out again once every process of it has ended, so the number alone would give a
+/// stranger's new session the old one's `result` and runs: the number goes with when the
+/// session began and with the caller's uid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Session {
+    /// The kernel's session id (its leader's pid).
+    pub number: u32,
+    /// When the session's leader started, in clock ticks since boot (`/proc/PID/stat`
+    /// field 22); 0 when it could not be told (its leader had exited before the daemon
+    /// saw any process of it).
+    pub start: u64,
+    pub uid: u32,
+}
+
+impl Session {
+    /// Nobody's: a reader that sees no `result` (attributes a listing carries).
+    pub const NONE: Session = Session {
+        number: 0,
+        start: 0,
+        uid: u32::MAX,
+    };
+
+    /// Whether `other` may be this very terminal session, whoever runs in it now: the
+    /// same number, begun at the same time (or either start unknown). The uid is not
+    /// compared: a process of the session that changed its uid (`sudo`) is still there.
+    pub fn may_be_same_terminal(&self, other: &Session) -> bool {
+        self.number == other.number
+            && (self.start == other.start || self.start == 0 || other.start == 0)
     }
 }
 

@@ -139,6 +139,7 @@ impl WorldNfs {
             pid: std::process::id(),
             uid: client.uid,
             session: session_of(client),
+            session_start: 0,
             command: format!("NFS client {} (uid {})", client.addr, client.uid),
             run: String::new(),
             signal: Default::default(),

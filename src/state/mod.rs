@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::host::Caller;
+use crate::host::{Caller, Session};
 use crate::secrets::scrub;
 use crate::world::error::WorldResult;
 
@@ -61,6 +61,9 @@ pub struct Run {
     pub pid: u32,
     pub uid: u32,
     pub session: u32,
+    /// When that session began (see `crate::host::Session`); 0 for runs of journals
+    /// from before it was kept.
+    pub session_start: u64,
     pub command: String,
     /// World path of the entry the op belongs to (`/` for the root).
     pub path: String,
@@ -74,6 +77,17 @@ pub struct Run {
     pub discovered: Vec<String>,
     /// Its number among the runs of its op on its entry (`runs/SEQ`), from 1.
     pub seq: i64,
+}
+
+impl Run {
+    /// The session that made the call.
+    pub fn caller_session(&self) -> crate::host::Session {
+        crate::host::Session {
+            number: self.session,
+            start: self.session_start,
+            uid: self.uid,
+        }
+    }
 }
 
 /// A run just begun: its journal id and its number among its op's runs.
@@ -204,6 +218,11 @@ pub trait Journal: Send + Sync {
         Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
     }
 
+    /// The run `session` reads in an op's `result` when this mount has no call of it in
+    /// memory: the session's own latest call, else the latest call of its uid; of this
+    /// mount only, never another mount's sharing the journal.
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>>;
+
     /// Runs still running (every mount's), oldest first, at most `limit`.
     fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>>;
 
@@ -311,7 +330,7 @@ trait Columns {
 }
 
 /// The columns `SELECT id, started, finished, pid, uid, session, command, path, op, args,
-/// guard, status, errno, result, discovered, seq` gives, as a run.
+/// guard, status, errno, result, discovered, seq, session_start` gives, as a run.
 fn run_of<R: Columns>(r: &R) -> Result<Run, R::Error> {
     let int = |i| -> Result<i64, R::Error> { Ok(r.int(i)?.unwrap_or(0)) };
     let text = |i| -> Result<String, R::Error> { Ok(r.text(i)?.unwrap_or_default()) };
@@ -332,6 +351,7 @@ fn run_of<R: Columns>(r: &R) -> Result<Run, R::Error> {
         result: text(13)?,
         discovered: serde_json::from_str(&text(14)?).unwrap_or_default(),
         seq: int(15)?,
+        session_start: int(16)?.max(0) as u64,
     })
 }
 

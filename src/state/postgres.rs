@@ -18,7 +18,7 @@ use super::{
     RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO,
     INTERRUPTED_WORDS, PENDING, RUNNING,
 };
-use crate::host::Caller;
+use crate::host::{Caller, Session};
 use crate::world::error::{WorldError, WorldResult};
 
 /// The current time as the SQLite journal writes it (ISO 8601, UTC, milliseconds).
@@ -48,6 +48,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS calls_numbered ON calls(path, op, seq);
 -- Runs not numbered yet (journals from before numbering): found at open without a scan.
 CREATE INDEX IF NOT EXISTS calls_unnumbered ON calls(id) WHERE seq IS NULL;
 CREATE INDEX IF NOT EXISTS calls_running ON calls(origin, status);
+-- When each call's session began (journals from before: 0, unknown).
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS session_start BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS events(
   cursor BIGSERIAL PRIMARY KEY,
   at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
@@ -85,7 +87,7 @@ fn finish_function() -> String {
     )
 }
 
-const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq";
+const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq, session_start";
 
 pub(crate) struct PgJournal {
     db: Arc<SharedDb>,
@@ -209,6 +211,7 @@ impl Journal for PgJournal {
         guard: &Clean,
     ) -> WorldResult<Began> {
         let guard = guard.as_str();
+        let start = start_column(caller.session_start);
         let began = self.with("cannot record the call", |c| {
             // Typed: one round trip instead of prepare, execute and close. Two mounts may
             // take the same next number at once: the unique index makes one of them wait
@@ -216,9 +219,10 @@ impl Journal for PgJournal {
             for _ in 0..BEGIN_TRIES {
                 let row = c.query_typed_opt(
                 &format!(
-                    "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status, seq)
+                    "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status, seq,
+                       session_start)
                      VALUES ($1, {NOW}, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                       coalesce((SELECT max(seq) FROM calls WHERE path = $6 AND op = $7), 0) + 1)
+                       coalesce((SELECT max(seq) FROM calls WHERE path = $6 AND op = $7), 0) + 1, $11)
                      ON CONFLICT DO NOTHING RETURNING id, seq"
                 ),
                 &[
@@ -232,6 +236,7 @@ impl Journal for PgJournal {
                     (&args, Type::TEXT),
                     (&guard, Type::TEXT),
                     (&RUNNING, Type::TEXT),
+                    (&start, Type::INT8),
                 ],
             )?;
                 if let Some(row) = row {
@@ -361,6 +366,30 @@ impl Journal for PgJournal {
         })
     }
 
+    /// The session's own latest run of one op of one entry, else its uid's: of this
+    /// mount's calls only (the journal holds every mount's).
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>> {
+        if *session == Session::NONE {
+            return Ok(None);
+        }
+        self.with("cannot find the latest run", |c| {
+            c.query_typed_opt(
+                "SELECT id FROM calls WHERE path = $1 AND op = $2 AND uid = $3 AND origin = $4
+                 ORDER BY (session = $5 AND session_start = $6) DESC, seq DESC LIMIT 1",
+                &[
+                    (&path, Type::TEXT),
+                    (&op, Type::TEXT),
+                    (&i64::from(session.uid), Type::INT8),
+                    (&self.origin, Type::TEXT),
+                    (&i64::from(session.number), Type::INT8),
+                    (&start_column(session.start), Type::INT8),
+                ],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()
+        })
+    }
+
     fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
         self.with("cannot find the run", |c| {
             c.query_opt(
@@ -402,14 +431,14 @@ impl Journal for PgJournal {
             c.query(
                 "SELECT id, started, finished, pid, uid, session, command, path, op,
                         substr(args, 1, $2), '', status, errno, substr(result, 1, $2), '[]', seq,
-                        length(args), length(result)
+                        session_start, length(args), length(result)
                  FROM calls ORDER BY id DESC LIMIT $1",
                 &[&(limit as i64), &cut32],
             )?
             .iter()
             .map(|r| {
                 let mut run = row_to_run(r)?;
-                let (args_len, result_len): (i32, i32) = (r.try_get(16)?, r.try_get(17)?);
+                let (args_len, result_len): (i32, i32) = (r.try_get(17)?, r.try_get(18)?);
                 if args_len as usize > cut {
                     run.args.push('…');
                 }
@@ -717,6 +746,12 @@ impl super::Columns for postgres::Row {
     }
 }
 
+/// A session's start as a BIGINT column holds it (a start in clock ticks since boot is far
+/// below the limit).
+fn start_column(start: u64) -> i64 {
+    i64::try_from(start).unwrap_or(i64::MAX)
+}
+
 fn row_to_run(r: &postgres::Row) -> PgResult<Run> {
     super::run_of(r)
 }
@@ -790,6 +825,57 @@ mod tests {
         let events = b.events_after(0, 10).unwrap();
         assert_eq!(events.len(), 1);
         assert_eq!(a.last_event().unwrap(), events[0].cursor);
+    }
+
+    /// `result`'s fallback reads this mount's calls of the caller's uid only, the
+    /// session's own first; a journal from before sessions' starts were kept gets the
+    /// column, its runs' starts unknown.
+    #[test]
+    fn the_latest_for_a_session_is_of_its_mount_and_uid_only() {
+        let db = TestDb::create();
+        {
+            let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+            c.batch_execute(
+                "CREATE TABLE calls(
+                   id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL,
+                   started TEXT NOT NULL, finished TEXT,
+                   pid BIGINT NOT NULL, uid BIGINT NOT NULL, session BIGINT NOT NULL,
+                   command TEXT NOT NULL, path TEXT NOT NULL, op TEXT NOT NULL,
+                   args TEXT NOT NULL, guard TEXT NOT NULL, status TEXT NOT NULL,
+                   errno INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '',
+                   discovered TEXT NOT NULL DEFAULT '[]', seq BIGINT);
+                 INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args,
+                   guard, status, seq)
+                 VALUES ('a', '2026-01-01T00:00:00.000Z', 1, 0, 1, 'bash', '/t', 'close', '{}',
+                   '', 'ok', 1);",
+            )
+            .unwrap();
+        }
+        let (a, _) = open(&db, "a");
+        let (b, _) = open(&db, "b");
+        let old = a.get(1).unwrap().unwrap();
+        assert_eq!((old.session, old.session_start), (1, 0));
+        let who = |session_start, uid| Caller {
+            uid,
+            session_start,
+            ..caller()
+        };
+        let begin =
+            |j: &PgJournal, c: &Caller| j.begin(c, "/t", "close", "{}", &"".into()).unwrap().id;
+        let mine = begin(&a, &who(50, 0));
+        let theirs = begin(&b, &who(60, 0));
+        assert_eq!(
+            a.get(mine).unwrap().unwrap().caller_session(),
+            who(50, 0).own_session()
+        );
+        let latest =
+            |j: &PgJournal, c: &Caller| j.latest_for("/t", "close", &c.own_session()).unwrap();
+        assert_eq!(latest(&a, &who(50, 0)), Some(mine));
+        // Another session of uid 0 on A: A's latest, never B's later call.
+        assert_eq!(latest(&a, &who(70, 0)), Some(mine));
+        assert_eq!(latest(&b, &who(50, 0)), Some(theirs));
+        assert_eq!(latest(&a, &who(50, 1001)), None);
+        assert_eq!(a.latest_for("/t", "close", &Session::NONE).unwrap(), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{
     NewApproval, Run, RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED,
     INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING, RUNNING,
 };
-use crate::host::Caller;
+use crate::host::{Caller, Session};
 use crate::world::error::{WorldError, WorldResult};
 
 /// The journal in one SQLite file of the state directory (the embedded default).
@@ -50,7 +50,7 @@ impl RanSet {
     }
 }
 
-const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq";
+const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, discovered, seq, session_start";
 
 impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
@@ -86,6 +86,7 @@ impl SqliteJournal {
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
         )?;
         number_runs(&conn)?;
+        keep_session_starts(&conn)?;
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('id', ?1)",
             params![fresh_journal_id()],
@@ -171,8 +172,9 @@ impl Journal for SqliteJournal {
         };
         let seq = last + 1;
         conn.prepare_cached(
-            "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status, seq)
-             VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO calls(started, pid, uid, session, command, path, op, args, guard, status, seq,
+               session_start)
+             VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?
         .execute(params![
             caller.pid,
@@ -184,7 +186,8 @@ impl Journal for SqliteJournal {
             args,
             guard.as_str(),
             RUNNING,
-            seq
+            seq,
+            start_column(caller.session_start)
         ])?;
         let id = conn.last_insert_rowid();
         if let Ok(mut seqs) = self.seqs.lock() {
@@ -327,6 +330,35 @@ impl Journal for SqliteJournal {
         Ok(ids)
     }
 
+    /// The session's own latest run of one op of one entry, else its uid's (one SQLite
+    /// journal is one mount's).
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>> {
+        let never_ran = self
+            .ran
+            .lock()
+            .is_ok_and(|ran| !ran.pairs.contains(&ran.key(path, op)));
+        if never_ran || *session == Session::NONE {
+            return Ok(None);
+        }
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id FROM calls WHERE path = ?1 AND op = ?2 AND uid = ?3
+             ORDER BY (session = ?4 AND session_start = ?5) DESC, seq DESC LIMIT 1",
+        )?;
+        Ok(stmt
+            .query_row(
+                params![
+                    path,
+                    op,
+                    session.uid,
+                    session.number,
+                    start_column(session.start)
+                ],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// The journal id of run number `seq` of one op of one entry.
     fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
         let conn = self.conn();
@@ -368,13 +400,13 @@ impl Journal for SqliteJournal {
         let mut stmt = conn.prepare_cached(
             "SELECT id, started, finished, pid, uid, session, command, path, op,
                     substr(args, 1, ?2), '', status, errno, substr(result, 1, ?2), '[]', seq,
-                    length(args), length(result)
+                    session_start, length(args), length(result)
              FROM calls ORDER BY id DESC LIMIT ?1",
         )?;
         let runs = stmt
             .query_map(params![limit as i64, cut as i64], |r| {
                 let mut run = row_to_run(r)?;
-                let (args_len, result_len): (i64, i64) = (r.get(16)?, r.get(17)?);
+                let (args_len, result_len): (i64, i64) = (r.get(17)?, r.get(18)?);
                 if args_len as usize > cut {
                     run.args.push('…');
                 }
@@ -729,6 +761,28 @@ fn number_runs(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
+/// Journals made before sessions were told apart by their start get the column (their
+/// runs' sessions begun at an unknown time, 0).
+fn keep_session_starts(conn: &Connection) -> rusqlite::Result<()> {
+    let has_start: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('calls') WHERE name = 'session_start'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_start {
+        conn.execute_batch(
+            "ALTER TABLE calls ADD COLUMN session_start INTEGER NOT NULL DEFAULT 0",
+        )?;
+    }
+    Ok(())
+}
+
+/// A session's start as a column holds it (SQLite's integers are signed; a start in clock
+/// ticks since boot is far below the limit).
+fn start_column(start: u64) -> i64 {
+    i64::try_from(start).unwrap_or(i64::MAX)
+}
+
 /// Append events to the change feed, inside the caller's transaction.
 fn insert_events(tx: &rusqlite::Transaction, events: &[Event]) -> rusqlite::Result<()> {
     let mut insert = tx.prepare_cached(
@@ -841,6 +895,48 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(indexes, vec!["calls_numbered", "calls_running"]);
+        // Their sessions began at a time the journal did not keep: unknown, 0.
+        let old = j.get(1).unwrap().unwrap();
+        assert_eq!((old.session, old.session_start), (1, 0));
+    }
+
+    #[test]
+    fn a_runs_session_keeps_its_start_and_result_falls_back_only_to_its_uid() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = SqliteJournal::open(&dir.path().join("journal.db")).unwrap();
+        let who = |session, session_start, uid| Caller {
+            pid: 1,
+            uid,
+            session,
+            session_start,
+            command: "bash".into(),
+            ..Default::default()
+        };
+        let begin = |c: &Caller| j.begin(c, "/t", "close", "{}", &"".into()).unwrap().id;
+        let own = begin(&who(7, 1234, 0));
+        let later = begin(&who(8, 99, 0));
+        assert_eq!(
+            j.get(own).unwrap().unwrap().caller_session(),
+            who(7, 1234, 0).own_session()
+        );
+        let latest_for = |c: &Caller| j.latest_for("/t", "close", &c.own_session()).unwrap();
+        assert_eq!(
+            latest_for(&who(7, 1234, 0)),
+            Some(own),
+            "its own, not the latest"
+        );
+        assert_eq!(
+            latest_for(&who(7, 5678, 0)),
+            Some(later),
+            "another session: its uid's latest"
+        );
+        assert_eq!(latest_for(&who(7, 1234, 1001)), None, "no call of that uid");
+        assert_eq!(j.latest_for("/t", "close", &Session::NONE).unwrap(), None);
+        assert_eq!(
+            j.latest_for("/t", "reopen", &who(7, 1234, 0).own_session())
+                .unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -299,6 +299,7 @@ impl Pipeline {
             pid: run.pid,
             uid: run.uid,
             session: run.session,
+            session_start: run.session_start,
             command: run.command.clone(),
             run: String::new(),
             signal: Default::default(),
