@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::host::Caller;
+use crate::host::{Caller, Session};
 use crate::proc as caller;
 use crate::state::Decider;
 use crate::world::{Person, Verb, World};
@@ -280,7 +280,7 @@ fn judge(stream: &UnixStream) -> std::result::Result<Person, String> {
             }
         }
     }
-    if sessions.first() != Some(&stat.session) {
+    if sessions.first().map(|s| s.0) != Some(stat.session) {
         return Err(gone());
     }
     Ok(Person {
@@ -290,7 +290,10 @@ fn judge(stream: &UnixStream) -> std::result::Result<Person, String> {
             session: caller.session,
             command: caller.command,
         },
-        sessions,
+        sessions: sessions
+            .into_iter()
+            .map(|(number, start)| Session { number, start, uid })
+            .collect(),
     })
 }
 
@@ -481,7 +484,7 @@ mod tests {
         let me = judge(&conn).expect("a live peer is judged");
         assert_eq!(me.decider.pid, std::process::id());
         assert_eq!(
-            me.sessions.first().copied(),
+            me.sessions.first().map(|s| s.number),
             caller::session_of(std::process::id())
         );
         // A peer that connected and was reaped before the daemon looked: refused.

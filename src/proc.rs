@@ -3,14 +3,20 @@
 //! decision by it), and which processes exist or were created since a moment (the
 //! last-close check of `fuse::holders`).
 
-use crate::host::Caller;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::host::{Caller, Session};
 
 impl Caller {
     /// Describe the process `pid` (best effort: a process that already exited still gets a
     /// caller with its pid as its session, so its result stays its own).
     pub fn from_pid(pid: u32, uid: u32) -> Caller {
         let stat = proc_stat(pid);
-        let session = stat.map_or(pid, |s| s.session);
+        let (session, session_start) = match &stat {
+            Some(s) => sessions().of(pid, s),
+            None => (pid, 0),
+        };
         // The command line is read once per process: an agent's shell opens `call`
         // again and again, and its pid with its start time names it without ambiguity.
         let command = match stat {
@@ -21,7 +27,7 @@ impl Caller {
             pid,
             uid,
             session,
-            session_start: 0,
+            session_start,
             command: command.unwrap_or_default(),
             run: String::new(),
             signal: Default::default(),
@@ -122,23 +128,162 @@ pub fn session_of(pid: u32) -> Option<u32> {
     proc_stat(pid).map(|s| s.session)
 }
 
-/// The sessions of a process and of all its ancestors, the process's own first (empty
-/// when it cannot be read).
-pub fn lineage_sessions(pid: u32) -> Vec<u32> {
-    let mut sessions = Vec::new();
+/// The session of process `pid` (a thread id, as FUSE gives it) calling as `uid`: its
+/// number and when it began (see `Session`). A process already gone gets its pid as its
+/// number, begun at an unknown time.
+pub fn session(pid: u32, uid: u32) -> Session {
+    let (number, start) = match proc_stat(pid) {
+        Some(s) => sessions().of(pid, &s),
+        None => (pid, 0),
+    };
+    Session { number, start, uid }
+}
+
+/// When each session began, as learnt from processes seen in it, by the process's pid
+/// and start time: the leader's start while it lives, and, once it is gone (a member may
+/// outlive it), what was learnt while it lived. A process keeps its session until it
+/// calls setsid (which makes it a leader, its pid the number), and the kernel hands no
+/// session's number out again while a process of the session lives; so a live process
+/// found here, still in the number it was seen in, is still in that very session.
+#[derive(Default)]
+struct Sessions {
+    /// (pid, start) of a process → (its session's number, the session's start).
+    by_process: Mutex<HashMap<(u32, u64), (u32, u64)>>,
+}
+
+/// How many processes' sessions are kept (about 50 bytes each); past it, those of
+/// processes that are gone are dropped.
+const SESSIONS_MAX: usize = 16_384;
+
+/// How far up its ancestors a process's session is looked for.
+const LINEAGE_MAX: usize = 64;
+
+fn sessions() -> &'static Sessions {
+    static SESSIONS: OnceLock<Sessions> = OnceLock::new();
+    SESSIONS.get_or_init(Sessions::default)
+}
+
+impl Sessions {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(u32, u64), (u32, u64)>> {
+        self.by_process.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When process `pid` (as `stat` shows it) was seen in session `sid`, the session's
+    /// start then.
+    fn seen(&self, pid: u32, start: u64, sid: u32) -> Option<u64> {
+        match self.lock().get(&(pid, start)) {
+            Some((number, began)) if *number == sid => Some(*began),
+            _ => None,
+        }
+    }
+
+    /// The number and start of the session process `pid` is in (0: unknown).
+    fn of(&self, pid: u32, stat: &ProcStat) -> (u32, u64) {
+        let sid = stat.session;
+        if pid == sid {
+            return (sid, stat.start);
+        }
+        if let Some(began) = self.seen(pid, stat.start, sid) {
+            return (sid, began);
+        }
+        // The process, its thread group's leader and its ancestors in the session, up to
+        // the first one seen before: all learn the session's start now, so a process one
+        // of them starts after the leader exits still finds it.
+        let mut chain = vec![(pid, stat.start)];
+        let mut known = None;
+        let mut p = thread_group_of(pid)
+            .filter(|g| *g != pid)
+            .unwrap_or(stat.ppid);
+        for _ in 0..LINEAGE_MAX {
+            if p == 0 || p == sid {
+                break;
+            }
+            let Some(s) = proc_stat(p) else { break };
+            if s.session != sid {
+                break;
+            }
+            if let Some(began) = self.seen(p, s.start, sid) {
+                known = Some(began);
+                break;
+            }
+            chain.push((p, s.start));
+            p = s.ppid;
+        }
+        let began = match proc_stat(sid) {
+            // The leader lives: its pid is the session's number.
+            Some(leader) if leader.session == sid => leader.start,
+            _ => match known {
+                Some(began) => began,
+                // Nobody of this session was seen while its leader lived: its start
+                // cannot be told (such a session matches only one as unknown, of the
+                // same uid).
+                None => return (sid, 0),
+            },
+        };
+        self.remember(&chain, sid, began);
+        (sid, began)
+    }
+
+    fn remember(&self, chain: &[(u32, u64)], sid: u32, began: u64) {
+        if self.lock().len() + chain.len() > SESSIONS_MAX {
+            self.forget_the_gone();
+        }
+        let mut map = self.lock();
+        if map.len() + chain.len() > SESSIONS_MAX {
+            // Every one kept still lives: start again rather than grow (a member whose
+            // leader is gone then counts as a session of unknown start).
+            map.clear();
+        }
+        for key in chain {
+            map.insert(*key, (sid, began));
+        }
+    }
+
+    /// Drop the processes that are gone (their pid is free or another process's).
+    fn forget_the_gone(&self) {
+        let kept: Vec<(u32, u64)> = self.lock().keys().copied().collect();
+        let gone: Vec<(u32, u64)> = kept
+            .into_iter()
+            .filter(|(pid, start)| proc_stat(*pid).map(|s| s.start) != Some(*start))
+            .collect();
+        let mut map = self.lock();
+        for key in gone {
+            map.remove(&key);
+        }
+    }
+}
+
+/// The thread group (process) a thread id belongs to, from `/proc/TID/status`.
+fn thread_group_of(tid: u32) -> Option<u32> {
+    let mut buf = [0u8; PROC_READ];
+    let status = read_proc(&format!("/proc/{tid}/status"), &mut buf)?;
+    std::str::from_utf8(status)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The sessions of a process and of all its ancestors (number and start, see
+/// `Session`), the process's own first (empty when it cannot be read).
+pub fn lineage_sessions(pid: u32) -> Vec<(u32, u64)> {
+    let mut found = Vec::new();
     let mut p = pid;
     // Bounded: a process tree is never this deep, and /proc may change under us.
     for _ in 0..256 {
         let Some(stat) = proc_stat(p) else { break };
-        if !sessions.contains(&stat.session) {
-            sessions.push(stat.session);
+        let session = sessions().of(p, &stat);
+        if !found.contains(&session) {
+            found.push(session);
         }
         match stat.ppid {
             parent if parent != 0 && parent != p => p = parent,
             _ => break,
         }
     }
-    sessions
+    found
 }
 
 /// The last pid the kernel handed out in this pid namespace.
@@ -260,12 +405,25 @@ fn command_of(pid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::Session;
 
     #[test]
     fn own_process_has_session_and_command() {
         let me = Caller::from_pid(std::process::id(), 0);
         let sid = unsafe { libc::getsid(0) } as u32;
         assert_eq!(me.session, sid);
+        // Begun when its leader started (the leader may be gone: then as first seen).
+        if let Some(leader) = proc_stat(sid).filter(|l| l.session == sid) {
+            assert_eq!(me.session_start, leader.start);
+        }
+        assert_eq!(
+            session(std::process::id(), 7),
+            Session {
+                number: sid,
+                start: me.session_start,
+                uid: 7
+            }
+        );
         assert!(!me.command.is_empty());
         assert!(!is_dying(std::process::id()));
     }
@@ -293,9 +451,73 @@ mod tests {
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        // Gone: no stat, no command, its pid as its session.
+        // Gone: no stat, no command, its pid as its session, begun at an unknown time.
         let gone = Caller::from_pid(child.id(), 0);
-        assert_eq!((gone.session, gone.command.as_str()), (child.id(), ""));
+        assert_eq!(
+            (gone.session, gone.session_start, gone.command.as_str()),
+            (child.id(), 0, "")
+        );
+    }
+
+    /// A leader, a member seen while the leader lives, and a process that member starts
+    /// after the leader exited: all in one session, begun when the leader started; a new
+    /// session is told apart by its own start.
+    #[test]
+    fn a_sessions_start_outlives_its_leader_in_its_members_and_their_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let wait_for = |file: &str| {
+            let path = dir.path().join(file);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                if let Some(pid) = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u32>().ok())
+                {
+                    return pid;
+                }
+                assert!(std::time::Instant::now() < deadline, "no {file}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        let touch = |file: &str| std::fs::write(dir.path().join(file), "").unwrap();
+        // The leader starts the member and leaves once told; the member starts its child
+        // once told (after the leader is gone).
+        let mut leader = std::process::Command::new("setsid")
+            .arg("sh")
+            .arg("-c")
+            .arg(format!(
+                "sh -c 'echo $$ > {d}/m.tmp && mv {d}/m.tmp {d}/m
+                        while [ ! -e {d}/go ]; do sleep 0.01; done
+                        sleep 30 & echo $! > {d}/c.tmp && mv {d}/c.tmp {d}/c; wait' &
+                 while [ ! -e {d}/seen ]; do sleep 0.01; done"
+            ))
+            .spawn()
+            .unwrap();
+        let sid = leader.id();
+        let member = wait_for("m");
+        let started = proc_stat(sid).unwrap().start;
+        let of = |pid| session(pid, 0);
+        let want = Session {
+            number: sid,
+            start: started,
+            uid: 0,
+        };
+        assert_eq!(of(sid), want, "the leader");
+        assert_eq!(of(member), want, "the member, while the leader lives");
+        touch("seen");
+        leader.wait().unwrap();
+        assert!(proc_stat(sid).is_none(), "the leader is gone");
+        assert_eq!(of(member), want, "the member, its leader gone");
+        touch("go");
+        let child = wait_for("c");
+        assert_eq!(of(child), want, "a child started after the leader left");
+        // A session of its own, begun now, is another one.
+        let me = session(std::process::id(), 0);
+        assert_ne!(me, want);
+        for pid in [child, member] {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
     }
 
     #[test]

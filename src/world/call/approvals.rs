@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::doc::CallReport;
 use super::policy::{self, Policy, Rule};
 use super::Pipeline;
-use crate::host::{self, Caller};
+use crate::host::{self, Caller, Session};
 use crate::state::{
     Approval, Clean, Decider, Event, NewApproval, Run, RunChange, DENIED, EXPIRED, PENDING, RUNNING,
 };
@@ -73,7 +73,7 @@ pub struct Person {
     pub decider: Decider,
     /// The sessions of the deciding process and of its ancestors: a decision from the
     /// caller's session (or a process it started, even in a new session) is the caller's.
-    pub sessions: Vec<u32>,
+    pub sessions: Vec<Session>,
 }
 
 /// A person's decision.
@@ -614,7 +614,10 @@ fn may_decide(approval: &Approval, run: &Run, who: &Person) -> WorldResult<()> {
             ),
         ));
     }
-    if !approval.self_approve && who.sessions.contains(&run.session) {
+    // The very session that called, not another given its number since (an unknown
+    // start counts as that session: when in doubt, the decision is the caller's own).
+    let caller = run.caller_session();
+    if !approval.self_approve && who.sessions.iter().any(|s| s.may_be_same_terminal(&caller)) {
         return Err(WorldError::new(
             ErrorKind::Forbidden,
             format!(

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{parse_run_path, Person, Verb};
+use crate::host::Caller;
+use crate::host::Session;
 use crate::state::Decider;
 use crate::world::call::policy::{Action, Glob, Policy, Rule};
 use crate::world::node::{NodeId, RunFile, WipFile};
@@ -62,7 +64,16 @@ fn person(uid: u32, session: u32) -> Person {
             session,
             command: "wip approve".into(),
         },
-        sessions: vec![session, 1],
+        sessions: vec![terminal(session), terminal(1)],
+    }
+}
+
+/// Session `number`, begun at an unknown time (as `caller` makes them).
+fn terminal(number: u32) -> Session {
+    Session {
+        number,
+        start: 0,
+        uid: 0,
     }
 }
 
@@ -279,12 +290,53 @@ fn a_denied_run_never_runs_and_says_why() {
     assert!(notes(&f).is_empty());
 }
 
+/// The caller's session is the one that called, not its number: a person whose terminal
+/// got that number after the caller's session ended decides; one in the very session (or
+/// one whose session's start is unknown) does not.
+#[test]
+fn a_decision_from_a_later_session_given_the_callers_number_is_not_the_callers() {
+    let f = fixture(vec![rule("mem/ops/note", Action::Approve)]);
+    let agent = Caller {
+        session_start: 10,
+        ..caller(AGENT)
+    };
+    let doc = f.world.calls().open_call(&root(), "note", &agent).unwrap();
+    assert_eq!(write(&doc, b"{\"text\":\"me\"}"), Err(libc::EINPROGRESS));
+    let id = f.world.journal().latest("/mem", "note").unwrap().unwrap();
+    let mut me = person(0, 901);
+    for start in [10, 0] {
+        me.sessions = vec![
+            terminal(901),
+            Session {
+                start,
+                ..terminal(AGENT)
+            },
+        ];
+        let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &me);
+        assert_eq!(errno, libc::EACCES, "{e}");
+        assert!(e.contains("caller's own session"), "{e}");
+    }
+    me.sessions = vec![
+        terminal(901),
+        Session {
+            start: 11,
+            ..terminal(AGENT)
+        },
+    ];
+    let d = f
+        .world
+        .decide(&id.to_string(), &Verb::Approve, &me)
+        .unwrap();
+    assert!(d.call_ok, "{}", d.text);
+    assert_eq!(notes(&f), vec!["me"]);
+}
+
 #[test]
 fn a_decision_from_the_callers_own_session_is_refused_unless_the_rule_allows_it() {
     let f = fixture(vec![rule("mem/ops/note", Action::Approve)]);
     let id = pending_note(&f, "me");
     let mut me = person(0, 901);
-    me.sessions = vec![901, AGENT, 1];
+    me.sessions = vec![terminal(901), terminal(AGENT), terminal(1)];
     let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &me);
     assert_eq!(errno, libc::EACCES);
     assert!(e.contains("caller's own session"), "{e}");
