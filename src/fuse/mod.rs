@@ -28,6 +28,8 @@ use fuser::{
 
 use crate::host::names;
 use crate::host::Caller;
+// fuser's `Session` is the kernel connection; this one is a caller's terminal session.
+use crate::host::Session as CallerSession;
 use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
 use crate::world::node::{Caching, EntryRef, NodeAttr, NodeId, NodeKind, OpFile};
@@ -193,7 +195,7 @@ enum Handle {
     },
     File {
         node: NodeId,
-        session: u32,
+        session: CallerSession,
         /// Rendered at the first read (and again when read from the start).
         snapshot: Option<Snapshot>,
         live: bool,
@@ -300,8 +302,8 @@ impl WorldFs {
             .ok_or_else(|| refused("node", Errno::ENOENT))
     }
 
-    fn session_of(req: &Request) -> u32 {
-        crate::proc::session_of(req.pid()).unwrap_or(req.pid())
+    fn session_of(req: &Request) -> CallerSession {
+        crate::proc::session(req.pid(), req.uid())
     }
 
     fn file_attr(&self, ino: u64, a: &NodeAttr) -> FileAttr {
@@ -336,7 +338,7 @@ impl WorldFs {
         let session = if matches!(node, NodeId::OpFile(_, _, OpFile::Result)) {
             Self::session_of(req)
         } else {
-            0
+            CallerSession::NONE
         };
         self.world
             .attr(node, session)
@@ -680,7 +682,7 @@ impl Filesystem for WorldFs {
             let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
                 Self::session_of(req)
             } else {
-                0
+                CallerSession::NONE
             };
             let fh = self.new_fh(Handle::File {
                 node: (*node).clone(),
@@ -884,10 +886,11 @@ impl Filesystem for WorldFs {
         if offset as usize >= entries.len() + 2 {
             return reply.ok();
         }
-        let dir_attr = match self
-            .node(ino)
-            .and_then(|n| self.world.attr(&n, 0).map_err(|e| errno("readdirplus", &e)))
-        {
+        let dir_attr = match self.node(ino).and_then(|n| {
+            self.world
+                .attr(&n, CallerSession::NONE)
+                .map_err(|e| errno("readdirplus", &e))
+        }) {
             Ok(a) => a,
             Err(e) => return reply.error(e),
         };

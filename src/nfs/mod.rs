@@ -28,7 +28,7 @@ use nfsserve::nfs::{
 };
 use nfsserve::vfs::{DirEntry, NFSFileSystem, ReadDirResult, VFSCapabilities};
 
-use crate::host::Caller;
+use crate::host::{Caller, Session};
 use crate::world::cache::TtlCache;
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::node::{NodeAttr, NodeId, NodeKind, OpFile};
@@ -138,7 +138,7 @@ impl WorldNfs {
             // The daemon itself waits for the call: an NFS client has no process here.
             pid: std::process::id(),
             uid: client.uid,
-            session: session_of(client),
+            session: session_of(client).number,
             session_start: 0,
             command: format!("NFS client {} (uid {})", client.addr, client.uid),
             run: String::new(),
@@ -176,7 +176,7 @@ impl WorldNfs {
         }
     }
 
-    fn getattr_now(&self, id: fileid3, session: u32) -> Result<fattr3, nfsstat3> {
+    fn getattr_now(&self, id: fileid3, session: Session) -> Result<fattr3, nfsstat3> {
         let node = self.node(id)?;
         let attr = self.world.attr(&node, session).map_err(status)?;
         Ok(self.attr_of(id, &attr))
@@ -316,12 +316,16 @@ impl WorldNfs {
 
 /// A client's session: its address and uid, kept apart from the kernel's session ids
 /// (the high bit is set).
-fn session_of(client: &Client) -> u32 {
+fn session_of(client: &Client) -> Session {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     client.addr.hash(&mut h);
     client.uid.hash(&mut h);
-    (h.finish() as u32) | 0x8000_0000
+    Session {
+        number: (h.finish() as u32) | 0x8000_0000,
+        start: 0,
+        uid: client.uid,
+    }
 }
 
 fn time_of(t: SystemTime) -> nfstime3 {
@@ -588,7 +592,10 @@ impl NFSFileSystem for Served {
             let node = me.node(id)?;
             let may_write = match &node {
                 NodeId::OpFile(t, op, OpFile::Call) => !me.world.calls().refuses_any_call(t, op),
-                NodeId::Body(_) => me.world.attr(&node, 0).is_ok_and(|a| a.writable),
+                NodeId::Body(_) => me
+                    .world
+                    .attr(&node, Session::NONE)
+                    .is_ok_and(|a| a.writable),
                 _ => false,
             };
             Ok(if may_write {

@@ -35,5 +35,5 @@ fn a_client_is_one_session_apart_from_the_kernels() {
     };
     assert_eq!(session_of(&a), session_of(&a.clone()));
     assert_ne!(session_of(&a), session_of(&b));
-    assert!(session_of(&a) & 0x8000_0000 != 0);
+    assert!(session_of(&a).number & 0x8000_0000 != 0);
 }

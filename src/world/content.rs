@@ -12,7 +12,7 @@ use super::{EVENTS_SHOWN, KNOWN_SHOWN, STABLE_TTL};
 use crate::calendar::parse_iso;
 use crate::host::names;
 
-use crate::host::Readiness;
+use crate::host::{Readiness, Session};
 use crate::secrets::scrub;
 use crate::state::{self as journal};
 
@@ -49,7 +49,7 @@ pub struct Snapshot {
 
 impl World {
     /// The content of a file node as one open sees it.
-    pub fn snapshot(&self, node: &NodeId, session: u32) -> WorldResult<Snapshot> {
+    pub fn snapshot(&self, node: &NodeId, session: Session) -> WorldResult<Snapshot> {
         if let NodeId::WipFile(WipFile::Events) = node {
             let events = self.journal.events_after(self.events_start, EVENTS_SHOWN)?;
             let text: String = events.iter().map(event_line).collect();
@@ -145,7 +145,7 @@ impl World {
         }
     }
 
-    pub fn attr(&self, node: &NodeId, session: u32) -> WorldResult<NodeAttr> {
+    pub fn attr(&self, node: &NodeId, session: Session) -> WorldResult<NodeAttr> {
         let dir = |caching, modified| NodeAttr {
             kind: NodeKind::Dir,
             size: 0,
@@ -244,7 +244,7 @@ impl World {
                 return Ok(None);
             }
         }
-        self.attr(node, 0).map(Some)
+        self.attr(node, Session::NONE).map(Some)
     }
 
     fn target_modified(&self, t: &Target) -> WorldResult<Option<SystemTime>> {
@@ -256,7 +256,7 @@ impl World {
     }
 
     /// The time of a generated file: when what it shows last changed.
-    fn file_modified(&self, node: &NodeId, session: u32) -> WorldResult<Option<SystemTime>> {
+    fn file_modified(&self, node: &NodeId, session: Session) -> WorldResult<Option<SystemTime>> {
         Ok(match node {
             NodeId::OpFile(t, op, OpFile::Result) => match self.calls.result_run(t, op, session)? {
                 Some(id) => self.calls.run_time(id)?,
@@ -384,7 +384,7 @@ impl World {
     }
 
     /// The bytes of a file node, as `session` sees them.
-    pub fn read(&self, node: &NodeId, session: u32) -> WorldResult<Vec<u8>> {
+    pub fn read(&self, node: &NodeId, session: Session) -> WorldResult<Vec<u8>> {
         if let NodeId::Body(e) = node {
             return self.entries.body_bytes(e);
         }

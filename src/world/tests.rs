@@ -255,6 +255,11 @@ pub(super) fn caller(session: u32) -> Caller {
     }
 }
 
+/// What session `session` of `caller` reads as (`result` is its own).
+pub(super) fn reader(session: u32) -> Session {
+    caller(session).own_session()
+}
+
 pub(super) fn open(f: &Fixture, op: &str, session: u32) -> CallDoc {
     f.world
         .calls()
@@ -286,7 +291,10 @@ fn read(doc: &CallDoc) -> Result<String, i32> {
 }
 
 pub(super) fn result(f: &Fixture, op: &str, session: u32) -> String {
-    f.world.calls().result_for(&root(), op, session).unwrap()
+    f.world
+        .calls()
+        .result_for(&root(), op, reader(session))
+        .unwrap()
 }
 
 pub(super) fn notes(f: &Fixture) -> Vec<String> {
@@ -583,7 +591,7 @@ fn ended(f: &Fixture, id: i64) -> crate::state::Run {
 /// The text of a file of the tree at `path`, as session `session` reads it.
 fn file(f: &Fixture, path: &str, session: u32) -> String {
     let node = f.world.resolve_path(path).unwrap();
-    String::from_utf8(f.world.read(&node, session).unwrap()).unwrap()
+    String::from_utf8(f.world.read(&node, reader(session)).unwrap()).unwrap()
 }
 
 /// Call an op of run `id` (`wait`, `cancel`) as `who`: errno or the result text.
@@ -916,6 +924,78 @@ fn results_are_per_session_even_interleaved_on_one_op() {
     assert_eq!(result(&f, "note", 300), "noted 2\n");
 }
 
+/// A session as `who` is: number, start and uid.
+fn session(number: u32, start: u64, uid: u32) -> Caller {
+    Caller {
+        uid,
+        session: number,
+        session_start: start,
+        ..caller(number)
+    }
+}
+
+fn note_as(f: &Fixture, who: &Caller, text: &str) {
+    let doc = f.world.calls().open_call(&root(), "note", who).unwrap();
+    write(&doc, format!("{{\"text\":\"{text}\"}}").as_bytes()).unwrap();
+}
+
+fn result_as(f: &Fixture, who: &Caller) -> String {
+    f.world
+        .calls()
+        .result_for(&root(), "note", who.own_session())
+        .unwrap()
+}
+
+#[test]
+fn a_session_without_a_call_reads_only_its_own_uids_latest_and_a_reused_number_is_another_session()
+{
+    let f = world();
+    let (first, second) = (session(100, 10, 0), session(200, 20, 0));
+    note_as(&f, &first, "a");
+    note_as(&f, &second, "b");
+    assert_eq!(result_as(&f, &first), "noted 1\n");
+    // Session 100 again, begun later (its number handed out again), as another user: not
+    // the first one's result, nor anyone else's.
+    assert_eq!(result_as(&f, &session(100, 99, 1001)), "");
+    // The same, of the first one's uid: its uid's latest, not the first session's own.
+    assert_eq!(result_as(&f, &session(100, 99, 0)), "noted 2\n");
+    // Once uid 1001 called, its sessions without a call read that.
+    note_as(&f, &session(300, 30, 1001), "c");
+    assert_eq!(result_as(&f, &session(100, 99, 1001)), "noted 3\n");
+    assert_eq!(result_as(&f, &session(400, 40, 0)), "noted 2\n");
+    assert_eq!(
+        f.world
+            .calls()
+            .result_for(&root(), "note", Session::NONE)
+            .unwrap(),
+        "",
+        "nobody's session reads nothing"
+    );
+}
+
+#[test]
+fn a_later_session_given_a_runs_session_number_may_not_cancel_it() {
+    let f = world_with(WorldSettings {
+        call_timeout_ms: 300,
+        ..WorldSettings::default()
+    });
+    // Not the mount's owner: only its session may cancel.
+    let agent = session(1, 10, 4242);
+    let doc = f.world.calls().open_call(&root(), "steps", &agent).unwrap();
+    assert_eq!(write(&doc, b"{\"n\":200,\"ms\":20}"), Err(libc::ETIMEDOUT));
+    let id = f.world.journal().recent(1).unwrap()[0].id;
+    let later = session(1, 11, 4242);
+    let (errno, text) = run_op(&f, id, "cancel", b"", &later).unwrap_err();
+    assert_eq!(errno, libc::EPERM, "{text}");
+    assert!(text.contains("not to this one"), "{text}");
+    assert_eq!(
+        f.world.journal().get(id).unwrap().unwrap().status,
+        "running"
+    );
+    let text = run_op(&f, id, "cancel", b"", &agent).unwrap();
+    assert!(text.starts_with("run 1 was cancelled: "), "{text}");
+}
+
 #[test]
 fn bounded_hosts_answer_on_the_callers_thread() {
     // Which thread answers a write: the caller's for the root's ops (bounded: SQLite), a
@@ -959,7 +1039,7 @@ fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
     let mut seen = 0;
     while let Some(node) = todo.pop() {
         seen += 1;
-        let attr = f.world.attr(&node, 1).unwrap();
+        let attr = f.world.attr(&node, reader(1)).unwrap();
         assert_eq!(f.world.kind(&node), attr.kind, "{node:?}");
         match attr.kind {
             super::node::NodeKind::Dir => {
@@ -968,7 +1048,7 @@ fn every_nodes_kind_and_size_agree_with_its_attributes_and_content() {
                 }
             }
             super::node::NodeKind::File if !attr.writable => {
-                let bytes = f.world.read(&node, 1).unwrap();
+                let bytes = f.world.read(&node, reader(1)).unwrap();
                 assert_eq!(attr.size, bytes.len() as u64, "{node:?}");
             }
             super::node::NodeKind::Symlink => {
@@ -991,7 +1071,7 @@ fn a_host_that_checks_its_guard_in_the_call_is_not_asked_before_it() {
     let asks = |f: &Fixture| f.host.guard_asks.load(Ordering::SeqCst);
     let run_guard = |f: &Fixture, run: i64| {
         let node = super::node::NodeId::RunFile(run, super::node::RunFile::Guard);
-        String::from_utf8(f.world.read(&node, 1).unwrap()).unwrap()
+        String::from_utf8(f.world.read(&node, reader(1)).unwrap()).unwrap()
     };
     // A host that does not: asked once before the call, and the run keeps its answer.
     let f = world();
@@ -1152,7 +1232,7 @@ fn titled_names_list_titles_and_the_bare_name_is_the_same_node() {
         assert_eq!(by_title, by_bare, "{name} and {bare} are one node");
         let ref_file = w
             .lookup(&by_title, "ref")
-            .and_then(|n| w.read(&n, 0))
+            .and_then(|n| w.read(&n, Session::NONE))
             .unwrap();
         let key = if bare == "ops~" { "ops" } else { bare };
         assert_eq!(
@@ -1193,7 +1273,7 @@ fn with_titled_names_results_and_discovered_links_print_canonical_paths() {
     let known = String::from_utf8(
         w.read(
             &super::node::NodeId::WipFile(super::node::WipFile::Known),
-            0,
+            Session::NONE,
         )
         .unwrap(),
     )
@@ -1229,10 +1309,10 @@ fn reading_a_body_is_not_a_call() {
         .map(|(n, _)| n)
         .collect();
     assert_eq!(listed, ["description", "ref", "body", "ops"]);
-    let attr = f.world.attr(&node, 0).unwrap();
+    let attr = f.world.attr(&node, Session::NONE).unwrap();
     assert_eq!(attr.size, 10);
     assert!(attr.writable);
-    let snap = f.world.snapshot(&node, 0).unwrap();
+    let snap = f.world.snapshot(&node, Session::NONE).unwrap();
     assert_eq!(f.world.read_at(&node, &snap, 5, 100).unwrap(), b"text\n");
     assert_eq!(f.host.calls.load(Ordering::SeqCst), 0);
     assert_eq!(f.world.journal().count().unwrap(), 0);
@@ -1308,7 +1388,12 @@ fn a_body_you_may_not_replace_is_read_only_and_refused_at_open() {
     use super::node::NodeId;
     let f = world();
     f.host.closed.store(true, Ordering::SeqCst);
-    assert!(!f.world.attr(&NodeId::Body(entry()), 0).unwrap().writable);
+    assert!(
+        !f.world
+            .attr(&NodeId::Body(entry()), Session::NONE)
+            .unwrap()
+            .writable
+    );
     let err = f
         .world
         .calls()
@@ -1339,11 +1424,14 @@ fn nodes_show_when_what_they_show_last_changed() {
     use super::node::{NodeId, OpFile, WipFile};
     let f = world();
     let result_node = NodeId::OpFile(root(), intern("note"), OpFile::Result);
-    assert_eq!(f.world.attr(&result_node, 1).unwrap().modified, None);
+    assert_eq!(
+        f.world.attr(&result_node, reader(1)).unwrap().modified,
+        None
+    );
     let before = std::time::SystemTime::now() - Duration::from_secs(1);
     let report = f.world.calls().call(&root(), "note", b"x", &caller(1));
     assert!(report.outcome.is_ok());
-    let at = |n: &NodeId| f.world.attr(n, 1).unwrap().modified.unwrap();
+    let at = |n: &NodeId| f.world.attr(n, reader(1)).unwrap().modified.unwrap();
     assert!(at(&result_node) >= before);
     assert!(at(&NodeId::Runs(root(), intern("note"))) >= before);
     assert!(at(&NodeId::Run(root(), intern("note"), report.run)) >= before);
@@ -1421,7 +1509,7 @@ fn a_call_whose_outcome_the_shared_journal_could_not_record_says_so() {
     // `result` shows the same words, once the pool has connected again.
     let mut shown = None;
     for _ in 0..32 {
-        if let Ok(text) = f.world.calls().result_for(&root(), "sleep", 1) {
+        if let Ok(text) = f.world.calls().result_for(&root(), "sleep", reader(1)) {
             shown = Some(text);
             break;
         }
@@ -1517,7 +1605,7 @@ fn a_titled_name_that_would_collide_keeps_its_bare_name() {
     assert_eq!(names, ["1", "1 apple", "2 pear"]);
     let desc = |p: &str| {
         let node = world.resolve_path(&format!("{p}/description")).unwrap();
-        String::from_utf8(world.read(&node, 0).unwrap()).unwrap()
+        String::from_utf8(world.read(&node, Session::NONE).unwrap()).unwrap()
     };
     assert_eq!(desc("/fruit/1 apple"), "fruit 1 apple\n");
     assert_eq!(desc("/fruit/1"), "fruit 1\n");

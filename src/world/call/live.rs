@@ -400,11 +400,13 @@ impl Pipeline {
             });
         }
         let owner = owner_uid();
-        if caller.session != run.session && caller.uid != owner {
+        // The session that called, not merely its number: a later session given the same
+        // number is another.
+        if caller.own_session() != run.caller_session() && caller.uid != owner {
             return Err(WorldError::new(
                 ErrorKind::Blocked,
                 format!(
-                    "blocked by guard caller: run {} belongs to session {} (uid {}); only that session or the mount's owner (uid {owner}) may cancel it",
+                    "blocked by guard caller: run {} belongs to session {} of uid {}, not to this one (a session given the same number after that one ended is another); only that session or the mount's owner (uid {owner}) may cancel it",
                     run.seq, run.session, run.uid
                 ),
             ));

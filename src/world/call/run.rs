@@ -22,7 +22,7 @@ use super::pool::{Flight, FlightState, Watch};
 use super::{approvals, budget, changes, live, policy, pool};
 use crate::host::names;
 use crate::host::Guard;
-use crate::host::{self, CallOutcome, Caller};
+use crate::host::{self, CallOutcome, Caller, Session};
 use crate::state::Event;
 use crate::state::Journal;
 use crate::world::cache::TtlCache;
@@ -32,11 +32,10 @@ use crate::world::node::*;
 use crate::world::settings::WorldSettings;
 use crate::world::Subscriber;
 
-/// What a session last read back from an op: the latest run, and each session's own.
+/// What each session last read back from an op: its own latest run on this mount.
 #[derive(Default)]
 pub(in crate::world) struct OpResults {
-    pub(in crate::world) latest: i64,
-    pub(in crate::world) by_session: HashMap<u32, i64>,
+    pub(in crate::world) by_session: HashMap<Session, i64>,
 }
 
 /// How long a guard evaluation is reused (a `stat` then `cat` of `guard` asks once).
@@ -568,7 +567,7 @@ impl Pipeline {
              stop it: echo > {dir}/ops/cancel/call",
             timeout.as_secs_f64()
         );
-        self.keep_result(target, op, caller.session, id);
+        self.keep_result(target, op, caller.own_session(), id);
         let mut nodes = changed_by_any_call(target, op).to_vec();
         nodes.extend(RunFile::ALL.iter().map(|(_, f)| NodeId::RunFile(id, *f)));
         self.publish(&nodes);
@@ -673,12 +672,11 @@ impl Pipeline {
         (result, text, changed)
     }
 
-    /// Run `id` is what `session` (and, as the latest, every session without a call of
-    /// its own) reads in `op`'s `result`.
-    fn keep_result(&self, target: &Target, op: &str, session: u32, id: i64) {
+    /// Run `id` is what `session` reads in `op`'s `result` (a session without a call of
+    /// its own reads its uid's latest, from the journal).
+    fn keep_result(&self, target: &Target, op: &str, session: Session, id: i64) {
         if let Ok(mut results) = self.results.lock() {
             let r = results.entry((target.clone(), op.to_string())).or_default();
-            r.latest = r.latest.max(id);
             r.by_session.insert(session, id);
         }
     }
@@ -699,7 +697,7 @@ impl Pipeline {
                 self.entries.note_if_gone(e, op);
             }
         }
-        self.keep_result(target, op, caller.session, id);
+        self.keep_result(target, op, caller.own_session(), id);
         // A failed call may have found the world other than its cached guards said (a
         // server that exited): ask again rather than let the next open trust them.
         if !changed.is_empty() || result.is_err() {

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use super::Pipeline;
 use crate::calendar::parse_iso;
-use crate::host::{self, names};
+use crate::host::{self, names, Session};
 use crate::state::{self as journal, Run};
 use crate::world::error::{ErrorKind, WorldError, WorldResult};
 use crate::world::node::Target;
@@ -114,7 +114,7 @@ impl Pipeline {
         &self,
         target: &Target,
         op: &str,
-        session: u32,
+        session: Session,
     ) -> WorldResult<String> {
         match self.result_run(target, op, session)? {
             Some(id) => Ok(self.shown_result(&self.run(id)?)),
@@ -131,21 +131,26 @@ impl Pipeline {
         }
     }
 
-    /// The run whose result `session` sees in `result`: its last call, else the latest.
+    /// The run whose result `session` sees in `result`: its last call, else the latest
+    /// call of its uid; on this mount only, so no other user's and no other mount's
+    /// result shows.
     pub(in crate::world) fn result_run(
         &self,
         target: &Target,
         op: &str,
-        session: u32,
+        session: Session,
     ) -> WorldResult<Option<i64>> {
         let key = (target.clone(), op.to_string());
         let remembered = self.results.lock().ok().and_then(|r| {
             r.get(&key)
-                .map(|o| o.by_session.get(&session).copied().unwrap_or(o.latest))
+                .and_then(|o| o.by_session.get(&session).copied())
         });
         match remembered {
             Some(id) => Ok(Some(id)),
-            None => self.journal.latest(&self.target_path(target), op),
+            // Its own calls from before a restart are in the journal too.
+            None => self
+                .journal
+                .latest_for(&self.target_path(target), op, &session),
         }
     }
 

@@ -84,7 +84,7 @@ fn refused(f: &Fixture, run: &str, verb: &Verb, who: &Person) -> (i32, String) {
 }
 
 fn read(f: &Fixture, node: NodeId) -> String {
-    String::from_utf8(f.world.read(&node, 0).unwrap()).unwrap()
+    String::from_utf8(f.world.read(&node, Session::NONE).unwrap()).unwrap()
 }
 
 fn approval_of(f: &Fixture, id: i64) -> String {
@@ -424,8 +424,12 @@ fn pending_runs_survive_a_remount_and_stay_approvable() {
     let id = pending_note(&f, "after the remount");
     drop(f);
     let world = mem_world(WorldSettings::default(), &host, state.path(), rules());
-    let pending =
-        String::from_utf8(world.read(&NodeId::WipFile(WipFile::Pending), 0).unwrap()).unwrap();
+    let pending = String::from_utf8(
+        world
+            .read(&NodeId::WipFile(WipFile::Pending), Session::NONE)
+            .unwrap(),
+    )
+    .unwrap();
     assert!(pending.contains(&format!("/runs/{id}\t")), "{pending}");
     let f = Fixture {
         world,
