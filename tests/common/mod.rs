@@ -379,6 +379,25 @@ pub fn sh_in(dir: &Path, script: &str, limit: Duration) -> Output {
     sh_watched(dir, script, limit, None)
 }
 
+/// Run the bash script `script` in `dir` as the first process of a pid namespace and a
+/// mount namespace of its own (its /proc shows that namespace's processes), killed after
+/// `limit`. A daemon it mounts is seen inside only and cannot outlive it: when the script
+/// ends, or is killed (unshare's --kill-child), every process of the namespace ends, and
+/// the mounts with the namespace.
+pub fn sh_in_namespaces(dir: &Path, script: &str, limit: Duration) -> Output {
+    let file = dir.join("namespaced.sh");
+    std::fs::write(&file, script).expect("write the script");
+    sh_watched(
+        dir,
+        &format!(
+            "exec unshare --mount --propagation private --pid --fork --mount-proc --kill-child bash {}",
+            file.display()
+        ),
+        limit,
+        None,
+    )
+}
+
 /// Where process `pid` and each of its threads wait (name, state, kernel wait channel and
 /// stack): printed when a test overruns, so a hang says where it hangs.
 pub fn where_it_waits(pid: u32) -> String {
