@@ -956,3 +956,40 @@ fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
     );
     assert!(!a.read(".wip/pending").contains(&format!("/runs/{seq}")));
 }
+
+/// `result` shows this mount's calls only. After a kill -9 and a restart of A, the session
+/// that called on A before reads that call (not B's later one), a session of A without a
+/// call of its own reads A's latest, and an op only B called shows nothing on A.
+#[test]
+fn result_after_a_restart_shows_this_mounts_calls_never_another_mounts() {
+    let db = TestDb::create("result");
+    let tracker = TestDb::create("result_tracker");
+    let (mut a, b) = two_mounts(&db, &tracker);
+    let op = "tracker/issues/42/ops/comment";
+    a.ok(&format!("echo 'from A' > {op}/call"));
+    let mine = a.result(op);
+    assert!(mine.contains("comment"), "{mine}");
+    a.kill_daemon();
+    let out = common::wip_command()
+        .arg("umount")
+        .arg(&a.mount)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    a.remount();
+    b.ok(&format!("echo 'from B' > {op}/call"));
+    b.ok("echo 'only B' > tracker/issues/43/ops/comment/call");
+    let theirs = b.result(op);
+    assert_ne!(theirs, mine);
+    assert_eq!(a.result(op), mine, "this session's own call on A");
+    assert_eq!(
+        a.ok(&format!("setsid -w cat {op}/result")),
+        mine,
+        "a session of A without a call: A's latest"
+    );
+    assert_eq!(
+        a.ok("setsid -w cat tracker/issues/43/ops/comment/result"),
+        "",
+        "no call of this op on A"
+    );
+}
