@@ -405,7 +405,6 @@ fn command_of(pid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Session;
 
     #[test]
     fn own_process_has_session_and_command() {
