@@ -27,6 +27,30 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A point in time as `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` (UTC, to the nanosecond, as file
+/// systems keep times).
+pub fn iso(t: std::time::SystemTime) -> String {
+    let (secs, nanos) = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            d.subsec_nanos(),
+        ),
+        Err(e) => (
+            -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+            0,
+        ),
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
 /// A UTC timestamp `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or with a space, or `+00:00`) as a
 /// point in time; `None` if it is not one.
 pub fn parse_iso(s: &str) -> Option<std::time::SystemTime> {

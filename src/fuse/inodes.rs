@@ -1,5 +1,8 @@
 //! Inode numbers for world nodes: one `remember` per entry reply, `forget` frees at zero,
-//! the root is never freed, numbers are never reused.
+//! the root is never freed, numbers are never reused. A working tree's node asks for its
+//! own number (the backing file's inode number: `st_ino` is the inode, stable across
+//! remounts, as git expects) and gets it while no other node holds it; every other node
+//! is numbered from `COUNTED` up, apart from any a backing file has.
 //!
 //! A writable node (`call`) has at most one open writer per inode: the kernel holds an
 //! inode's lock while a write waits for its call, so a second writer of the same inode
@@ -20,6 +23,9 @@ use std::time::{Duration, Instant};
 use crate::world::node::NodeId;
 
 pub const ROOT_INO: u64 = 1;
+
+/// Where the numbers of nodes that ask for none start (far above a file's inode number).
+pub const COUNTED: u64 = 1 << 63;
 
 /// How long a lookup's answer is kept for the process that asked (its open follows).
 const RESERVATION: Duration = Duration::from_secs(2);
@@ -73,7 +79,7 @@ impl Default for Inodes {
             by_node,
             by_ino,
             writing: Map::default(),
-            next: ROOT_INO + 1,
+            next: COUNTED,
             peak: 1,
         }
     }
@@ -126,9 +132,32 @@ impl Inodes {
         ino
     }
 
+    /// The inode of a node that asks for number `wanted` (a working tree's), with one
+    /// more kernel reference: `wanted` unless another node holds it.
+    pub fn remember_as(&mut self, node: &NodeId, wanted: u64) -> u64 {
+        if let Some(&ino) = self.by_node.get(node) {
+            if let Some(s) = self.by_ino.get_mut(&ino) {
+                s.lookups += 1;
+                return ino;
+            }
+        }
+        if wanted == ROOT_INO
+            || wanted == 0
+            || wanted >= COUNTED
+            || self.by_ino.contains_key(&wanted)
+        {
+            return self.fresh(node);
+        }
+        self.take(node, wanted)
+    }
+
     fn fresh(&mut self, node: &NodeId) -> u64 {
         let ino = self.next;
         self.next += 1;
+        self.take(node, ino)
+    }
+
+    fn take(&mut self, node: &NodeId, ino: u64) -> u64 {
         let node = Arc::new(node.clone());
         self.by_node.insert(Arc::clone(&node), ino);
         self.by_ino.insert(ino, Slot::new(node));
@@ -230,9 +259,41 @@ mod tests {
         assert_eq!(t.node(a), None);
         let b = t.remember(&NodeId::Wip);
         assert_ne!(a, b);
+        assert!(
+            a >= COUNTED && b >= COUNTED,
+            "far from any file's inode number"
+        );
         t.forget(ROOT_INO, 100);
         assert_eq!(t.node(ROOT_INO), Some(Arc::new(NodeId::Root)));
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_tree_node_keeps_its_own_number_unless_taken() {
+        use crate::world::node::TreeRef;
+        let mut t = Inodes::default();
+        let f = |node| NodeId::Tree(TreeRef { host: 0, node });
+        assert_eq!(t.remember_as(&f(1234), 1234), 1234);
+        assert_eq!(
+            t.remember_as(&f(1234), 1234),
+            1234,
+            "the same node, the same number"
+        );
+        // Another host's node with the same backing number gets a number of its own.
+        let other = NodeId::Tree(TreeRef {
+            host: 1,
+            node: 1234,
+        });
+        let o = t.remember_as(&other, 1234);
+        assert!(o >= COUNTED);
+        // Forgotten, the number is the file's again at the next lookup.
+        t.forget(1234, 2);
+        assert_eq!(t.node(1234), None);
+        assert_eq!(t.remember_as(&f(1234), 1234), 1234);
+        assert!(
+            t.remember_as(&f(1), 1) >= COUNTED,
+            "never the root's number"
+        );
     }
 
     fn call() -> NodeId {

@@ -11,6 +11,7 @@
 pub mod fusermount;
 pub mod holders;
 pub mod inodes;
+mod tree;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -61,7 +62,10 @@ const KEPT_BACKING_TTL: Duration = crate::world::REPORTED_TTL;
 const NAMES_DROPPED_WAIT: Duration = Duration::from_millis(100);
 
 /// Names to drop from the kernel's cache (parent inode, name), and who waits for it.
-type NameDrop = (Vec<(u64, String)>, std::sync::mpsc::SyncSender<()>);
+type NameDrop = (
+    Vec<(u64, std::ffi::OsString)>,
+    std::sync::mpsc::SyncSender<()>,
+);
 
 /// Shared by the file system and the world's change sink.
 #[derive(Clone)]
@@ -96,14 +100,14 @@ impl Invalidator {
         let Some(notifier) = self.notifier.get() else {
             return;
         };
-        let (inos, names): (Vec<u64>, Vec<(u64, String)>) = match self.inodes.lock() {
+        let (inos, names): (Vec<u64>, Vec<(u64, std::ffi::OsString)>) = match self.inodes.lock() {
             Ok(t) => (
                 nodes
                     .iter()
                     .filter_map(|n| {
                         let ino = t.known(n)?;
-                        // A changed body may be another file now: its next open opens it.
-                        if matches!(n, NodeId::Body(_)) {
+                        // A changed file may be another file now: its next open opens it.
+                        if matches!(n, NodeId::Body(_) | NodeId::Tree(_)) {
                             self.kept.forget(&ino);
                         }
                         Some(ino)
@@ -115,7 +119,10 @@ impl Invalidator {
                         NodeId::EntryName(e) => {
                             let (last, parent) = e.path.split_last()?;
                             let parent = NodeId::Entry(EntryRef::new(e.host, parent));
-                            Some((t.known(&parent)?, names::escape(last)))
+                            Some((t.known(&parent)?, names::escape(last).into()))
+                        }
+                        NodeId::TreeName(dir, name) => {
+                            Some((t.known(&NodeId::Tree(*dir))?, name.clone()))
                         }
                         _ => None,
                     })
@@ -152,8 +159,8 @@ impl Invalidator {
             .spawn(move || {
                 for (drops, done) in rx {
                     for (parent, name) in drops {
-                        if let Err(e) = names.inval_entry(INodeNo(parent), OsStr::new(&name)) {
-                            tracing::trace!(parent, name, "inval_entry: {e}");
+                        if let Err(e) = names.inval_entry(INodeNo(parent), &name) {
+                            tracing::trace!(parent, ?name, "inval_entry: {e}");
                         }
                     }
                     let _ = done.try_send(());
@@ -200,28 +207,36 @@ enum Handle {
         snapshot: Option<Snapshot>,
         live: bool,
     },
-    /// A body the kernel reads from its backing file itself (FUSE passthrough): the
-    /// backing id lives as long as some open of the inode does.
-    Passthrough(#[allow(dead_code)] Arc<BackingId>),
+    /// A working tree's file (`world::working`), read and written by the kernel itself
+    /// where passthrough serves it: its backing id lives as long as some open of the inode
+    /// does.
+    Tree(Arc<tree::TreeOpen>),
 }
 
-/// Backing files of bodies read through passthrough, one per inode while it is open (the
-/// kernel wants the same backing id for every open of an inode).
+/// Backing files of the working trees' files open through passthrough, one per inode
+/// while it is open (the kernel wants the same backing file for every open of an inode),
+/// with whether it was opened for writing.
 #[derive(Default)]
 struct Backings {
-    by_ino: HashMap<u64, std::sync::Weak<BackingId>>,
+    by_ino: HashMap<u64, (std::sync::Weak<BackingId>, bool)>,
     /// The size at which gone entries are swept out next: kept backing files keep theirs
     /// alive, so a sweep at every registration would walk thousands of them each time.
     sweep_at: usize,
 }
 
 impl Backings {
-    fn insert(&mut self, ino: u64, id: &Arc<BackingId>) {
+    fn insert(&mut self, ino: u64, id: &Arc<BackingId>, writable: bool) {
         if self.by_ino.len() >= self.sweep_at {
-            self.by_ino.retain(|_, w| w.strong_count() > 0);
+            self.by_ino.retain(|_, (w, _)| w.strong_count() > 0);
             self.sweep_at = (self.by_ino.len() * 2).max(64);
         }
-        self.by_ino.insert(ino, Arc::downgrade(id));
+        self.by_ino.insert(ino, (Arc::downgrade(id), writable));
+    }
+
+    /// The backing file an open of `ino` uses now, and whether it may be written.
+    fn live(&self, ino: u64) -> Option<(Arc<BackingId>, bool)> {
+        let (w, writable) = self.by_ino.get(&ino)?;
+        Some((w.upgrade()?, *writable))
     }
 }
 
@@ -236,6 +251,7 @@ pub struct WorldFs {
     inv: Invalidator,
     handles: Mutex<HashMap<u64, Handle>>,
     listings: TtlCache<u64, Listing>,
+    tree_listings: TtlCache<u64, tree::TreeListing>,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
@@ -278,6 +294,7 @@ impl WorldFs {
             inv,
             handles: Mutex::new(HashMap::new()),
             listings: TtlCache::new(LISTING_REUSE, 256),
+            tree_listings: TtlCache::new(LISTING_REUSE, 256),
             next_fh: AtomicU64::new(1),
             uid,
             gid,
@@ -359,6 +376,14 @@ impl WorldFs {
         fh
     }
 
+    /// The working-tree folder at `ino`, if it is one.
+    fn tree_dir(&self, ino: INodeNo) -> Option<crate::world::node::TreeRef> {
+        match self.node(ino).ok().as_deref() {
+            Some(NodeId::Tree(t)) => Some(*t),
+            _ => None,
+        }
+    }
+
     fn call_doc(&self, fh: FileHandle) -> Option<(CallDoc, u64, holders::Opened)> {
         match self.handles().get(&fh.0) {
             Some(Handle::Call { doc, ino, opened }) => Some((doc.clone(), *ino, *opened)),
@@ -377,43 +402,6 @@ impl WorldFs {
     fn last_close(&self, pid: u32, ino: u64, opened: holders::Opened) -> bool {
         let mnt_id = *self.mnt_id.get_or_init(|| holders::mount_id(&self.mount));
         !holders::still_open(pid, opened, ino, &self.mount, mnt_id)
-    }
-
-    /// The backing id for a passthrough open of body `node` at `ino`: the one an open of the
-    /// inode already holds or a recent one kept (see `KEPT_BACKINGS`), else a new one
-    /// registered from the host's file. `None`: read
-    /// through the daemon (passthrough off, the host has no file, or registering failed;
-    /// a refusal for lack of privilege turns passthrough off for good).
-    fn backing(&self, ino: u64, node: &NodeId, reply: &ReplyOpen) -> Option<Arc<BackingId>> {
-        if !self.passthrough.load(Ordering::Relaxed) {
-            return None;
-        }
-        let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(b) = backings.by_ino.get(&ino).and_then(std::sync::Weak::upgrade) {
-            return Some(b);
-        }
-        if let Some(b) = self.inv.kept.get(&ino) {
-            backings.insert(ino, &b);
-            return Some(b);
-        }
-        let file = self.world.body_file(node)?;
-        match reply.open_backing(&file) {
-            Ok(id) => {
-                let id = Arc::new(id);
-                backings.insert(ino, &id);
-                self.inv.kept.insert(ino, Arc::clone(&id));
-                Some(id)
-            }
-            Err(e) => {
-                if e.raw_os_error() == Some(libc::EPERM) {
-                    self.passthrough.store(false, Ordering::Relaxed);
-                    tracing::info!("passthrough refused ({e}): bodies are read through the daemon");
-                } else {
-                    tracing::debug!("passthrough backing refused: {e}");
-                }
-                None
-            }
-        }
     }
 
     /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
@@ -469,17 +457,21 @@ impl WorldFs {
 
 impl Filesystem for WorldFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // A working tree's file served through the daemon beside passthrough opens of the
+        // same inode is direct I/O: mmap of it must still work (git, linkers, SQLite).
         let wanted = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_CACHE_SYMLINKS;
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         let supported = config.capabilities() & wanted;
         if let Err(missing) = config.add_capabilities(supported) {
             tracing::debug!("capabilities not granted: {missing:?}");
         }
-        // Bodies that are files are read by the kernel itself (6.9+, CAP_SYS_ADMIN to
-        // register a backing file; without it the first open falls back for good). Depth
-        // 2: the backing file may sit on an overlay, nothing stacks on this mount.
+        // A working tree's files are read and written by the kernel itself (6.9+,
+        // CAP_SYS_ADMIN to register a backing file; without it the first open falls back
+        // for good). Depth 2: the backing file may sit on an overlay, nothing stacks on
+        // this mount.
         if config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
             && config.set_max_stack_depth(2).is_ok()
@@ -493,8 +485,15 @@ impl Filesystem for WorldFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent_node = match self.node(parent) {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        if let NodeId::Tree(dir) = &*parent_node {
+            return self.tree_lookup(*dir, name, req, reply);
+        }
         let result = (|| {
-            let parent = self.node(parent)?;
+            let parent = parent_node;
             let name = name
                 .to_str()
                 .ok_or_else(|| refused("lookup", Errno::ENOENT))?;
@@ -502,6 +501,13 @@ impl Filesystem for WorldFs {
                 .world
                 .lookup(&parent, name)
                 .map_err(|e| errno("lookup", &e))?;
+            if let NodeId::Tree(t) = &node {
+                let st = self
+                    .world
+                    .tree_stat(*t)
+                    .map_err(|e| tree::io_errno("lookup", &e))?;
+                return Ok(Err(self.tree_told(*t, &st)));
+            }
             let attr = self.attr_for(&node, req)?;
             let mut table = self.inodes();
             let ino = if attr.writable {
@@ -509,32 +515,49 @@ impl Filesystem for WorldFs {
             } else {
                 table.remember(&node)
             };
-            Ok::<_, Errno>((ino, attr))
+            Ok::<_, Errno>(Ok((ino, attr)))
         })();
         match result {
-            Ok((ino, attr)) => reply.entry(
+            Ok(Ok((ino, attr))) => reply.entry(
                 &Self::ttl(&attr),
                 &self.file_attr(ino, &attr),
                 Generation(0),
             ),
+            Ok(Err((attr, ttl))) => reply.entry(&ttl, &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let mut table = self.inodes();
+        let tree = match table.node(ino.0).as_deref() {
+            Some(NodeId::Tree(t)) => Some(*t),
+            _ => None,
+        };
         table.forget(ino.0, nlookup);
         if table.node(ino.0).is_none() {
-            // Never asked for again: its body's backing file need not stay registered.
+            // Never asked for again: its backing file need not stay registered.
             self.inv.kept.forget(&ino.0);
         }
-        if table.shrink_if_mostly_free() {
+        let shrunk = table.shrink_if_mostly_free();
+        drop(table);
+        // The tree counts the kernel's references as this table does.
+        if let Some(t) = tree {
+            self.world.tree_forget(t, nlookup);
+        }
+        if shrunk {
             // SAFETY: malloc_trim only returns free heap pages to the system.
             unsafe { libc::malloc_trim(0) };
         }
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self.world.tree_stat(*t) {
+                Ok(st) => reply.attr(&self.world.tree_ttl(t.host), &self.tree_attr(ino.0, &st)),
+                Err(e) => reply.error(tree::io_errno("getattr", &e)),
+            };
+        }
         let result = self.node(ino).and_then(|node| {
             let mut attr = self.attr_for(&node, req)?;
             // A body being written is as long as what its writer wrote so far.
@@ -571,6 +594,32 @@ impl Filesystem for WorldFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            let time = |t: Option<fuser::TimeOrNow>| {
+                t.map(|t| match t {
+                    fuser::TimeOrNow::Now => crate::host::tree::TimeSet::Now,
+                    fuser::TimeOrNow::SpecificTime(at) => crate::host::tree::TimeSet::At(at),
+                })
+            };
+            let set = crate::host::tree::SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime: time(atime),
+                mtime: time(mtime),
+            };
+            let open = fh.and_then(|fh| self.tree_handle(fh));
+            return match self.world.tree_setattr(
+                *t,
+                &set,
+                open.as_ref().map(|o| &o.file),
+                tree::who(req),
+            ) {
+                Ok(st) => reply.attr(&self.world.tree_ttl(t.host), &self.tree_attr(ino.0, &st)),
+                Err(e) => reply.error(tree::io_errno("setattr", &e)),
+            };
+        }
         let result = self.node(ino).and_then(|node| {
             let attr = self.attr_for(&node, req)?;
             let shown = self.file_attr(ino.0, &attr);
@@ -609,6 +658,13 @@ impl Filesystem for WorldFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            use std::os::unix::ffi::OsStrExt;
+            return match self.world.tree_readlink(*t) {
+                Ok(target) => reply.data(target.as_bytes()),
+                Err(e) => reply.error(tree::io_errno("readlink", &e)),
+            };
+        }
         match self
             .node(ino)
             .and_then(|n| self.world.readlink(&n).map_err(|e| errno("readlink", &e)))
@@ -619,6 +675,33 @@ impl Filesystem for WorldFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            let t = *t;
+            let file = match self.world.tree_open(t, flags.0, tree::who(req)) {
+                Ok(f) => f,
+                Err(e) => return reply.error(tree::io_errno("open", &e)),
+            };
+            let backing = self.tree_backing(ino.0, t, file.writable(), |f| reply.open_backing(f));
+            if let Some(b) = backing {
+                let fh = self.tree_opened(tree::TreeOpen {
+                    file,
+                    backing: Some(Arc::clone(&b)),
+                });
+                return reply.opened_passthrough(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH, &b);
+            }
+            if let Err(e) = file.ensure_open(&self.world) {
+                self.world.tree_release(&file);
+                return reply.error(tree::io_errno("open", &e));
+            }
+            let fh = self.tree_opened(tree::TreeOpen {
+                file,
+                backing: None,
+            });
+            return reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_NOFLUSH | self.tree_flags(),
+            );
+        }
         let result = (|| {
             let node = self.node(ino)?;
             let caching = self.world.caching(&node).map_err(|e| errno("open", &e))?;
@@ -642,7 +725,7 @@ impl Filesystem for WorldFs {
                     ino: ino.0,
                     opened: holders::Opened::now(req.pid()),
                 });
-                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO, None));
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if let (NodeId::Body(entry), true) = (&*node, writing) {
                 if !self.inodes().open_writer(ino.0, req.pid()) {
@@ -667,16 +750,10 @@ impl Filesystem for WorldFs {
                     ino: ino.0,
                     opened: holders::Opened::now(req.pid()),
                 });
-                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO, None));
+                return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
             }
             if writing {
                 return Err(refused("open", Errno::EACCES));
-            }
-            if let NodeId::Body(_) = &*node {
-                if let Some(backing) = self.backing(ino.0, &node, &reply) {
-                    let fh = self.new_fh(Handle::Passthrough(Arc::clone(&backing)));
-                    return Ok((fh, FopenFlags::FOPEN_NOFLUSH, Some(backing)));
-                }
             }
             // Only `result` differs per session; reading /proc costs on every open.
             let session = if matches!(*node, NodeId::OpFile(_, _, OpFile::Result)) {
@@ -690,28 +767,17 @@ impl Filesystem for WorldFs {
                 snapshot: None,
                 live: matches!(caching, Caching::Direct(_)),
             });
-            // Nothing to flush on a read-only file: spare the kernel that round trip. A
-            // body of a host whose bodies are files is never kept in the page cache here
-            // while passthrough is on (an inode is read one way or the other).
+            // Nothing to flush on a read-only file: spare the kernel that round trip.
             let flags = FopenFlags::FOPEN_NOFLUSH
                 | match caching {
                     Caching::Direct(_) => FopenFlags::FOPEN_DIRECT_IO,
-                    _ if matches!(*node, NodeId::Body(_))
-                        && self.passthrough.load(Ordering::Relaxed)
-                        && self.world.body_is_file(&node) =>
-                    {
-                        FopenFlags::FOPEN_DIRECT_IO
-                    }
                     _ if Self::keeps_cache(caching) => FopenFlags::FOPEN_KEEP_CACHE,
                     _ => FopenFlags::empty(),
                 };
-            Ok((fh, flags, None))
+            Ok((fh, flags))
         })();
         match result {
-            Ok((fh, flags, Some(backing))) => {
-                reply.opened_passthrough(FileHandle(fh), flags, &backing)
-            }
-            Ok((fh, flags, None)) => reply.opened(FileHandle(fh), flags),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
         }
     }
@@ -728,6 +794,12 @@ impl Filesystem for WorldFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        if let Some(open) = self.tree_handle(fh) {
+            return match self.world.tree_read(&open.file, offset, size) {
+                Ok(bytes) => reply.data(&bytes),
+                Err(e) => reply.error(tree::io_errno("read", &e)),
+            };
+        }
         if let Some((doc, _, _)) = self.call_doc(fh) {
             return doc.read(offset, size, move |r| match r {
                 Ok(bytes) => reply.data(&bytes),
@@ -756,6 +828,12 @@ impl Filesystem for WorldFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if let Some(open) = self.tree_handle(fh) {
+            return match self.world.tree_write(&open.file, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(tree::io_errno("write", &e)),
+            };
+        }
         if let Some((doc, _, _)) = self.body_doc(fh) {
             return match doc.write(offset, data) {
                 Ok(n) => reply.written(n),
@@ -823,6 +901,9 @@ impl Filesystem for WorldFs {
                 self.inodes().close_writer(ino);
                 doc.release();
             }
+            // The write run (if it wrote) is recorded now: the closing program does not
+            // wait for this answer.
+            Some(Handle::Tree(open)) => self.world.tree_release(&open.file),
             _ => {}
         }
         reply.ok();
@@ -843,6 +924,9 @@ impl Filesystem for WorldFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        if let Ok(NodeId::Tree(dir)) = self.node(ino).as_deref() {
+            return self.tree_readdir(ino.0, *dir, offset, reply);
+        }
         let entries = match self.listing(ino, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
@@ -877,6 +961,9 @@ impl Filesystem for WorldFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        if let Ok(NodeId::Tree(dir)) = self.node(ino).as_deref() {
+            return self.tree_readdirplus(ino.0, *dir, offset, reply);
+        }
         let entries = match self.listing(ino, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
@@ -912,6 +999,27 @@ impl Filesystem for WorldFs {
             index += 1;
         }
         for (name, node) in entries.iter().skip(index - 2) {
+            // A working tree's root: the folder itself, as a lookup of it tells.
+            if let NodeId::Tree(t) = node {
+                let Ok(st) = self.world.tree_stat(*t) else {
+                    index += 1;
+                    continue;
+                };
+                let (attr, ttl) = self.tree_told(*t, &st);
+                if reply.add(
+                    attr.ino,
+                    (index + 1) as u64,
+                    name,
+                    &ttl,
+                    &attr,
+                    Generation(0),
+                ) {
+                    self.tree_untold(*t, attr.ino.0);
+                    break;
+                }
+                index += 1;
+                continue;
+            }
             let (attr, ttl) = match self.world.listing_attr(node) {
                 Ok(Some(a)) => (a, Self::ttl(&a)),
                 // Costly attributes: named with a stand-in that expires at once, so the
@@ -950,88 +1058,200 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
-    // The tree is the hosts' to shape: creating, removing or renaming by hand is refused
-    // with EACCES (changes are made by calling ops).
+    // A working tree's folders take every change (judged and recorded by the world); the
+    // rest of the tree is the hosts' to shape: creating, removing or renaming by hand is
+    // refused with EACCES (changes are made by calling ops).
     fn mknod(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        reply.error(refused("mknod", Errno::EACCES));
+        match self.tree_dir(parent) {
+            Some(dir) => {
+                let made = self.world.tree_mknod(dir, name, mode, rdev, tree::who(req));
+                self.tree_made(dir.host, made, "mknod", reply)
+            }
+            None => reply.error(refused("mknod", Errno::EACCES)),
+        }
     }
 
     fn mkdir(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        reply.error(refused("mkdir", Errno::EACCES));
+        match self.tree_dir(parent) {
+            Some(dir) => {
+                let made = self.world.tree_mkdir(dir, name, mode, tree::who(req));
+                self.tree_made(dir.host, made, "mkdir", reply)
+            }
+            None => reply.error(refused("mkdir", Errno::EACCES)),
+        }
     }
 
-    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(refused("unlink", Errno::EACCES));
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.tree_dir(parent) {
+            Some(dir) => match self.world.tree_unlink(dir, name, tree::who(req)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("unlink", &e)),
+            },
+            None => reply.error(refused("unlink", Errno::EACCES)),
+        }
     }
 
-    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(refused("rmdir", Errno::EACCES));
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.tree_dir(parent) {
+            Some(dir) => match self.world.tree_rmdir(dir, name, tree::who(req)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("rmdir", &e)),
+            },
+            None => reply.error(refused("rmdir", Errno::EACCES)),
+        }
     }
 
     fn symlink(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _link_name: &OsStr,
-        _target: &Path,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
         reply: ReplyEntry,
     ) {
-        reply.error(refused("symlink", Errno::EACCES));
+        match self.tree_dir(parent) {
+            Some(dir) => {
+                let made =
+                    self.world
+                        .tree_symlink(dir, link_name, target.as_os_str(), tree::who(req));
+                self.tree_made(dir.host, made, "symlink", reply)
+            }
+            None => reply.error(refused("symlink", Errno::EACCES)),
+        }
     }
 
     fn rename(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: fuser::RenameFlags,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        reply.error(refused("rename", Errno::EACCES));
+        let (Some(from), Some(to)) = (self.tree_dir(parent), self.tree_dir(newparent)) else {
+            // Into or out of a working tree, or between two: another file system.
+            let code = if self.tree_dir(parent).is_some() || self.tree_dir(newparent).is_some() {
+                Errno::EXDEV
+            } else {
+                Errno::EACCES
+            };
+            return reply.error(refused("rename", code));
+        };
+        let mode = if flags.contains(fuser::RenameFlags::RENAME_EXCHANGE) {
+            crate::host::tree::RenameMode::Exchange
+        } else if flags.contains(fuser::RenameFlags::RENAME_NOREPLACE) {
+            crate::host::tree::RenameMode::NoReplace
+        } else if flags.is_empty() {
+            crate::host::tree::RenameMode::Replace
+        } else {
+            // RENAME_WHITEOUT is an overlay's own.
+            return reply.error(refused("rename", Errno::EINVAL));
+        };
+        match self
+            .world
+            .tree_rename(from, name, to, newname, mode, tree::who(req))
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(tree::io_errno("rename", &e)),
+        }
     }
 
     fn link(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(refused("link", Errno::EACCES));
+        let node = self.node(ino).ok();
+        match (node.as_deref(), self.tree_dir(newparent)) {
+            (Some(NodeId::Tree(t)), Some(dir)) => {
+                let made = self.world.tree_link(*t, dir, newname, tree::who(req));
+                self.tree_made(dir.host, made, "link", reply)
+            }
+            (Some(NodeId::Tree(_)), None) | (_, Some(_)) => {
+                reply.error(refused("link", Errno::EXDEV))
+            }
+            _ => reply.error(refused("link", Errno::EACCES)),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     fn create(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
         _umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: fuser::ReplyCreate,
     ) {
-        reply.error(refused("create", Errno::EACCES));
+        let Some(dir) = self.tree_dir(parent) else {
+            return reply.error(refused("create", Errno::EACCES));
+        };
+        let (found, file) = match self
+            .world
+            .tree_create(dir, name, mode, flags, tree::who(req))
+        {
+            Ok(made) => made,
+            Err(e) => return reply.error(tree::io_errno("create", &e)),
+        };
+        let t = crate::world::node::TreeRef {
+            host: dir.host,
+            node: found.node,
+        };
+        let (attr, ttl) = self.tree_told(t, &found.stat);
+        let backing = self.tree_backing(attr.ino.0, t, file.writable(), |f| reply.open_backing(f));
+        match backing {
+            Some(b) => {
+                let fh = self.tree_opened(tree::TreeOpen {
+                    file,
+                    backing: Some(Arc::clone(&b)),
+                });
+                reply.created_passthrough(
+                    &ttl,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_NOFLUSH,
+                    &b,
+                );
+            }
+            None => {
+                let fh = self.tree_opened(tree::TreeOpen {
+                    file,
+                    backing: None,
+                });
+                reply.created(
+                    &ttl,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_NOFLUSH | self.tree_flags(),
+                );
+            }
+        }
     }
 
     /// `user.xdg.comment` (the description) and `user.wip.ref` (the ref), read-only.
@@ -1043,6 +1263,13 @@ impl Filesystem for WorldFs {
         size: u32,
         reply: fuser::ReplyXattr,
     ) {
+        // A working tree's file passes its own xattrs through.
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self.world.tree_getxattr(*t, name) {
+                Ok(v) => xattr_reply(&v, size, reply),
+                Err(e) => reply.error(tree::io_errno("getxattr", &e)),
+            };
+        }
         // The kernel asks for `security.capability` before writes: answer without a
         // round trip to any host.
         let wanted = match name.to_str() {
@@ -1066,6 +1293,12 @@ impl Filesystem for WorldFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self.world.tree_listxattr(*t) {
+                Ok(v) => xattr_reply(&v, size, reply),
+                Err(e) => reply.error(tree::io_errno("listxattr", &e)),
+            };
+        }
         match self.node(ino) {
             Ok(node) => {
                 let mut names = Vec::new();
@@ -1082,6 +1315,12 @@ impl Filesystem for WorldFs {
     /// The truth from the node's attributes: only what is writable may be written, and
     /// nothing here is executable but directories.
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self.world.tree_access(*t, mask.bits(), tree::who(req)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("access", &e)),
+            };
+        }
         let result = self.node(ino).and_then(|node| self.attr_for(&node, req));
         match result {
             Ok(attr) => {
@@ -1097,8 +1336,28 @@ impl Filesystem for WorldFs {
         }
     }
 
-    /// Nothing to make durable here: a call's outcome is journaled before it is answered.
+    /// A working tree's file: synced, with every run recorded so far. Elsewhere nothing
+    /// to make durable: a call's outcome is journaled before it is answered.
     fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.tree_handle(fh) {
+            Some(open) => match self.world.tree_fsync(&open.file, datasync) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("fsync", &e)),
+            },
+            None => reply.ok(),
+        }
+    }
+
+    /// A working tree's folder: its runs so far are made durable (`fsync` of a folder is
+    /// how programs make a rename in it durable).
+    fn fsyncdir(
         &self,
         _req: &Request,
         _ino: INodeNo,
@@ -1106,26 +1365,143 @@ impl Filesystem for WorldFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        match self.world.sync_runs() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fsyncdir", &e)),
+        }
     }
 
-    /// Extended attributes cannot be set here: they show what the host says.
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: fuser::ReplyStatfs) {
+        let tree = match self.node(ino).as_deref() {
+            Ok(NodeId::Tree(t)) => Some(*t),
+            // The mount's root and virtual nodes: the first working tree's file system, if
+            // any (`df` of the mount).
+            _ => self.world.first_tree(),
+        };
+        match tree.map(|t| self.world.tree_statfs(t)) {
+            Some(Ok(st)) => reply.statfs(
+                st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.frsize,
+            ),
+            Some(Err(e)) => reply.error(tree::io_errno("statfs", &e)),
+            None => reply.statfs(0, 0, 0, 0, 0, 512, 255, 0),
+        }
+    }
+
+    /// A working tree's file sets its own (a run); elsewhere they show what the host says
+    /// and cannot be set.
     #[allow(clippy::too_many_arguments)]
     fn setxattr(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self
+                .world
+                .tree_setxattr(*t, name, value, flags, tree::who(req))
+            {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("setxattr", &e)),
+            };
+        }
         reply.error(refused("setxattr", Errno::EPERM));
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Ok(NodeId::Tree(t)) = self.node(ino).as_deref() {
+            return match self.world.tree_removexattr(*t, name, tree::who(req)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(tree::io_errno("removexattr", &e)),
+            };
+        }
         reply.error(refused("removexattr", Errno::EPERM));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(open) = self.tree_handle(fh) else {
+            return reply.error(refused("fallocate", Errno::EOPNOTSUPP));
+        };
+        let (Ok(offset), Ok(length)) = (i64::try_from(offset), i64::try_from(length)) else {
+            return reply.error(refused("fallocate", Errno::EFBIG));
+        };
+        match self
+            .world
+            .tree_fallocate(&open.file, mode, offset, length, tree::who(req))
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(tree::io_errno("fallocate", &e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let Some(open) = self.tree_handle(fh) else {
+            return reply.error(refused("lseek", Errno::ENOSYS));
+        };
+        if let Err(e) = open.file.ensure_open(&self.world) {
+            return reply.error(tree::io_errno("lseek", &e));
+        }
+        match self.world.tree_lseek(&open.file, offset, whence) {
+            Ok(at) => reply.offset(at),
+            Err(e) => reply.error(tree::io_errno("lseek", &e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let (Some(from), Some(to)) = (self.tree_handle(fh_in), self.tree_handle(fh_out)) else {
+            return reply.error(refused("copy_file_range", Errno::EXDEV));
+        };
+        if from.file.t.host != to.file.t.host {
+            return reply.error(refused("copy_file_range", Errno::EXDEV));
+        }
+        let (Ok(oi), Ok(oo)) = (i64::try_from(offset_in), i64::try_from(offset_out)) else {
+            return reply.error(refused("copy_file_range", Errno::EFBIG));
+        };
+        if let Err(e) = from.file.ensure_open(&self.world) {
+            return reply.error(tree::io_errno("copy_file_range", &e));
+        }
+        match self
+            .world
+            .tree_copy_range(&from.file, oi, &to.file, oo, len, tree::who(req))
+        {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(tree::io_errno("copy_file_range", &e)),
+        }
     }
 
     /// No file here is a terminal or a device: ENOTTY, as a regular file answers (Python
@@ -1179,6 +1555,9 @@ pub fn mount(
         MountOption::NoSuid,
     ];
     config.acl = if allow_other {
+        // Other users reach the working trees' files: the kernel checks their permission
+        // bits against each caller, as on the backing file system (the daemon may be root).
+        config.mount_options.push(MountOption::DefaultPermissions);
         SessionACL::All
     } else {
         SessionACL::Owner

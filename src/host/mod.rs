@@ -5,9 +5,11 @@
 //! point, one `String` per segment (already unescaped: a host never sees `description~`).
 //! `op` declares an op once (`Decl`), with its arguments' type, schema and guard.
 
+pub mod glob;
 pub mod names;
 pub mod op;
 pub mod signal;
+pub mod tree;
 
 use serde_json::Value;
 
@@ -670,6 +672,13 @@ pub trait Host: Send + Sync {
         Ok(None)
     }
 
+    /// The working tree, for a host whose entries are a real directory (the files host):
+    /// its files are then files and its folders hold exactly their children, and each
+    /// path's entry (this trait's `entry`, `ops`, …) is reached at `PATH@`.
+    fn tree(&self) -> Option<&dyn tree::Tree> {
+        None
+    }
+
     /// Whether this host's bodies are files it can give (`body_file`).
     fn bodies_are_files(&self) -> bool {
         false
@@ -826,6 +835,9 @@ pub struct HostChange {
     pub host: usize,
     /// Host-relative paths of entries whose description or children changed.
     pub paths: Vec<Vec<String>>,
+    /// Nodes of its working tree that changed: a directory, and the name in it when one
+    /// appeared, went or changed (`None`: the directory itself).
+    pub tree: Vec<(tree::NodeNo, Option<std::ffi::OsString>)>,
 }
 
 /// A host's way to tell the runtime that entries changed behind the mount's back (a
@@ -872,6 +884,26 @@ impl Changes {
             let _ = tx.send(HostChange {
                 host: self.host,
                 paths,
+                tree: Vec::new(),
+            });
+        }
+    }
+
+    /// Report nodes of the host's working tree that changed outside the mount (see
+    /// `HostChange::tree`), and the entries at `paths` with them.
+    pub fn tree_changed(
+        &self,
+        nodes: Vec<(tree::NodeNo, Option<std::ffi::OsString>)>,
+        paths: Vec<Vec<String>>,
+    ) {
+        if nodes.is_empty() && paths.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(HostChange {
+                host: self.host,
+                paths,
+                tree: nodes,
             });
         }
     }

@@ -356,6 +356,11 @@ impl<H, N, C> Ops<H, N, C> {
         Ops { ops }
     }
 
+    /// Names of every op declared, offered or not.
+    pub fn all_names(&self) -> Vec<&'static str> {
+        self.ops.iter().map(|o| o.name).collect()
+    }
+
     /// Names of the ops `node` offers.
     pub fn names(&self, node: &N) -> Vec<&'static str> {
         self.offered(node).map(|o| o.name).collect()

@@ -161,9 +161,63 @@ impl<'a> From<&'a str> for Clean<'a> {
     }
 }
 
+/// A run that ended as it was made (a change through a working tree), to be recorded
+/// whole: who, where, which op, its arguments and outcome.
+#[derive(Clone, Debug)]
+pub struct Ended {
+    pub caller: Caller,
+    /// World path of the entry the op belongs to.
+    pub path: String,
+    pub op: String,
+    pub args: String,
+    pub guard: String,
+    pub status: String,
+    pub errno: i32,
+    pub result: String,
+}
+
+/// The range of world paths below `prefix` (`/files/src` → from `/files/src/` up to
+/// `/files/src0`, the next byte after `/`), for a query an index can answer.
+pub fn below(prefix: &str) -> (String, String) {
+    let base = prefix.trim_end_matches('/');
+    (format!("{base}/"), format!("{base}0"))
+}
+
 /// The journal, the approvals and the known world of one world, on one engine. Every
 /// method is called from many threads at once.
 pub trait Journal: Send + Sync {
+    /// Record runs that already ended, each with its `call` event, in one transaction
+    /// where the engine allows: their ids and numbers, in order. (By default one begin and
+    /// one finish each.)
+    fn record_ended(&self, runs: &[Ended]) -> WorldResult<Vec<Began>> {
+        runs.iter()
+            .map(|r| {
+                let began =
+                    self.begin(&r.caller, &r.path, &r.op, &r.args, &Clean::new(&r.guard))?;
+                let event = Event::of_run("call", &r.path, &r.op, began.seq, &r.status);
+                self.finish(
+                    began.id,
+                    &r.status,
+                    r.errno,
+                    &Clean::new(&r.result),
+                    &[],
+                    &[event],
+                )?;
+                Ok(began)
+            })
+            .collect()
+    }
+
+    /// Whether any run was recorded at the entry `path`, or at an entry below the world
+    /// path `under` (a removed folder's files).
+    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool>;
+
+    /// Make what was recorded so far durable on disk (a caller's `fsync`). Engines whose
+    /// commits are durable already need nothing.
+    fn sync(&self) -> WorldResult<()> {
+        Ok(())
+    }
+
     /// This journal's identity: hosts that keep a run's id with its change name the run
     /// `ID:RUN` (see `Caller::run`).
     fn id(&self) -> &str;

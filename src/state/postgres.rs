@@ -349,6 +349,17 @@ impl Journal for PgJournal {
         })
     }
 
+    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool> {
+        let (from, to) = super::below(under);
+        self.with("cannot look for runs", |c| {
+            c.query_one(
+                "SELECT EXISTS(SELECT 1 FROM calls WHERE path = $1) OR EXISTS(SELECT 1 FROM calls WHERE path >= $2 AND path < $3)",
+                &[&path, &from, &to],
+            )?
+            .try_get(0)
+        })
+    }
+
     fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
         self.with("cannot list runs", |c| {
             c.query(

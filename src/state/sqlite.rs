@@ -146,7 +146,111 @@ impl SqliteJournal {
     }
 }
 
+impl SqliteJournal {
+    /// The next run number of (`path`, `op`), with the connection held (see `begin`).
+    fn next_seq(&self, conn: &Connection, path: &str, op: &str) -> rusqlite::Result<i64> {
+        let key = (path.to_string(), op.to_string());
+        let last = self.seqs.lock().ok().and_then(|s| s.get(&key).copied());
+        let last = match last {
+            Some(n) => n,
+            None => conn
+                .prepare_cached(
+                    "SELECT coalesce(max(seq), 0) FROM calls WHERE path = ?1 AND op = ?2",
+                )?
+                .query_row(params![path, op], |r| r.get::<_, i64>(0))?,
+        };
+        if let Ok(mut seqs) = self.seqs.lock() {
+            if seqs.len() >= SEQS_KEPT {
+                seqs.clear();
+            }
+            seqs.insert(key, last + 1);
+        }
+        if let Ok(mut ran) = self.ran.lock() {
+            let key = ran.key(path, op);
+            ran.pairs.insert(key);
+        }
+        Ok(last + 1)
+    }
+}
+
 impl Journal for SqliteJournal {
+    /// Many ended runs in one transaction: the working tree's changes, grouped.
+    fn record_ended(&self, runs: &[super::Ended]) -> WorldResult<Vec<Began>> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let mut out = Vec::with_capacity(runs.len());
+        for r in runs {
+            let seq = match self.next_seq(&tx, &r.path, &r.op) {
+                Ok(s) => s,
+                Err(e) => {
+                    // Numbers handed out in this transaction go with it.
+                    if let Ok(mut seqs) = self.seqs.lock() {
+                        seqs.clear();
+                    }
+                    return Err(e.into());
+                }
+            };
+            tx.prepare_cached(
+                "INSERT INTO calls(started, finished, pid, uid, session, command, path, op, args, guard, status, errno, result, seq,
+                   session_start)
+                 VALUES (strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+                   ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?
+            .execute(params![
+                r.caller.pid,
+                r.caller.uid,
+                r.caller.session,
+                Clean::new(&r.caller.command).as_str(),
+                r.path,
+                r.op,
+                Clean::new(&r.args).as_str(),
+                Clean::new(&r.guard).as_str(),
+                r.status,
+                r.errno,
+                Clean::new(&r.result).as_str(),
+                seq,
+                start_column(r.caller.session_start)
+            ])?;
+            let id = tx.last_insert_rowid();
+            insert_events(
+                &tx,
+                &[Event::of_run("call", &r.path, &r.op, seq, &r.status)],
+            )?;
+            out.push(Began { id, seq });
+        }
+        if let Err(e) = tx.commit() {
+            if let Ok(mut seqs) = self.seqs.lock() {
+                seqs.clear();
+            }
+            return Err(e.into());
+        }
+        Ok(out)
+    }
+
+    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool> {
+        let (from, to) = super::below(under);
+        Ok(self.conn().prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM calls WHERE path = ?1) OR EXISTS(SELECT 1 FROM calls WHERE path >= ?2 AND path < ?3)",
+        )?
+        .query_row(params![path, from, to], |r| r.get(0))?)
+    }
+
+    /// The write-ahead log to disk: commits are not synced one by one (synchronous =
+    /// NORMAL), so a caller's `fsync` syncs them all.
+    fn sync(&self) -> WorldResult<()> {
+        let conn = self.conn();
+        let Some(path) = conn.path().map(|p| format!("{p}-wal")) else {
+            return Ok(());
+        };
+        match std::fs::File::open(&path) {
+            Ok(f) => f
+                .sync_all()
+                .map_err(|e| WorldError::backend(format!("journal: cannot sync {path}: {e}"))),
+            // No log yet: every commit is in the database file, which was synced.
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Record a call before it runs; returns its run id and number.
     fn begin(
         &self,

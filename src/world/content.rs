@@ -130,9 +130,15 @@ impl World {
     /// A node's file type, known from the node alone (a listing needs no attributes).
     pub fn kind(&self, node: &NodeId) -> NodeKind {
         match node {
+            NodeId::Tree(t) => match self.tree_stat(*t).map(|s| s.kind) {
+                Ok(crate::host::tree::Kind::Dir) => NodeKind::Dir,
+                Ok(crate::host::tree::Kind::Symlink) => NodeKind::Symlink,
+                _ => NodeKind::File,
+            },
             NodeId::Root
             | NodeId::Branch(_)
             | NodeId::Wip
+            | NodeId::TreePaths(_)
             | NodeId::Discovered(_)
             | NodeId::Entry(_)
             | NodeId::Ops(_)
@@ -156,6 +162,21 @@ impl World {
         Ok(match node {
             NodeId::Root | NodeId::Branch(_) | NodeId::Wip => {
                 dir(Caching::Stable(STABLE_TTL), None)
+            }
+            NodeId::TreePaths(h) => dir(Caching::Stable(self.tree_ttl(*h)), None),
+            // What an adapter without the tree's own attributes sees (the kernel is told
+            // the backing file's, see `tree_stat`).
+            NodeId::Tree(t) => {
+                let st = self
+                    .tree_stat(*t)
+                    .map_err(|e| WorldError::from_io("stat", e))?;
+                NodeAttr {
+                    kind: self.kind(node),
+                    size: st.size,
+                    writable: st.kind == crate::host::tree::Kind::File,
+                    caching: Caching::Stable(self.tree_ttl(t.host)),
+                    modified: Some(st.mtime),
+                }
             }
             NodeId::Entry(e) => {
                 let caching = self.target_caching(&Target::Entry(e.clone()));

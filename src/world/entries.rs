@@ -104,7 +104,13 @@ impl Entries {
             .ok_or_else(|| WorldError::not_found("no such host"))
     }
 
+    /// The world path of the entry at `path` of `host`, as ops and runs print it: for a
+    /// working tree the path itself with `@` (`/files/src/main.rs@`, the root `/files@`),
+    /// names exact; elsewhere the entry's folder (`/tracker/issues/42`), names escaped.
     pub(super) fn entry_path(&self, host: usize, path: &[String]) -> String {
+        if self.is_tree(host) {
+            return format!("{}@", self.object_path(host, path));
+        }
         let mut segs: Vec<String> = self
             .hosts
             .get(host)
@@ -114,15 +120,36 @@ impl Entries {
         format!("/{}", segs.join("/"))
     }
 
+    /// Whether the host at `host` is a working tree (`Host::tree`).
+    pub(super) fn is_tree(&self, host: usize) -> bool {
+        self.hosts
+            .get(host)
+            .is_some_and(|m| m.host.tree().is_some())
+    }
+
     /// The world path of the object at `path` of `host` (`/files/src/main.rs`): where it
     /// is, which hide rules and a files host's path rules match.
     pub(super) fn object_path(&self, host: usize, path: &[String]) -> String {
-        self.entry_path(host, path)
+        if !self.is_tree(host) {
+            return self.entry_path(host, path);
+        }
+        let mut segs: Vec<&str> = self
+            .hosts
+            .get(host)
+            .map(|m| m.path.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        segs.extend(path.iter().map(String::as_str));
+        format!("/{}", segs.join("/"))
     }
 
     /// Whether a `hide` rule makes the entry absent for every reader.
     pub(super) fn is_hidden(&self, e: &EntryRef) -> bool {
         self.hides_path(&self.object_path(e.host, &e.path))
+    }
+
+    /// Whether any `hide` rule exists (nothing to check otherwise).
+    pub(super) fn policy_hides(&self) -> bool {
+        self.policy.hides_any()
     }
 
     /// Whether a `hide` rule matches the world path `path`.
@@ -149,10 +176,7 @@ impl Entries {
         subtree: bool,
     ) -> super::call::policy::Subjects {
         let mut names = vec![self.op_subject(e, op)];
-        let files = self
-            .hosts
-            .get(e.host)
-            .is_some_and(|m| m.host.bodies_are_files());
+        let files = self.is_tree(e.host);
         let path = self
             .object_path(e.host, &e.path)
             .trim_start_matches('/')
@@ -193,7 +217,7 @@ impl Entries {
                     .any(|n| hidden.contains(&EntryRef::new(e.host, &e.path[..n])));
         }
         self.known.record(KnownEntry {
-            path: self.entry_path(e.host, &e.path),
+            path: self.object_path(e.host, &e.path),
             reference: info.reference.clone(),
             description: crate::secrets::scrub(&info.description).into_owned(),
             indexable,
@@ -311,16 +335,46 @@ impl Entries {
 
     /// The host entry a world path names, without asking whether it exists.
     pub(super) fn entry_ref_at(&self, world_path: &str) -> Option<EntryRef> {
-        let segs: Vec<&str> = world_path.split('/').filter(|s| !s.is_empty()).collect();
+        let mut segs: Vec<&str> = world_path.split('/').filter(|s| !s.is_empty()).collect();
+        // A working tree's entry is its path with `@` (`files/a.txt@`, `files@`).
+        let entry_form = segs.last().is_some_and(|l| l.ends_with('@'));
+        let unmarked = segs.last().map(|l| l.strip_suffix('@').unwrap_or(l));
+        let tree_at = |segs: &[&str]| {
+            self.hosts
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.host.tree().is_some())
+                .filter(|(_, m)| segs.len() >= m.path.len() && segs[..m.path.len()] == m.path[..])
+                .max_by_key(|(_, m)| m.path.len())
+                .map(|(i, m)| (i, m.path.len()))
+        };
+        if entry_form {
+            if let (Some(last), Some(u)) = (segs.last_mut(), unmarked) {
+                *last = u;
+            }
+            if let Some((host, n)) = tree_at(&segs) {
+                let path = segs[n..].iter().map(|s| s.to_string()).collect::<Vec<_>>();
+                return Some(EntryRef::new(host, path));
+            }
+            return None;
+        }
         let (host, m) = self
             .hosts
             .iter()
             .enumerate()
             .filter(|(_, m)| segs.len() >= m.path.len() && segs[..m.path.len()] == m.path[..])
             .max_by_key(|(_, m)| m.path.len())?;
+        // A working tree's names are exact; other hosts' are escaped.
+        let exact = m.host.tree().is_some();
         let path = segs[m.path.len()..]
             .iter()
-            .map(|s| names::unescape(s))
+            .map(|s| {
+                if exact {
+                    Some(s.to_string())
+                } else {
+                    names::unescape(s)
+                }
+            })
             .collect::<Option<Vec<String>>>()?;
         Some(EntryRef::new(host, path))
     }
@@ -476,7 +530,7 @@ impl Entries {
         }
         found.retain(|(h, rel)| !self.is_hidden(&EntryRef::new(*h, rel.as_slice())));
         for (h, rel) in &found {
-            let world_path = self.entry_path(*h, rel);
+            let world_path = self.object_path(*h, rel);
             let info = self
                 .hosts
                 .get(*h)
@@ -546,7 +600,7 @@ impl Entries {
                     .is_some_and(|m| matches!(m.host.exists(p), Ok(false)));
             events.push(Event {
                 kind: if gone { "removed" } else { "changed" }.into(),
-                path: self.entry_path(*h, p),
+                path: self.object_path(*h, p),
                 ..Default::default()
             });
             self.entry_changed_nodes(*h, p, &mut changed);
@@ -557,8 +611,29 @@ impl Entries {
         (changed, events)
     }
 
+    /// The kernel's nodes of a working tree that a change at the tree path `path` (made by
+    /// an explicit op, behind the kernel's back) makes stale: the node there, its folder,
+    /// and its name in its folder (the op may have replaced it with another file).
+    fn tree_changed_nodes(&self, host: usize, path: &[String], out: &mut Vec<NodeId>) {
+        let Some(tree) = self.hosts.get(host).and_then(|m| m.host.tree()) else {
+            return;
+        };
+        let os: Vec<std::ffi::OsString> = path.iter().map(std::ffi::OsString::from).collect();
+        if let Some(node) = tree.node_at(&os) {
+            out.push(NodeId::Tree(TreeRef { host, node }));
+        }
+        if let Some((name, parent)) = os.split_last() {
+            if let Some(node) = tree.node_at(parent) {
+                let dir = TreeRef { host, node };
+                out.push(NodeId::Tree(dir));
+                out.push(NodeId::TreeName(dir, name.clone()));
+            }
+        }
+    }
+
     /// The nodes whose kernel copies an entry's change makes stale.
     pub(super) fn entry_changed_nodes(&self, h: usize, p: &[String], changed: &mut Vec<NodeId>) {
+        self.tree_changed_nodes(h, p, changed);
         let e = EntryRef::new(h, p);
         let target = Target::Entry(e.clone());
         changed.push(NodeId::Info(target.clone(), InfoFile::Description));

@@ -178,6 +178,18 @@ impl WorldError {
     pub fn errno(&self) -> i32 {
         self.kind.errno()
     }
+
+    /// A working tree's error while doing `what`, as the world's kinds have it (ENOENT,
+    /// EACCES, ENAMETOOLONG; EIO for the rest), caused by the error itself.
+    pub fn from_io(what: &str, e: std::io::Error) -> Self {
+        let kind = match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESTALE) => ErrorKind::NotFound,
+            Some(libc::EACCES) | Some(libc::EPERM) => ErrorKind::Forbidden,
+            Some(libc::ENAMETOOLONG) => ErrorKind::NameTooLong,
+            _ => ErrorKind::Backend,
+        };
+        WorldError::new(kind, format!("{what}: {e}")).caused_by(e)
+    }
 }
 
 impl From<HostError> for WorldError {

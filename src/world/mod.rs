@@ -21,6 +21,7 @@ mod root_ops;
 pub mod settings;
 pub mod titles;
 mod tree;
+pub mod working;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -138,6 +139,8 @@ pub struct World {
     started: Instant,
     /// Calls found running at start-up (cut off by a crash) and left interrupted.
     pub interrupted_at_start: usize,
+    /// Callers of the working trees' changes lately read from /proc, by (pid, uid).
+    callers: cache::TtlCache<(u32, u32), crate::host::Caller>,
 }
 
 impl World {
@@ -161,6 +164,9 @@ impl World {
             interrupted,
             shared,
         } = crate::state::open(state_dir, parts.state.url, &origin)?;
+        // The working tree's runs are written in groups; every read writes them first.
+        let grouped = Arc::new(call::record::Grouped::new(journal));
+        let journal: Arc<dyn Journal> = grouped.clone();
         let known = Known::open(Arc::clone(&journal))?;
         let policy = Arc::new(parts.policy);
         let entries = Arc::new(Entries::new(
@@ -173,6 +179,7 @@ impl World {
         let calls = Arc::new(Pipeline::new(call::Parts {
             entries: Arc::clone(&entries),
             journal: Arc::clone(&journal),
+            grouped,
             subscriber: parts.subscriber,
             settings: parts.settings.clone(),
             state_dir: state_dir.to_path_buf(),
@@ -197,6 +204,7 @@ impl World {
             events_start,
             started: Instant::now(),
             interrupted_at_start: interrupted.len() - settled,
+            callers: cache::TtlCache::new(working::CALLER_REUSE, 4096),
         })
     }
 
@@ -231,8 +239,31 @@ impl World {
     /// Resolve a world path (`/tracker/issues/42`) to its node, walking from the root.
     pub fn resolve_path(&self, world_path: &str) -> WorldResult<NodeId> {
         let mut node = NodeId::Root;
-        for seg in world_path.split('/').filter(|s| !s.is_empty()) {
-            node = self.lookup(&node, seg)?;
+        let segs: Vec<&str> = world_path.split('/').filter(|s| !s.is_empty()).collect();
+        let mut i = 0;
+        while i < segs.len() {
+            // Into a working tree by a path that names an entry (`files/a/b@/…`): the
+            // entry, by its path, without holding the tree's files on the way.
+            if let NodeId::Tree(t) = &node {
+                if let Some(k) = segs[i..].iter().position(|s| s.ends_with('@')) {
+                    if let Some(e) = self.entries.entry_ref_at(&format!(
+                        "{}/{}",
+                        self.entries.object_path(t.host, &[]),
+                        segs[i..=i + k].join("/")
+                    )) {
+                        if t.node != self.tree_root(t.host).map(|r| r.node).unwrap_or(0) {
+                            return Err(WorldError::not_found(
+                                "resolved from the tree's root only",
+                            ));
+                        }
+                        node = NodeId::Entry(e);
+                        i += k + 1;
+                        continue;
+                    }
+                }
+            }
+            node = self.lookup(&node, segs[i])?;
+            i += 1;
         }
         Ok(node)
     }

@@ -28,6 +28,13 @@ impl EntryRef {
     }
 }
 
+/// A node of a host's working tree (`Host::tree`): the host's number for one backing file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TreeRef {
+    pub host: usize,
+    pub node: crate::host::tree::NodeNo,
+}
+
 /// An op's name in a node: one shared copy for an op's folder, its files and its runs
 /// (most materialised nodes are op files), and one per name across entries (`intern`).
 pub type OpName = std::sync::Arc<String>;
@@ -112,6 +119,15 @@ pub enum WipFile {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeId {
     Root,
+    /// A file, folder, symlink or special file of a working tree: itself, its bytes and
+    /// children the backing file's own.
+    Tree(TreeRef),
+    /// Not a node of the tree: a name in a working-tree folder the kernel must look up
+    /// again (it appeared, went or changed outside the mount).
+    TreeName(TreeRef, std::ffi::OsString),
+    /// `HOST@/paths/`: the entry of any path of a working tree, existing or once changed,
+    /// by name (`files@/paths/src/main.rs`); it lists nothing.
+    TreePaths(usize),
     /// An intermediate folder of a multi-segment host path (`data/` of `data/db`).
     Branch(Vec<String>),
     /// The `description` of such a folder: which hosts it holds.

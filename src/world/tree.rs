@@ -38,6 +38,30 @@ impl World {
                 Some(NodeId::BranchDescription(prefix.clone()))
             }
             NodeId::Branch(prefix) => self.branch_child(prefix, name),
+            // `HOST@/paths/NAME`: the entry of any path, existing or once changed.
+            NodeId::Entry(e)
+                if e.path.is_empty() && name == "paths" && self.entries.is_tree(e.host) =>
+            {
+                Some(NodeId::TreePaths(e.host))
+            }
+            NodeId::TreePaths(h) => match names::unescape(name) {
+                Some(raw) => self.child_entry(&EntryRef::new(*h, Vec::new()), raw)?,
+                None => None,
+            },
+            // A working tree's folder, asked by a world path (not the kernel, which asks
+            // `lookup_name`): a name with `@` is its entry; the tree's own files are
+            // reached through the kernel only.
+            NodeId::Tree(dir) => match self.tree_lookup(*dir, std::ffi::OsStr::new(name)) {
+                Ok(super::working::Looked::Entry(node)) => Some(node),
+                Ok(super::working::Looked::Tree(t, _)) => {
+                    self.tree_forget(t, 1);
+                    return Err(WorldError::new(
+                        ErrorKind::NotSupported,
+                        format!("{name:?} is a file of a working tree: name its entry, {name}@"),
+                    ));
+                }
+                Err(_) => None,
+            },
             NodeId::Entry(e) => {
                 if name == "ops" {
                     Some(NodeId::OpsLink(Target::Entry(e.clone())))
@@ -155,6 +179,14 @@ impl World {
             }
             // Removed by a call of its own: its ops' results stay at the path a while.
             None if self.entries.is_gone(&child) => Some(NodeId::Entry(child)),
+            // A working tree's path that is gone keeps its runs reachable for good.
+            None if self.entries.is_tree(child.host) => {
+                let path = self.entries.entry_path(child.host, &child.path);
+                let under = self.entries.object_path(child.host, &child.path);
+                self.journal
+                    .ran_at(&path, &under)?
+                    .then_some(NodeId::Entry(child))
+            }
             None => None,
         })
     }
@@ -192,7 +224,24 @@ impl World {
         path.push(name.to_string());
         if let Some(i) = self.entries.hosts().iter().position(|m| m.path == path) {
             let root = EntryRef::new(i, Vec::new());
-            return (!self.entries.is_hidden(&root)).then_some(NodeId::Entry(root));
+            if self.entries.is_hidden(&root) {
+                return None;
+            }
+            // A working tree is its folder; its entry is `NAME@`.
+            return Some(match self.tree_root(i) {
+                Some(t) => NodeId::Tree(t),
+                None => NodeId::Entry(root),
+            });
+        }
+        if let Some(base) = name.strip_suffix('@') {
+            let mut at = prefix.to_vec();
+            at.push(base.to_string());
+            if let Some(i) = self.entries.hosts().iter().position(|m| m.path == at) {
+                let root = EntryRef::new(i, Vec::new());
+                if self.entries.is_tree(i) && !self.entries.is_hidden(&root) {
+                    return Some(NodeId::Entry(root));
+                }
+            }
         }
         self.entries
             .hosts()
@@ -226,8 +275,10 @@ impl World {
                 out.extend(self.branch_children(prefix));
                 out
             }
+            NodeId::TreePaths(_) => Vec::new(),
             NodeId::Entry(e)
-                if self.entries.is_gone(e) && !self.entries.host(e)?.host.exists(&e.path)? =>
+                if (self.entries.is_gone(e) || self.entries.is_tree(e.host))
+                    && !self.entries.host(e)?.host.exists(&e.path)? =>
             {
                 // Only the ops that removed it: the rest of it is gone.
                 vec![("ops".into(), NodeId::OpsLink(Target::Entry(e.clone())))]

@@ -319,7 +319,8 @@ fn answers_reach_their_callers_by_id_and_notifications_reach_the_world() {
         change,
         HostChange {
             host: 3,
-            paths: vec![vec!["a".to_string(), "b".to_string()]]
+            paths: vec![vec!["a".to_string(), "b".to_string()]],
+            tree: Vec::new(),
         }
     );
 }

@@ -18,12 +18,14 @@
 
 mod beneath;
 mod body;
+mod changes;
 mod describe;
 pub mod documents;
 mod ops;
 mod resolve;
 #[cfg(test)]
 mod tests;
+mod tree;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +62,10 @@ pub struct FilesSettings {
     /// to a file outside the root looks like any file inside it.
     #[serde(default)]
     pub refuse_hard_links: bool,
+    /// Globs over paths below the root (`target/**`, `**/__pycache__/**`) whose changes
+    /// are judged by the policy but not journaled (build outputs).
+    #[serde(default)]
+    pub unrecorded: Vec<String>,
 }
 
 fn default_page_size() -> usize {
@@ -73,6 +79,7 @@ impl Default for FilesSettings {
             read_only: false,
             page_size: default_page_size(),
             refuse_hard_links: false,
+            unrecorded: Vec::new(),
         }
     }
 }
@@ -90,6 +97,8 @@ pub enum FilesError {
     RootInsideMount { root: PathBuf, mount: PathBuf },
     #[error("page_size must be at least 1")]
     PageSize,
+    #[error("unrecorded: {0}")]
+    Unrecorded(String),
 }
 
 /// A local directory mounted as a host.
@@ -115,6 +124,10 @@ pub struct FilesHost {
     watch: watch::Watch,
     /// Directories resolved since the last change (see `resolve::Resolved`).
     resolved: resolve::Resolved,
+    /// The working tree: the nodes the kernel holds (see `tree`).
+    store: tree::Store,
+    /// Paths whose changes are not journaled (`unrecorded`).
+    unrecorded: Vec<crate::host::glob::Glob>,
 }
 
 impl FilesHost {
@@ -124,6 +137,12 @@ impl FilesHost {
         if settings.page_size == 0 {
             return Err(FilesError::PageSize);
         }
+        let unrecorded = settings
+            .unrecorded
+            .iter()
+            .map(|g| crate::host::glob::Glob::parse(g))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(FilesError::Unrecorded)?;
         let wanted = match &settings.root {
             Some(r) if r.is_absolute() => r.clone(),
             Some(r) => ctx.launch_dir.join(r),
@@ -156,6 +175,20 @@ impl FilesHost {
             source,
         })?;
         let watch = watch::Watch::start(beneath.root_fd(), ctx.changes.clone());
+        let store = tree::Store::new(
+            beneath
+                .root_fd()
+                .try_clone_to_owned()
+                .map_err(|source| FilesError::Root {
+                    path: root.clone(),
+                    source,
+                })?,
+            mount_point.as_deref().and_then(|m| mount_below(&root, m)),
+        )
+        .map_err(|source| FilesError::Root {
+            path: root.clone(),
+            source,
+        })?;
         let host = FilesHost {
             paths: ctx.paths(),
             root,
@@ -168,6 +201,8 @@ impl FilesHost {
             temp_counter: AtomicU64::new(0),
             watch,
             resolved: resolve::Resolved::default(),
+            store,
+            unrecorded,
         };
         host.watch.dir(&[], || host.beneath.dir(&host.root));
         Ok(host)
@@ -232,6 +267,45 @@ impl FilesHost {
     }
 }
 
+impl FilesHost {
+    /// The ops of a path that does not exist: each names itself, none can run.
+    fn missing_specs(&self, path: &[String]) -> Vec<OpSpec> {
+        let here = self.display(path);
+        let mut names: Vec<String> = Vec::new();
+        for spec in ops::all_names() {
+            if !names.iter().any(|n| n == spec) {
+                names.push(spec.to_string());
+            }
+        }
+        names
+            .into_iter()
+            .map(|name| OpSpec {
+                description: format!(
+                    "{name}: {here} does not exist now; the runs of this op there stay in runs/"
+                ),
+                schema: crate::host::object_schema(serde_json::json!({}), &[]),
+                output: None,
+                name,
+            })
+            .collect()
+    }
+}
+
+/// Where the mount point is when it lies below the root: its directory (device, inode) and
+/// name, so the tree never looks at it (a `stat` of our own mount from inside the daemon
+/// could wait for the daemon).
+fn mount_below(root: &Path, mount: &Path) -> Option<tree::MountPoint> {
+    use std::os::unix::fs::MetadataExt;
+    if !mount.starts_with(root) || mount == root {
+        return None;
+    }
+    let parent = std::fs::metadata(mount.parent()?).ok()?;
+    Some(tree::MountPoint {
+        dir: (parent.dev(), parent.ino()),
+        name: mount.file_name()?.to_os_string(),
+    })
+}
+
 /// The mount point as an absolute path, resolved through its parent only: the mount point
 /// itself may already be our FUSE mount, and touching it from inside the daemon could
 /// deadlock.
@@ -254,19 +328,35 @@ impl Host for FilesHost {
         Ok(self.locate(path)?.map(|loc| self.info(&loc)))
     }
 
+    /// An entry (`PATH@`) holds no children: a folder's are the working tree's.
     fn children(&self, path: &[String]) -> HostResult<Vec<Child>> {
-        let loc = self.located(path)?;
-        match &loc.node {
-            Node::Dir { real, .. } => self.children_of(real, &loc.segs),
-            _ => Ok(Vec::new()),
-        }
+        self.located(path)?;
+        Ok(Vec::new())
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
-        Ok(ops::specs(&self.entry_of(path)?))
+        match self.locate(path)? {
+            Some(loc) => Ok(ops::specs(&ops::Entry {
+                loc,
+                page_size: self.page_size,
+            })),
+            // Gone (or never there): every op, so the runs of those that ran stay readable
+            // at the path.
+            None => Ok(self.missing_specs(path)),
+        }
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        if self.locate(path)?.is_none() {
+            return Ok(Guard::new(vec![crate::host::Condition::check(
+                "exists",
+                false,
+                format!(
+                    "{} does not exist now; make it through the mount or with its folder's ops",
+                    self.display(path)
+                ),
+            )]));
+        }
         let e = self.entry_of(path)?;
         ops::ops_of(&e.loc.node).guard(self, &ops::Slot::default(), &e, op, args)
     }
@@ -294,6 +384,9 @@ impl Host for FilesHost {
         args: Option<&Value>,
     ) -> HostResult<Vec<crate::host::Place>> {
         let e = self.entry_of(path)?;
+        if let Some(places) = self.change_places(&e, op, args)? {
+            return Ok(places);
+        }
         Ok(self
             .places_of(&e, op, args)?
             .into_iter()
@@ -305,20 +398,8 @@ impl Host for FilesHost {
         self.mtime(path)
     }
 
-    fn body(&self, path: &[String]) -> HostResult<Option<Body>> {
-        self.file_body(path)
-    }
-
-    fn read_body(&self, path: &[String], offset: u64, size: u32) -> HostResult<Vec<u8>> {
-        self.file_body_at(path, offset, size)
-    }
-
-    fn body_file(&self, path: &[String]) -> HostResult<Option<std::fs::File>> {
-        self.file_body_file(path)
-    }
-
-    fn bodies_are_files(&self) -> bool {
-        true
+    fn tree(&self) -> Option<&dyn crate::host::tree::Tree> {
+        Some(self)
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

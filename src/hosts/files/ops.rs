@@ -41,7 +41,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    fn on_dir(&self) -> bool {
+    pub(super) fn on_dir(&self) -> bool {
         matches!(self.loc.node, Node::Dir { .. })
     }
 }
@@ -51,8 +51,8 @@ impl Entry {
 /// must be one of.
 #[derive(Default)]
 pub(super) struct Slot {
-    target: RefCell<Option<Target>>,
-    judged: Option<std::sync::Arc<Vec<Vec<String>>>>,
+    pub(super) target: RefCell<Option<Target>>,
+    pub(super) judged: Option<std::sync::Arc<Vec<Vec<String>>>>,
 }
 
 impl Slot {
@@ -67,7 +67,7 @@ impl Slot {
 
 /// How an op touches its target, which decides its guard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Access {
+pub enum Access {
     /// The entry itself, read-only (`list`, `stat`).
     Look,
     Read,
@@ -134,8 +134,8 @@ struct EditArgs {
     replace_all: bool,
 }
 
-type FilesOp = Op<FilesHost, Entry, Slot>;
-type FilesDecl<A> = Decl<FilesHost, Entry, Slot, A>;
+pub(super) type FilesOp = Op<FilesHost, Entry, Slot>;
+pub(super) type FilesDecl<A> = Decl<FilesHost, Entry, Slot, A>;
 
 fn read() -> FilesOp {
     FilesDecl::<ReadArgs> {
@@ -228,23 +228,43 @@ fn list() -> FilesOp {
 }
 
 /// Every op's name, spelled once: the declarations below and the words that point to an
-/// op use these.
+/// op use these (the changes the file system makes are named in `host::tree::op`).
 pub(super) mod name {
     pub const READ: &str = "read";
-    pub const WRITE: &str = "write";
+    pub const WRITE: &str = crate::host::tree::op::WRITE;
     pub const EDIT: &str = "edit";
     pub const STAT: &str = "stat";
     pub const LIST: &str = "list";
 }
 
-/// A file's ops, in the order `ops/` lists them. A broken link shows them too, so that
-/// their guards can say why they are refused.
-static FILE_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> =
-    LazyLock::new(|| Ops::new(vec![read(), write(), edit(), stat()]));
+/// A file's ops, in the order `ops/` lists them: those an agent calls, then the changes
+/// only the file system makes (their runs and guards are here too). A broken link shows
+/// them too, so that their guards can say why they are refused.
+static FILE_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> = LazyLock::new(|| {
+    let mut ops = vec![read(), write(), edit(), stat()];
+    ops.extend(super::changes::file_ops());
+    Ops::new(ops)
+});
 
-/// A directory's ops: its own, then those on a file at `path` below it.
-static DIR_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> =
-    LazyLock::new(|| Ops::new(vec![list(), stat(), read(), write(), edit()]));
+/// A directory's ops: its own, then those on a file at `path` below it, then the changes.
+static DIR_OPS: LazyLock<Ops<FilesHost, Entry, Slot>> = LazyLock::new(|| {
+    let mut ops = vec![list(), stat(), read(), write(), edit()];
+    ops.extend(super::changes::dir_ops());
+    Ops::new(ops)
+});
+
+/// Every op name a file or a folder has, in listing order (a missing path shows them all).
+pub(super) fn all_names() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for table in [&*FILE_OPS, &*DIR_OPS] {
+        for name in table.all_names() {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
 
 pub(super) fn ops_of(node: &Node) -> &'static Ops<FilesHost, Entry, Slot> {
     match node {
@@ -258,6 +278,9 @@ pub(super) fn ops_of(node: &Node) -> &'static Ops<FilesHost, Entry, Slot> {
 pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
     let mut specs = ops_of(&e.loc.node).specs(e);
     for spec in &mut specs {
+        if let Some(words) = super::changes::posix_description(&spec.name) {
+            spec.description = words;
+        }
         let Some(props) = spec
             .schema
             .get_mut("properties")
@@ -273,9 +296,11 @@ pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            let mut with_path = vec![Value::from("path")];
-            with_path.extend(required);
-            spec.schema["required"] = Value::Array(with_path);
+            if !required.contains(&Value::from("path")) {
+                let mut with_path = vec![Value::from("path")];
+                with_path.extend(required);
+                spec.schema["required"] = Value::Array(with_path);
+            }
         } else {
             for arg in DIR_ONLY {
                 props.remove(arg);
@@ -286,7 +311,7 @@ pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
 }
 
 /// The target the guard resolved; none when a directory's op was given no `path`.
-fn target(slot: &Slot, e: &Entry) -> HostResult<Target> {
+pub(super) fn target(slot: &Slot, e: &Entry) -> HostResult<Target> {
     slot.target.borrow_mut().take().ok_or_else(|| {
         HostError::InvalidArgs(if e.on_dir() {
             "missing argument `path`".to_string()
@@ -300,18 +325,18 @@ fn target(slot: &Slot, e: &Entry) -> HostResult<Target> {
 #[derive(Clone, Debug)]
 pub(super) struct Target {
     /// Physical path inside the root (may not exist yet for `write`).
-    physical: PathBuf,
-    exists: bool,
+    pub(super) physical: PathBuf,
+    pub(super) exists: bool,
     /// World path for messages.
-    display: String,
+    pub(super) display: String,
     /// Host path as the caller sees it (for `changed` and `discovered`).
-    view: Option<Vec<String>>,
+    pub(super) view: Option<Vec<String>>,
 }
 
 impl Target {
     /// The host paths this target is at: where the caller named it and, after symlinks,
     /// the file itself.
-    fn places(&self, host: &FilesHost) -> Vec<Vec<String>> {
+    pub(super) fn places(&self, host: &FilesHost) -> Vec<Vec<String>> {
         let mut out = Vec::new();
         push_unique(&mut out, self.view.clone());
         push_unique(&mut out, host.host_path(&self.physical));
@@ -325,7 +350,7 @@ pub(super) struct Plan {
     target: Option<Target>,
 }
 
-fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
+pub(super) fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
     if let Some(p) = path {
         if !list.contains(&p) {
             list.push(p);
@@ -333,12 +358,12 @@ fn push_unique(list: &mut Vec<Vec<String>>, path: Option<Vec<String>>) {
     }
 }
 
-fn parent_of(path: &[String]) -> Option<Vec<String>> {
+pub(super) fn parent_of(path: &[String]) -> Option<Vec<String>> {
     path.split_last().map(|(_, p)| p.to_vec())
 }
 
 impl FilesHost {
-    fn exists_condition(&self, t: &Target) -> Condition {
+    pub(super) fn exists_condition(&self, t: &Target) -> Condition {
         if !t.exists {
             return Condition::check(
                 "exists",
@@ -359,7 +384,12 @@ impl FilesHost {
 
     /// The refusal of what is not a regular file (a FIFO would block the open, a device
     /// could act on it), or of a file with several hard links when the settings ask.
-    fn refuse_special(&self, t: &Target, meta: &fs::Metadata, op: &str) -> HostResult<()> {
+    pub(super) fn refuse_special(
+        &self,
+        t: &Target,
+        meta: &fs::Metadata,
+        op: &str,
+    ) -> HostResult<()> {
         let ft = meta.file_type();
         if ft.is_dir() {
             return Err(HostError::InvalidArgs(format!(
@@ -405,7 +435,7 @@ impl FilesHost {
         }
     }
 
-    fn inside(&self, what: &str) -> Condition {
+    pub(super) fn inside(&self, what: &str) -> Condition {
         Condition::policy(
             "inside_root",
             true,
@@ -413,7 +443,7 @@ impl FilesHost {
         )
     }
 
-    fn read_only_condition(&self) -> Condition {
+    pub(super) fn read_only_condition(&self) -> Condition {
         Condition::policy(
             "writable",
             false,
@@ -423,7 +453,7 @@ impl FilesHost {
 
     /// `writable` for a target: the mount's policy, then the OS's permission on the file
     /// (if it exists) and on the directory that receives the temporary file.
-    fn writable(&self, t: &Target) -> Condition {
+    pub(super) fn writable(&self, t: &Target) -> Condition {
         if self.read_only {
             return self.read_only_condition();
         }
@@ -446,7 +476,7 @@ impl FilesHost {
     }
 
     /// `writable` once the file itself is fine: the directory that receives it.
-    fn dir_writable(&self, dir: Option<&Path>, what: &str) -> Condition {
+    pub(super) fn dir_writable(&self, dir: Option<&Path>, what: &str) -> Condition {
         if self.read_only {
             return self.read_only_condition();
         }
@@ -471,7 +501,7 @@ impl FilesHost {
 
     /// Resolve a `path` argument given to a directory's op. `Ok(Err(words))` is a refusal
     /// by the `inside_root` policy.
-    fn target_in(
+    pub(super) fn target_in(
         &self,
         loc: &Located,
         dir: &Path,
@@ -620,7 +650,7 @@ impl FilesHost {
 
     /// The guard of an op making `access`; with arguments (`path`, and whether a
     /// directory-only argument was given), the target they name goes to `slot`.
-    fn checked(
+    pub(super) fn checked(
         &self,
         e: &Entry,
         slot: &Slot,

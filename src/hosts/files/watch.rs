@@ -9,15 +9,26 @@
 //! host says so (`watching()` false) and its nodes are cached briefly instead.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
+use crate::host::tree::NodeNo;
 use crate::host::Changes;
+
+/// How long a change the mount made itself keeps the watch from reporting it back (the
+/// kernel already knows it: it made it). An outside change to the same name within this
+/// window shows when the kernel's copy expires instead.
+const OWN_WINDOW: Duration = Duration::from_secs(2);
+/// Past this many own changes remembered, the oldest are let go.
+const OWN_MAX: usize = 65_536;
 
 /// How long events are gathered after the first one before they are reported together (a
 /// save that writes, renames and sets times is one change).
@@ -46,6 +57,20 @@ struct State {
     by_wd: HashMap<i32, Vec<Vec<String>>>,
     /// Host paths of the directories watched.
     watched: HashSet<Vec<String>>,
+    /// Each watch's working-tree directory node, and the nodes watched.
+    node_of_wd: HashMap<i32, NodeNo>,
+    nodes: HashSet<NodeNo>,
+    /// Names the mount changed itself lately ((directory, name), until when), and the
+    /// nodes written through it now: their events are not reported back.
+    own: HashMap<(NodeNo, Option<OsString>), Instant>,
+}
+
+impl State {
+    fn is_own(&self, dir: NodeNo, name: Option<&OsStr>) -> bool {
+        let now = Instant::now();
+        let live = |k: &(NodeNo, Option<OsString>)| self.own.get(k).is_some_and(|t| *t > now);
+        live(&(dir, name.map(OsStr::to_os_string))) || live(&(dir, None))
+    }
 }
 
 struct Shared {
@@ -124,6 +149,52 @@ impl Watch {
         }
     }
 
+    /// The working-tree directory `node` (its handle `fd`) is shown to the kernel: watch it.
+    pub(super) fn dir_node(
+        &self,
+        node: NodeNo,
+        fd: impl FnOnce() -> Option<std::sync::Arc<OwnedFd>>,
+    ) {
+        let Some(shared) = &self.shared else { return };
+        if crate::hosts::lock(&shared.state).nodes.contains(&node) {
+            return;
+        }
+        let Some(fd) = fd() else { return };
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        match inotify::add_watch(&shared.fd, path.as_str(), watch_flags()) {
+            Ok(wd) => {
+                let mut st = crate::hosts::lock(&shared.state);
+                st.nodes.insert(node);
+                st.node_of_wd.insert(wd, node);
+            }
+            Err(e) => {
+                if self.ok.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "cannot watch more directories of the files root ({e}; see /proc/sys/fs/inotify/max_user_watches): from now on the files host is cached briefly"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The mount is about to change `name` in `dir` (or `dir` itself) through the kernel:
+    /// what the watch sees of it is not reported back.
+    pub(super) fn own(&self, dir: NodeNo, name: Option<&OsStr>) {
+        let Some(shared) = &self.shared else { return };
+        let mut st = crate::hosts::lock(&shared.state);
+        if st.own.len() >= OWN_MAX {
+            let now = Instant::now();
+            st.own.retain(|_, t| *t > now);
+            if st.own.len() >= OWN_MAX {
+                st.own.clear();
+            }
+        }
+        st.own.insert(
+            (dir, name.map(OsStr::to_os_string)),
+            Instant::now() + OWN_WINDOW,
+        );
+    }
+
     /// Whether every directory shown so far is watched (so the kernel may cache long).
     pub(super) fn watching(&self) -> bool {
         self.shared.is_some() && self.ok.load(Ordering::Relaxed)
@@ -141,18 +212,7 @@ impl Watch {
             Err(_) => return,
         };
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        let flags = WatchFlags::CREATE
-            | WatchFlags::DELETE
-            | WatchFlags::MOVED_FROM
-            | WatchFlags::MOVED_TO
-            | WatchFlags::MODIFY
-            | WatchFlags::ATTRIB
-            | WatchFlags::CLOSE_WRITE
-            | WatchFlags::DELETE_SELF
-            | WatchFlags::MOVE_SELF
-            | WatchFlags::ONLYDIR
-            | WatchFlags::EXCL_UNLINK;
-        match inotify::add_watch(&shared.fd, path.as_str(), flags) {
+        match inotify::add_watch(&shared.fd, path.as_str(), watch_flags()) {
             Ok(wd) => {
                 let mut st = crate::hosts::lock(&shared.state);
                 st.watched.insert(segs.to_vec());
@@ -180,6 +240,20 @@ impl Drop for Watch {
     }
 }
 
+fn watch_flags() -> WatchFlags {
+    WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::MODIFY
+        | WatchFlags::ATTRIB
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::EXCL_UNLINK
+}
+
 /// Wait until the inotify descriptor is readable, at most `timeout`; whether it is.
 fn readable(fd: &OwnedFd, timeout: Duration) -> bool {
     let mut pfd = libc::pollfd {
@@ -200,12 +274,17 @@ fn read_loop(shared: &Arc<Shared>, changes: &Changes) {
             continue;
         }
         let mut paths = BTreeSet::new();
+        let mut nodes = BTreeSet::new();
         // What arrives within the gathering window goes out as one change.
         loop {
-            drain(shared, &mut buf, &mut paths);
+            drain(shared, &mut buf, &mut paths, &mut nodes);
             if !readable(&shared.fd, GATHER) {
                 break;
             }
+        }
+        if paths.is_empty() && nodes.is_empty() {
+            // Only the mount's own changes: nothing the kernel does not know.
+            continue;
         }
         if paths.len() > BATCH_MAX {
             // Bounded: the directories (their listings and attributes) stand for all.
@@ -218,12 +297,22 @@ fn read_loop(shared: &Arc<Shared>, changes: &Changes) {
                 .collect();
         }
         shared.generation.fetch_add(1, Ordering::AcqRel);
-        changes.changed(paths.into_iter().collect());
+        if nodes.len() > BATCH_MAX {
+            // Bounded as the paths are: the directories stand for their names.
+            nodes = nodes.into_iter().map(|(d, _)| (d, None)).collect();
+        }
+        changes.tree_changed(nodes.into_iter().collect(), paths.into_iter().collect());
     }
 }
 
-/// Read every pending event into `paths` (host paths of what changed).
-fn drain(shared: &Shared, buf: &mut [MaybeUninit<u8>], paths: &mut BTreeSet<Vec<String>>) {
+/// Read every pending event into `paths` (host paths of what changed) and `nodes` (the
+/// working tree's directories and names that changed), leaving out the mount's own.
+fn drain(
+    shared: &Shared,
+    buf: &mut [MaybeUninit<u8>],
+    paths: &mut BTreeSet<Vec<String>>,
+    nodes: &mut BTreeSet<(NodeNo, Option<OsString>)>,
+) {
     let mut reader = inotify::Reader::new(&shared.fd, buf);
     loop {
         let event = match reader.next() {
@@ -235,9 +324,27 @@ fn drain(shared: &Shared, buf: &mut [MaybeUninit<u8>], paths: &mut BTreeSet<Vec<
         if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
             // Events were lost: everything watched may have changed.
             paths.extend(st.watched.iter().cloned());
+            nodes.extend(st.nodes.iter().map(|n| (*n, None)));
             continue;
         }
         let wd = event.wd();
+        let raw_name = event
+            .file_name()
+            .map(|n| OsStr::from_bytes(n.to_bytes()).to_os_string())
+            .filter(|n| !n.is_empty());
+        if let Some(dir) = st.node_of_wd.get(&wd).copied() {
+            if st.is_own(dir, raw_name.as_deref()) {
+                continue;
+            }
+            nodes.insert((dir, None));
+            if let Some(n) = &raw_name {
+                nodes.insert((dir, Some(n.clone())));
+            }
+            if flags.contains(ReadFlags::IGNORED) {
+                st.node_of_wd.remove(&wd);
+                st.nodes.remove(&dir);
+            }
+        }
         let Some(dirs) = st.by_wd.get(&wd).cloned() else {
             continue;
         };

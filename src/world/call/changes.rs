@@ -62,6 +62,25 @@ impl Pipeline {
             .map(|p| (change.host, p.clone()))
             .collect();
         let (mut nodes, mut events) = self.entries.changed_entries(&entries);
+        // A working tree's folders and names: the kernel asks them again.
+        if let Some(tree) = self.entries.hosts()[change.host].host.tree() {
+            for (dir, name) in &change.tree {
+                let dir = TreeRef {
+                    host: change.host,
+                    node: *dir,
+                };
+                nodes.push(NodeId::Tree(dir));
+                if let Some(name) = name {
+                    if let Some(node) = tree.refresh(dir.node, name) {
+                        nodes.push(NodeId::Tree(TreeRef {
+                            host: change.host,
+                            node,
+                        }));
+                    }
+                    nodes.push(NodeId::TreeName(dir, name.clone()));
+                }
+            }
+        }
         // What is hidden changes for nobody who reads the feed.
         events.retain(|e| !self.entries.hides_path(&e.path));
         if let Err(e) = self.journal.record_events(&events) {

@@ -22,6 +22,7 @@ pub mod doc;
 pub mod live;
 pub mod policy;
 pub mod pool;
+pub mod record;
 pub(super) mod run;
 mod runs;
 

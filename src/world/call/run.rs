@@ -47,6 +47,8 @@ pub struct Pipeline {
     /// The model: hosts and what they said of their entries.
     pub(in crate::world) entries: Arc<Entries>,
     pub(super) journal: Arc<dyn Journal>,
+    /// The same journal, for queuing the working tree's runs (see `record`).
+    pub(in crate::world) grouped: Arc<super::record::Grouped>,
     /// Who hears of changes: the kernel's caches, when a kernel is there.
     pub(super) subscriber: Arc<dyn Subscriber>,
     pub(super) settings: WorldSettings,
@@ -77,6 +79,7 @@ pub struct Pipeline {
 pub(in crate::world) struct Parts {
     pub entries: Arc<Entries>,
     pub journal: Arc<dyn Journal>,
+    pub grouped: Arc<super::record::Grouped>,
     pub subscriber: Arc<dyn Subscriber>,
     pub settings: WorldSettings,
     pub state_dir: PathBuf,
@@ -92,6 +95,7 @@ impl Pipeline {
             buffered: budget::Budget::new(p.settings.max_buffered_bytes),
             entries: p.entries,
             journal: p.journal,
+            grouped: p.grouped,
             subscriber: p.subscriber,
             settings: p.settings,
             state_dir: p.state_dir,
