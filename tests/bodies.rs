@@ -1,9 +1,11 @@
-//! Bodies through a real mount: every tool that reads files reads the world's content, and
-//! writing a body is one journaled call. Driven with `bash -c` as an agent or a person would.
+//! Bodies and files through a real mount: every tool that reads files reads the world's
+//! content; writing a body is one journaled call, writing a file of a files host its runs.
+//! Driven with `bash -c` as an agent or a person would.
 
 mod common;
 
 use common::Mount;
+use std::os::unix::fs::PermissionsExt;
 
 /// A mount whose files host holds a text file, a binary file and a file over 3 MB.
 fn mount_with_files() -> (Mount, Vec<u8>) {
@@ -17,44 +19,59 @@ fn mount_with_files() -> (Mount, Vec<u8>) {
 }
 
 #[test]
-fn a_file_body_is_the_file_byte_for_byte() {
+fn a_file_is_the_file_byte_for_byte() {
     let (m, big) = mount_with_files();
     let root = m.root.display().to_string();
     m.ok(&format!(
-        "cmp files/hello.txt/body {root}/hello.txt && cmp files/small.bin/body {root}/small.bin \
-         && cmp files/big.bin/body {root}/big.bin"
+        "cmp files/hello.txt {root}/hello.txt && cmp files/small.bin {root}/small.bin \
+         && cmp files/big.bin {root}/big.bin"
     ));
     // The size is the file's, and a read by offset reads from there.
     assert_eq!(
-        m.ok("stat -c %s files/big.bin/body").trim(),
+        m.ok("stat -c %s files/big.bin").trim(),
         big.len().to_string()
     );
-    let tail = m.ok("tail -c 16 files/big.bin/body | od -An -tx1 | tr -d ' \\n'");
+    let tail = m.ok("tail -c 16 files/big.bin | od -An -tx1 | tr -d ' \\n'");
     let want: String = big[big.len() - 16..]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(tail, want);
-    // cp and file behave as on regular files; a directory has no body.
-    m.ok("cp files/hello.txt/body /tmp/$$.copy && cmp /tmp/$$.copy files/hello.txt/body; rm -f /tmp/$$.copy");
-    assert!(m.ok("file files/hello.txt/body").contains("text"));
+    // cp and file behave as on regular files; a folder holds its children, no body.
+    m.ok("cp files/hello.txt /tmp/$$.copy && cmp /tmp/$$.copy files/hello.txt; rm -f /tmp/$$.copy");
+    assert!(m.ok("file files/hello.txt").contains("text"));
     assert!(!m.sh("test -e files/src/body").status.success());
-    // The body's mtime is the file's.
+    assert!(!m.sh("test -e files/hello.txt/body").status.success());
+    // Its mode, owner and times are the file's.
     assert_eq!(
         m.ok(&format!(
-            "stat -c %Y files/hello.txt/body {root}/hello.txt | uniq | wc -l"
+            "stat -c '%Y %a %u' files/hello.txt {root}/hello.txt | uniq | wc -l"
         ))
         .trim(),
         "1"
     );
 }
 
+/// The working tree's runs in the journal (read through the mount first, which writes
+/// what is queued): (path, op, command) of each.
+fn tree_runs(m: &Mount) -> Vec<(String, String, String)> {
+    m.ok("cat .wip/status > /dev/null");
+    let db = rusqlite::Connection::open(m.state.join("journal.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT path, op, command FROM calls WHERE path LIKE '/files%' ORDER BY id")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 #[test]
-fn grep_finds_content_and_reading_bodies_makes_no_call() {
+fn grep_finds_content_and_reading_makes_no_call() {
     let m = Mount::start(None);
     let before = m.journal_count();
     let hits = m.ok("grep -r println files/");
-    assert_eq!(hits.trim(), "files/src/main.rs/body:    println!(\"hi\");");
+    assert_eq!(hits.trim(), "files/src/main.rs:    println!(\"hi\");");
     let crash = m.ok("grep -l -i crash tracker/issues/*/body");
     assert!(
         crash.lines().any(|l| l == "tracker/issues/42/body"),
@@ -65,35 +82,57 @@ fn grep_finds_content_and_reading_bodies_makes_no_call() {
     let shown = m.result("tracker/issues/42/ops/read_body");
     let body = m.read("tracker/issues/42/body");
     assert!(shown.contains(body.trim_end()), "{shown}\n---\n{body}");
-    // Every body read succeeds (a table without a first row has none: the glob skips it).
+    // Every read succeeds (a table without a first row has none: the glob skips it).
     m.ok(
-        "shopt -s nullglob; cat tracker/issues/42/comments/1/body > /dev/null && \
-          for b in db/*/tables/*/rows/1/body; do cat \"$b\" > /dev/null || exit 1; done",
+        "shopt -s nullglob; cat tracker/issues/42/comments/1/body files/hello.txt > /dev/null && \
+          for b in db/*/tables/*/rows/1/body; do cat \"$b\" > /dev/null || exit 1; done && \
+          cat files/hello.txt@/description files/src@/ops/list/guard > /dev/null",
     );
-    // One call: the read_body above; reading bodies added none.
+    // One call: the read_body above; reading added none, in the tree neither.
     assert_eq!(m.journal_count(), before + 1);
+    assert!(tree_runs(&m).is_empty(), "{:?}", tree_runs(&m));
 }
 
 #[test]
-fn writing_a_body_is_one_journaled_call_with_guards() {
+fn writing_a_file_is_a_run_and_a_body_one_journaled_call_with_guards() {
     let m = Mount::start(None);
-    let before = m.journal_count();
-    m.ok("printf 'one\\n' > files/hello.txt/body; printf 'two\\n' >> files/hello.txt/body");
+    m.ok("printf 'one\\n' > files/hello.txt; printf 'two\\n' >> files/hello.txt");
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "one\ntwo\n"
     );
-    assert_eq!(m.journal_count(), before + 2, "one call per command");
-    let log = m.read(".wip/log");
-    let last = log.lines().next().unwrap();
-    assert!(last.contains("/files/hello.txt write"), "{last}");
-    assert!(last.contains(r#"args={"content":"one\ntwo\n"}"#), "{last}");
-    // Python's open('w'), and cat > body.
-    m.ok("python3 -c \"open('files/hello.txt/body', 'w').write('from python\\n')\"");
-    m.ok("echo 'cat wrote this' | cat > files/hello.txt/body");
+    let writes = |m: &Mount| {
+        tree_runs(m)
+            .into_iter()
+            .filter(|(p, o, _)| p == "/files/hello.txt@" && o == "write")
+            .count()
+    };
+    assert_eq!(writes(&m), 2, "one run per command");
+    let result = m.ok(
+        "cat files/hello.txt@/ops/write/runs/2/result; cat files/hello.txt@/ops/write/runs/2/args",
+    );
+    assert!(result.contains("8 bytes"), "{result}");
+    // The sha256 of what the file holds after the second command, never its bytes.
+    assert!(
+        result.contains("c3f9c8c283a2b1f2f1896f27a01cbe3cddc0c9d93f752e4639035a0f5b36f6e8"),
+        "{result}"
+    );
+    assert!(!result.contains("two"), "{result}");
+    // Python's open('w'), cat >, and sed -i (a new file renamed over it): each its runs.
+    m.ok("python3 -c \"open('files/hello.txt', 'w').write('from python\\n')\"");
+    m.ok("echo 'cat wrote this' | cat > files/hello.txt");
+    assert_eq!(writes(&m), 4);
+    m.ok("sed -i s/wrote/made/ files/hello.txt");
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
-        "cat wrote this\n"
+        "cat made this\n"
+    );
+    assert!(
+        tree_runs(&m)
+            .iter()
+            .any(|(p, o, c)| p == "/files/hello.txt@" && o == "rename" && c.starts_with("sed")),
+        "{:?}",
+        tree_runs(&m)
     );
     // A tracker issue's text, edited through its body: the guard is on the run.
     m.ok("printf 'Rewritten through the body.\\n' > tracker/issues/42/body");
@@ -107,20 +146,18 @@ fn writing_a_body_is_one_journaled_call_with_guards() {
     let out = m.sh("echo x > tracker/issues/42/description");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
-    // sed -i needs a temporary file beside the body: it fails, clearly, and changes
-    // nothing (no content, no call).
+    // sed -i on a body needs a temporary file beside it, which the tracker's tree refuses:
+    // it fails, clearly, and changes nothing (no content, no call).
     let calls = m.journal_count();
-    let sed = m.sh("sed -i s/a/b/ files/hello.txt/body");
+    let text = m.read("tracker/issues/42/body");
+    let sed = m.sh("sed -i s/a/b/ tracker/issues/42/body");
     assert!(!sed.status.success());
     assert!(
         String::from_utf8_lossy(&sed.stderr).contains("Permission denied"),
         "{}",
         String::from_utf8_lossy(&sed.stderr)
     );
-    assert_eq!(
-        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
-        "cat wrote this\n"
-    );
+    assert_eq!(m.read("tracker/issues/42/body"), text);
     assert_eq!(m.journal_count(), calls, "sed -i made no call");
     // A body whose write the guard refuses (an issue's text, for a reader): the writer
     // hears it, and the text is as it was.
@@ -144,10 +181,11 @@ fn writing_a_body_is_one_journaled_call_with_guards() {
 }
 
 #[test]
-fn a_bad_body_write_is_refused_at_close_with_its_errno() {
+fn a_bad_body_write_is_refused_at_close_with_its_errno_and_a_file_takes_any_bytes() {
     let m = Mount::start(None);
-    // Not UTF-8: the files host's write takes text. /bin/cat hears the close's errno.
-    let out = m.sh("printf '\\377\\376' | cat > files/hello.txt/body");
+    // Not UTF-8: the tracker's edit_body takes text. /bin/cat hears the close's errno.
+    let text = m.read("tracker/issues/42/body");
+    let out = m.sh("printf '\\377\\376' | cat > tracker/issues/42/body");
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
@@ -155,39 +193,50 @@ fn a_bad_body_write_is_refused_at_close_with_its_errno() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
-        "hello\nworld\n",
+        m.read("tracker/issues/42/body"),
+        text,
         "nothing was written"
     );
-    assert!(m.result("files/hello.txt/ops/write").contains("not UTF-8"));
+    assert!(m
+        .result("tracker/issues/42/ops/edit_body")
+        .contains("UTF-8"));
+    // A file is bytes: any.
+    m.ok("printf '\\377\\376' > files/hello.txt");
+    assert_eq!(
+        std::fs::read(m.root.join("hello.txt")).unwrap(),
+        [0xff, 0xfe]
+    );
 }
 
 #[test]
-fn saving_from_vim_reaches_the_file() {
+fn saving_from_vim_reaches_the_file_as_its_runs() {
     let m = Mount::start(None);
-    // One save is one call: a write of the whole file, journaled once.
-    let writes = |m: &Mount| {
-        m.read(".wip/log")
-            .lines()
-            .filter(|l| l.contains("/files/hello.txt write"))
-            .count()
+    let by_vim = |m: &Mount| {
+        tree_runs(m)
+            .into_iter()
+            .filter(|(_, _, c)| c.contains("vim"))
+            .collect::<Vec<_>>()
     };
-    let (calls, before) = (m.journal_count(), writes(&m));
-    m.ok("HOME=$(mktemp -d) timeout 60 vim -N -u NONE -es -c 'normal! Goadded in vim' -c wq files/hello.txt/body </dev/null");
+    m.ok("HOME=$(mktemp -d) timeout 60 vim -N -u NONE -es -c 'normal! Goadded in vim' -c wq files/hello.txt </dev/null");
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "hello\nworld\nadded in vim\n"
     );
-    assert_eq!(writes(&m), before + 1, "one save, one write call");
-    assert_eq!(m.journal_count(), calls + 1, "and no other call");
-    // With the distribution's defaults (backups, swap files) too.
-    let calls = m.journal_count();
-    m.ok("HOME=$(mktemp -d) timeout 60 vim -es -c 'normal! Goand again' -c wq files/hello.txt/body </dev/null");
+    let runs = by_vim(&m);
+    assert!(
+        runs.iter()
+            .any(|(p, o, _)| p == "/files/hello.txt@" && (o == "write" || o == "rename")),
+        "the save is a run of hello.txt: {runs:?}"
+    );
+    // With the distribution's defaults (backups, swap files) too: what vim makes beside
+    // the file is runs too, and the file holds the save.
+    m.ok("HOME=$(mktemp -d) timeout 60 vim -es -c 'normal! Goand again' -c wq files/hello.txt </dev/null");
     assert!(std::fs::read_to_string(m.root.join("hello.txt"))
         .unwrap()
         .ends_with("added in vim\nand again\n"));
-    assert_eq!(writes(&m), before + 2, "one save, one write call");
-    assert_eq!(m.journal_count(), calls + 1, "and no other call");
+    assert!(by_vim(&m).len() > runs.len());
+    // Nothing is left beside it natively neither: a swap file is removed at the end.
+    assert!(!m.root.join(".hello.txt.swp").exists());
 }
 
 #[test]
@@ -195,7 +244,7 @@ fn access_modes_and_chmod_tell_the_truth() {
     let m = Mount::start(None);
     m.ok("test -r tracker/issues/42/description && ! test -w tracker/issues/42/description");
     m.ok("! test -x tracker/issues/42/description && test -x tracker/issues/42");
-    m.ok("test -w files/hello.txt/body && test -w tracker/issues/42/body");
+    m.ok("test -w files/hello.txt && test -w tracker/issues/42/body && ! test -x files/hello.txt");
     assert_eq!(
         m.ok("stat -c %A tracker/issues/42/description").trim(),
         "-r--r--r--"
@@ -205,10 +254,21 @@ fn access_modes_and_chmod_tell_the_truth() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"));
     // A change that is already so takes effect: it succeeds.
     m.ok("chmod 444 tracker/issues/42/description");
+    // A file's mode is its own, and chmod changes it (a run).
+    m.ok("chmod 750 files/hello.txt && test -x files/hello.txt");
+    assert_eq!(m.ok("stat -c %a files/hello.txt").trim(), "750");
+    assert_eq!(
+        std::fs::metadata(m.root.join("hello.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o750
+    );
 }
 
 #[test]
-fn read_only_bodies_have_mode_r_and_refuse_writers() {
+fn a_read_only_host_refuses_writers_at_open_and_says_so() {
     let m = Mount::start(Some(
         r#"
 [world]
@@ -219,11 +279,33 @@ path = "files"
 read_only = true
 "#,
     ));
-    assert_eq!(m.ok("stat -c %A files/hello.txt/body").trim(), "-r--r--r--");
-    m.ok("! test -w files/hello.txt/body");
-    let out = m.sh("echo x > files/hello.txt/body");
+    m.ok("! test -w files/hello.txt && test -r files/hello.txt");
+    let out = m.sh("echo x > files/hello.txt");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
-    assert_eq!(m.journal_count(), 0, "refused at open, before any call");
+    for script in [
+        "rm files/hello.txt",
+        "mkdir files/new",
+        "touch files/hello.txt",
+        "mv files/hello.txt files/x",
+    ] {
+        let out = m.sh(script);
+        assert!(!out.status.success(), "{script}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{script}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+    let result = m.ok("cat files/hello.txt@/ops/write/result");
+    assert!(result.contains("read-only"), "{result}");
+    let guard = m.ok("cat files/hello.txt@/ops/write/guard");
+    assert!(
+        guard.starts_with("blocked") && guard.contains("read-only"),
+        "{guard}"
+    );
 }
 
 #[test]
@@ -292,10 +374,16 @@ fn xattrs_are_the_description_and_the_ref() {
         out.contains("user.wip.ref=\"tracker://demo/issues/42\""),
         "{out}"
     );
+    // A file's entry has them; the file itself keeps its own xattrs.
     assert_eq!(
-        m.ok("getfattr --only-values -n user.wip.ref files/hello.txt/body"),
+        m.ok("getfattr --only-values -n user.wip.ref files/hello.txt@"),
         format!("file://{}/hello.txt", m.root.display())
     );
+    m.ok("setfattr -n user.mine -v 1 files/hello.txt && getfattr --only-values -n user.mine files/hello.txt | grep -qx 1");
+    assert!(!m
+        .sh("getfattr -n user.wip.ref files/hello.txt")
+        .status
+        .success());
     let set = m.sh("setfattr -n user.x -v 1 tracker/issues/42");
     assert!(!set.status.success());
     assert!(String::from_utf8_lossy(&set.stderr).contains("Operation not permitted"));
@@ -326,39 +414,49 @@ os.kill(pid, 9)
 "#;
     std::fs::write(m.state.join("mcedit.py"), script).unwrap();
     m.ok(&format!(
-        "HOME=$(mktemp -d) timeout 60 python3 {} files/hello.txt/body",
+        "HOME=$(mktemp -d) timeout 60 python3 {} files/hello.txt",
         m.state.join("mcedit.py").display()
     ));
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "typed in mcedit hello\nworld\n"
     );
-    assert_eq!(m.journal_count(), 1, "one save, one call");
+    assert!(
+        tree_runs(&m)
+            .iter()
+            .any(|(p, _, c)| p == "/files/hello.txt@" && c.contains("mcedit")),
+        "the save is a run: {:?}",
+        tree_runs(&m)
+    );
 }
 
 /// A body write cut short (too large for `max_call_bytes`) replaces nothing: the writer
-/// hears EFBIG, the close runs no call with the part that fit, and the file is intact.
+/// hears EFBIG, the close runs no call with the part that fit, and the text is intact. A
+/// file takes what its file system takes.
 #[test]
 fn a_body_write_refused_midway_replaces_nothing() {
     let m = Mount::start(None);
     let before = m.journal_count();
-    let out = m.sh("head -c 9437184 /dev/zero | tr '\\0' x > files/hello.txt/body");
+    let text = m.read("tracker/issues/42/body");
+    let out = m.sh("head -c 9437184 /dev/zero | tr '\\0' x > tracker/issues/42/body");
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("File too large"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
-        "hello\nworld\n"
-    );
-    let result = m.result("files/hello.txt/ops/write");
+    assert_eq!(m.read("tracker/issues/42/body"), text);
+    let result = m.result("tracker/issues/42/ops/edit_body");
     assert!(
         result.contains("max_call_bytes") && result.contains("nothing was run"),
         "{result}"
     );
     assert_eq!(m.journal_count(), before + 1, "one refusal, no write");
+    m.ok("head -c 9437184 /dev/zero | tr '\\0' x > files/hello.txt");
+    assert_eq!(
+        std::fs::metadata(m.root.join("hello.txt")).unwrap().len(),
+        9_437_184
+    );
 }
 
 /// What cannot change says so with the errno tools expect: removing or setting an xattr is

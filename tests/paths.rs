@@ -1,7 +1,8 @@
 //! Every path the world prints exists in the tree, even when a host holds entries named
-//! like the names an entry reserves for itself (`ops`, `description`, `body`):
-//! those are escaped (`ops~`) wherever they are printed: search hits, call results,
-//! discovered entries, guards.
+//! like the names an entry reserves for itself (`ops`, `description`, `body`): in a host
+//! whose entries are directories those are escaped (`ops~`) wherever they are printed
+//! (search hits, call results, discovered entries, guards); a files host's names are the
+//! files' own, printed exactly.
 
 mod common;
 
@@ -77,48 +78,46 @@ fn search_hits_on_reserved_names_are_escaped_and_exist() {
         &result,
         &[
             "files/README.md",
-            "files/ops~/x.txt",
-            "files/description~",
-            "files/body~",
+            "files/ops/x.txt",
+            "files/description",
+            "files/body",
             "files/docs/README.md",
         ],
     );
 }
 
 #[test]
-fn a_tree_walk_reaches_every_reserved_name_through_its_escape() {
+fn a_tree_walk_reaches_every_file_by_its_own_name_and_every_entry_through_its_escape() {
     let dir = tempfile::tempdir().unwrap();
     let m = world(dir.path());
-    // A walker (grep -r) reaches every file of the root, each through the escape its name
-    // needs, and nothing else: exactly these bodies, by their exact paths.
+    // A walker (grep -r) reaches every file of the root by its exact name, and nothing
+    // else: exactly these files.
     let walked: std::collections::BTreeSet<String> = m
         .ok("grep -rl zebrafinch files")
         .lines()
         .map(str::to_string)
         .collect();
     let expected: std::collections::BTreeSet<String> = [
-        "files/README.md/body",
-        "files/description~/body",
-        "files/body~/body",
-        "files/ops~/x.txt/body",
-        "files/docs/README.md/body",
+        "files/README.md",
+        "files/description",
+        "files/body",
+        "files/ops/x.txt",
+        "files/docs/README.md",
     ]
     .iter()
     .map(|p| p.to_string())
     .collect();
     assert_eq!(walked, expected);
-    // find sees each escaped entry as a directory of its own, and the reserved names
-    // themselves as the entry's files.
+    // find sees a files host's folders as they are, and another host's entries named
+    // like reserved names through their escape.
     let entries: std::collections::BTreeSet<String> = m
         .ok("find files db/tables -mindepth 1 -maxdepth 1 -type d -printf '%p\n'")
         .lines()
         .map(str::to_string)
         .collect();
     for e in [
-        "files/ops~",
-        "files/description~",
-        "files/body~",
-        "files/README.md",
+        "files/ops",
+        "files/docs",
         "db/tables/ops~",
         "db/tables/body~",
     ] {
@@ -128,16 +127,24 @@ fn a_tree_walk_reaches_every_reserved_name_through_its_escape() {
         m.ok("find files -maxdepth 1 -name description -type f"),
         "files/description\n"
     );
-    // What the walk found reads as the files it came from.
+    // What the walk found reads as the files it came from; their entries are `NAME@`.
     for (path, word) in [
-        ("files/README.md/body", "README.md"),
-        ("files/description~/body", "description"),
-        ("files/body~/body", "body"),
-        ("files/ops~/x.txt/body", "under ops"),
+        ("files/README.md", "README.md"),
+        ("files/description", "description"),
+        ("files/body", "body"),
+        ("files/ops/x.txt", "under ops"),
     ] {
         assert!(m.read(path).contains(word), "{path}");
+        assert!(
+            m.read(&format!("{path}@/description")).contains("file"),
+            "{path}@"
+        );
     }
-    assert!(m.read("files/description").contains("files"));
+    assert!(m.read("files@/description").contains("Files of"));
+    // The escape still reaches them under `files@/paths/`, where entries are directories.
+    assert!(m
+        .read("files@/paths/description~/description")
+        .contains("file"));
 }
 
 #[test]
@@ -153,12 +160,12 @@ fn call_results_and_discovered_entries_print_existing_paths() {
     let ins = m.read("db/tables/body~/ops/insert/result");
     all_exist(&m, "insert", &ins, &["db/tables/body~/rows/"]);
     // Writing a file under `ops/` prints where it is.
-    m.ok("echo '{\"path\": \"ops/new.txt\", \"content\": \"hi\\n\"}' > files/ops/write/call");
-    let w = m.read("files/ops/write/result");
-    all_exist(&m, "write", &w, &["files/ops~/new.txt"]);
+    m.ok("echo '{\"path\": \"ops/new.txt\", \"content\": \"hi\\n\"}' > files@/ops/write/call");
+    let w = m.read("files@/ops/write/result");
+    all_exist(&m, "write", &w, &["files/ops/new.txt"]);
     // Every discovered link of those runs resolves.
     let out = m.sh(
-        "for r in db/ops/query db/tables/body~/ops/insert files/ops/write; do \
+        "for r in db/ops/query db/tables/body~/ops/insert files@/ops/write; do \
            find -L \"$r/runs\" -path '*/discovered/*' -type l || exit 1; done",
     );
     let (broken, err) = (
@@ -205,32 +212,29 @@ fn tracker_guards_and_results_print_escaped_paths() {
 }
 
 /// Names at the kernel's limit: a path with a 256-byte name is ENAMETOOLONG (not EIO),
-/// and escaping never lists a name over 255 bytes.
+/// through an op and through the file system; a 255-byte name is a file like any.
 #[test]
-fn long_names_are_enametoolong_and_no_listed_name_is_over_255_bytes() {
+fn long_names_are_enametoolong_and_a_255_byte_name_is_a_file() {
     let m = Mount::start(None);
     let long = "a".repeat(256);
     let out = m.sh(&format!(
-        "echo '{{\"path\":\"{long}\",\"content\":\"x\"}}' > files/ops/write/call"
+        "echo '{{\"path\":\"{long}\",\"content\":\"x\"}}' > files@/ops/write/call"
     ));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("File name too long"), "{err}");
     assert!(
-        m.result("files/ops/write").contains("at most 255 bytes"),
+        m.result("files@/ops/write").contains("at most 255 bytes"),
         "{}",
-        m.result("files/ops/write")
+        m.result("files@/ops/write")
     );
-    // `ops` + 251 `~` escapes to 255 bytes; `ops` + 252 `~` (255 bytes) would escape to
-    // 256 and is left out of the listing, which stays readable.
-    let fits = format!("ops{}", "~".repeat(251));
-    let over = format!("ops{}", "~".repeat(252));
-    std::fs::write(m.root.join(&fits), "fits\n").unwrap();
-    std::fs::write(m.root.join(&over), "over\n").unwrap();
+    let out = m.sh(&format!("echo x > files/{long}"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("File name too long"));
+    // A 255-byte name (`ops` and 252 `~`) is the file itself, listed as it is.
+    let at_limit = format!("ops{}", "~".repeat(252));
+    std::fs::write(m.root.join(&at_limit), "fits\n").unwrap();
     let listing = m.ok("ls -a files");
-    for name in listing.lines() {
-        assert!(name.len() <= 255, "{} bytes listed", name.len());
-    }
-    let escaped = format!("ops{}", "~".repeat(252));
-    assert!(listing.lines().any(|l| l == escaped), "{listing}");
-    assert_eq!(m.read(&format!("files/{escaped}/body")), "fits\n");
+    assert!(listing.lines().any(|l| l == at_limit), "{listing}");
+    assert_eq!(m.read(&format!("files/{at_limit}")), "fits\n");
+    // Its entry would be 256 bytes long: reached at `files@/paths/` instead.
+    assert!(!m.sh(&format!("test -e files/{at_limit}@")).status.success());
 }

@@ -328,8 +328,8 @@ fn control_characters_in_names_and_titles_are_printed_escaped() {
     std::fs::write(root.path().join("tab\there.txt"), "z").unwrap();
     let state = tempfile::tempdir().unwrap();
     let m = Mount::start_in(None, root, state);
-    m.ok("echo > files/ops/list/call");
-    let list = m.result("files/ops/list");
+    m.ok("echo > files@/ops/list/call");
+    let list = m.result("files@/ops/list");
     let rows: Vec<&str> = list.lines().skip(1).collect();
     assert!(rows.contains(&"two\\nlines.txt\tfile\t1 B"), "{list}");
     assert!(rows.contains(&"red\\e[31m.txt\tfile\t1 B"), "{list}");
@@ -359,6 +359,10 @@ fn control_characters_in_names_and_titles_are_printed_escaped() {
         "getfattr --only-values -n user.xdg.comment tracker/issues/{issue}"
     ));
     assert!(xattr.contains("evil \\e[2J"), "{xattr:?}");
+    // A change through the mount to such a name: its run's words are escaped too.
+    m.ok("cd files && touch \"$(printf 'red\\033[31m.txt')\" && mv \"$(printf 'two\\nlines.txt')\" one-line.txt");
+    let renamed = m.read("files/one-line.txt@/ops/rename/result");
+    assert!(renamed.contains("two\\nlines.txt"), "{renamed:?}");
     // Nothing printed anywhere holds a raw control character but newlines and tabs.
     m.ok("echo 'evil' > search/ops/search/call");
     for text in [
@@ -370,6 +374,8 @@ fn control_characters_in_names_and_titles_are_printed_escaped() {
         m.read(".wip/known"),
         m.read(".wip/log"),
         m.read(&format!("tracker/issues/{issue}/ops/close/guard")),
+        renamed,
+        m.read(".wip/events"),
     ] {
         assert!(
             !text

@@ -171,21 +171,21 @@ fn changes_made_outside_the_mount_show_within_a_second() {
         std::time::Duration::from_secs(1),
         || listing(&m).lines().any(|l| l == "fresh.txt"),
     );
-    assert_eq!(m.read("files/fresh.txt/body"), "one\n");
+    assert_eq!(m.read("files/fresh.txt"), "one\n");
     assert!(m
-        .read("files/fresh.txt/description")
+        .read("files/fresh.txt@/description")
         .contains("4 B · 1 line"));
     std::fs::write(m.root.join("fresh.txt"), "one\ntwo\nthree\n").unwrap();
     common::wait_until(
         "a changed file shown",
         std::time::Duration::from_secs(1),
         || {
-            m.read("files/fresh.txt/description")
+            m.read("files/fresh.txt@/description")
                 .contains("14 B · 3 lines")
+                && m.ok("stat -c %s files/fresh.txt") == "14\n"
         },
     );
-    assert_eq!(m.read("files/fresh.txt/body"), "one\ntwo\nthree\n");
-    assert_eq!(m.ok("stat -c %s files/fresh.txt/body"), "14\n");
+    assert_eq!(m.read("files/fresh.txt"), "one\ntwo\nthree\n");
     std::fs::remove_file(m.root.join("fresh.txt")).unwrap();
     common::wait_until(
         "a removed file gone",
@@ -203,11 +203,11 @@ fn changes_made_outside_the_mount_show_within_a_second() {
     );
 }
 
-/// A body read once keeps its file registered for the next open, yet a file replaced
-/// (renamed over, as editors and `git checkout` do), removed and made again, or written
-/// through the mount shows its new content: the old file is never read again.
+/// A file read once keeps its backing file registered for the next open, yet a file
+/// replaced (renamed over, as editors and `git checkout` do), removed and made again, or
+/// written through the mount shows its new content: the old file is never read again.
 #[test]
-fn a_body_read_before_shows_the_file_that_replaced_it() {
+fn a_file_read_before_shows_the_file_that_replaced_it() {
     let m = Mount::start(None);
     std::fs::write(m.root.join("doc.txt"), "first\n").unwrap();
     common::wait_until(
@@ -215,55 +215,59 @@ fn a_body_read_before_shows_the_file_that_replaced_it() {
         std::time::Duration::from_secs(1),
         || m.ok("ls files").lines().any(|l| l == "doc.txt"),
     );
-    assert_eq!(m.read("files/doc.txt/body"), "first\n");
-    assert_eq!(m.read("files/doc.txt/body"), "first\n");
+    assert_eq!(m.read("files/doc.txt"), "first\n");
+    assert_eq!(m.read("files/doc.txt"), "first\n");
     // Renamed over: another inode at the same path.
     std::fs::write(m.root.join(".doc.txt.tmp"), "second, longer\n").unwrap();
     std::fs::rename(m.root.join(".doc.txt.tmp"), m.root.join("doc.txt")).unwrap();
     common::wait_until(
         "the replacing file's content",
         std::time::Duration::from_secs(1),
-        || m.read("files/doc.txt/body") == "second, longer\n",
+        || m.read("files/doc.txt") == "second, longer\n",
     );
-    assert_eq!(m.ok("cat files/doc.txt/body"), "second, longer\n");
+    assert_eq!(m.ok("cat files/doc.txt"), "second, longer\n");
     // Removed, then made again.
     std::fs::remove_file(m.root.join("doc.txt")).unwrap();
     std::fs::write(m.root.join("doc.txt"), "third\n").unwrap();
     common::wait_until(
         "the file made again",
         std::time::Duration::from_secs(1),
-        || m.sh("cat files/doc.txt/body").stdout == b"third\n",
+        || m.sh("cat files/doc.txt").stdout == b"third\n",
     );
-    // Written through the mount (one call of `write`), then read by the same path.
-    m.ok("printf 'fourth\\n' > files/doc.txt/body");
+    // Written through the mount, then read by the same path.
+    m.ok("printf 'fourth\\n' > files/doc.txt");
     assert_eq!(
         std::fs::read_to_string(m.root.join("doc.txt")).unwrap(),
         "fourth\n"
     );
-    assert_eq!(m.ok("cat files/doc.txt/body"), "fourth\n");
+    assert_eq!(m.ok("cat files/doc.txt"), "fourth\n");
+    // Replaced by an explicit op (behind the kernel's back): the kernel is told.
+    m.ok(r#"echo '{"content":"fifth\n"}' > files/doc.txt@/ops/write/call"#);
+    assert_eq!(m.ok("cat files/doc.txt"), "fifth\n");
+    assert_eq!(m.ok("stat -c %s files/doc.txt"), "6\n");
 }
 
-/// A file's body is read by the kernel from the file itself (FUSE passthrough): the
+/// A file is read and written by the kernel from the file itself (FUSE passthrough): the
 /// daemon reads none of its bytes, and the content is the file's.
 #[test]
-fn file_bodies_are_read_by_the_kernel_itself() {
+fn files_are_read_and_written_by_the_kernel_itself() {
     let m = Mount::start(None);
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(m.root.join("big.bin"), &big).unwrap();
     let pid = m.daemon_pid().unwrap();
-    m.ok("stat files/big.bin/body > /dev/null");
+    m.ok("stat files/big.bin > /dev/null");
     let before = rchar(pid);
     let copy = m.state.join("copy.bin");
-    m.ok(&format!("cat files/big.bin/body > {}", copy.display()));
+    m.ok(&format!("cat files/big.bin > {}", copy.display()));
     assert_eq!(std::fs::read(&copy).unwrap(), big);
     let read = rchar(pid) - before;
     assert!(
         read < 1_000_000,
-        "the daemon read {read} bytes for a 3 MB body"
+        "the daemon read {read} bytes for a 3 MB file"
     );
     // Reads by offset and mmap work as on the file.
     assert_eq!(
-        m.ok("tail -c 3 files/big.bin/body | od -An -tu1 | tr -s ' '"),
+        m.ok("tail -c 3 files/big.bin | od -An -tu1 | tr -s ' '"),
         format!(
             " {} {} {}\n",
             big[big.len() - 3],
@@ -271,12 +275,25 @@ fn file_bodies_are_read_by_the_kernel_itself() {
             big[big.len() - 1]
         )
     );
-    m.ok("python3 -c \"import mmap; f = open('files/big.bin/body', 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[1000] == 1000 % 251\"");
-    // Writing a body is still one call of `write`.
-    m.ok("printf 'new\\n' > files/hello.txt/body");
-    assert_eq!(
-        std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
-        "new\n"
+    m.ok("python3 -c \"import mmap; f = open('files/big.bin', 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); assert m[1000] == 1000 % 251\"");
+    // A shared mapping written through: the file holds it.
+    m.ok("python3 -c \"import mmap; f = open('files/big.bin', 'r+b'); m = mmap.mmap(f.fileno(), 0); m[0:3] = b'abc'; m.flush(); m.close(); f.close()\"");
+    assert_eq!(&std::fs::read(m.root.join("big.bin")).unwrap()[..3], b"abc");
+    // A 3 MB write goes to the file, not through the daemon.
+    let written = || {
+        std::fs::read_to_string(format!("/proc/{pid}/io"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("wchar: "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    let before = written();
+    m.ok(&format!("cat {} > files/copy.bin", copy.display()));
+    assert_eq!(std::fs::read(m.root.join("copy.bin")).unwrap(), big);
+    let wrote = written() - before;
+    assert!(
+        wrote < 1_000_000,
+        "the daemon wrote {wrote} bytes for a 3 MB file"
     );
-    assert_eq!(m.read("files/hello.txt/body"), "new\n");
 }

@@ -27,7 +27,9 @@ use crate::world::working::{Looked, TreeFile, Who};
 /// A working-tree file open through the mount.
 pub(super) struct TreeOpen {
     pub file: TreeFile,
-    /// The backing file the kernel reads and writes itself, when it does.
+    /// The backing file the kernel reads and writes itself, when it does: held while this
+    /// open lives (the kernel wants it registered as long as some open of the inode is).
+    #[allow(dead_code)]
     pub backing: Option<Arc<BackingId>>,
 }
 

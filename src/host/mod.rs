@@ -664,24 +664,11 @@ pub trait Host: Send + Sync {
         )))
     }
 
-    /// The body at `path` as a file open for reading, for a host whose bodies are files
-    /// (the files host): the kernel then reads it directly (FUSE passthrough), never
-    /// through the daemon. Opened as safely as `read_body` reads. `None` (the default):
-    /// bodies are read through `read_body` or given whole.
-    fn body_file(&self, _path: &[String]) -> HostResult<Option<std::fs::File>> {
-        Ok(None)
-    }
-
     /// The working tree, for a host whose entries are a real directory (the files host):
     /// its files are then files and its folders hold exactly their children, and each
     /// path's entry (this trait's `entry`, `ops`, …) is reached at `PATH@`.
     fn tree(&self) -> Option<&dyn tree::Tree> {
         None
-    }
-
-    /// Whether this host's bodies are files it can give (`body_file`).
-    fn bodies_are_files(&self) -> bool {
-        false
     }
 
     /// The indexable text this host offers to search, a page at a time in a stable order,

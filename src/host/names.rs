@@ -135,6 +135,8 @@ pub fn canonical_number<T: std::str::FromStr>(s: &str) -> Option<T> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Paths {
     mount: String,
+    /// A working tree's (`Host::tree`): names exact, an entry's own files at `PATH@/…`.
+    exact: bool,
 }
 
 impl Paths {
@@ -142,6 +144,25 @@ impl Paths {
     pub fn new(mount: &str) -> Paths {
         Paths {
             mount: mount.trim_matches('/').to_string(),
+            exact: false,
+        }
+    }
+
+    /// For a working tree mounted at `mount`: its names are the files' own, and each
+    /// path's entry is `PATH@` (`files/src/main.rs@/ops/edit`).
+    pub fn exact(mount: &str) -> Paths {
+        Paths {
+            exact: true,
+            ..Paths::new(mount)
+        }
+    }
+
+    /// For `host` mounted at `mount`, whichever it is.
+    pub fn of(mount: &str, host: &dyn super::Host) -> Paths {
+        if host.tree().is_some() {
+            Paths::exact(mount)
+        } else {
+            Paths::new(mount)
         }
     }
 
@@ -157,7 +178,11 @@ impl Paths {
             if !out.is_empty() {
                 out.push('/');
             }
-            out.push_str(&escape(s.as_ref()));
+            if self.exact {
+                out.push_str(s.as_ref());
+            } else {
+                out.push_str(&escape(s.as_ref()));
+            }
         }
         out
     }
@@ -166,6 +191,9 @@ impl Paths {
     /// `ops`), which is not escaped.
     pub fn file<S: AsRef<str>>(&self, segments: &[S], own: &str) -> String {
         let entry = self.entry(segments);
+        if self.exact {
+            return format!("{entry}@/{own}");
+        }
         if entry.is_empty() {
             own.to_string()
         } else {
@@ -197,6 +225,14 @@ mod tests {
         assert_eq!(p.op(&["ops"], "read"), "files/ops~/ops/read");
         assert_eq!(p.call(&["a"], "write"), "files/a/ops/write/call");
         assert_eq!(p.file(&["body"], "body"), "files/body~/body");
+        let tree = Paths::exact("files");
+        assert_eq!(
+            tree.entry(&["ops", "x"]),
+            "files/ops/x",
+            "a tree's names are exact"
+        );
+        assert_eq!(tree.call(&["a"], "write"), "files/a@/ops/write/call");
+        assert_eq!(tree.op::<&str>(&[], "revert"), "files@/ops/revert");
         let root = Paths::new("");
         assert_eq!(root.entry(&["description"]), "description~");
         assert_eq!(root.op::<&str>(&[], "search"), "ops/search");

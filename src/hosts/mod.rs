@@ -88,6 +88,11 @@ impl HostContext {
         Paths::new(&self.mount)
     }
 
+    /// The same for a working tree (names exact, entries at `PATH@`).
+    pub fn tree_paths(&self) -> Paths {
+        Paths::exact(&self.mount)
+    }
+
     /// A host's own limit on one wait, in ms: the manifest's `set`, else the world's call
     /// timeout less 5 s (at least 1 s). `Err((wait, call_timeout))` when it is not below the
     /// world's call timeout: such a wait would end in the runtime's ETIMEDOUT instead of

@@ -298,34 +298,6 @@ impl World {
         })
     }
 
-    /// Whether a body's host gives its bodies as files (it offers `Host::body_file`): such a
-    /// body is read one way only (passthrough, or through the daemon without the page
-    /// cache, never both on one inode). Asked without opening anything.
-    pub fn body_is_file(&self, node: &NodeId) -> bool {
-        match node {
-            NodeId::Body(e) => self
-                .entries
-                .host(e)
-                .is_ok_and(|m| m.host.bodies_are_files()),
-            _ => false,
-        }
-    }
-
-    /// A body as a file open for reading, where its host's bodies are files (see
-    /// `Host::body_file`): the kernel may read it directly.
-    pub fn body_file(&self, node: &NodeId) -> Option<std::fs::File> {
-        let NodeId::Body(e) = node else {
-            return None;
-        };
-        match self.entries.host(e).ok()?.host.body_file(&e.path) {
-            Ok(f) => f,
-            Err(err) => {
-                tracing::debug!(path = ?e.path, "no file for the body: {err}");
-                None
-            }
-        }
-    }
-
     /// Bytes `offset..offset+size` of what an open file shows: from its snapshot, or, for
     /// a body read by offset, from the host (a large file is never held whole).
     pub fn read_at(

@@ -114,7 +114,6 @@ impl Kind {
 pub(super) struct Stat {
     pub kind: Kind,
     pub size: u64,
-    pub modified: Option<std::time::SystemTime>,
 }
 
 /// `statx` of `name` in the directory `dir`, the name itself (a single component, links
@@ -125,21 +124,12 @@ fn stat_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Option<Stat> {
         dir,
         name,
         AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
+        StatxFlags::TYPE | StatxFlags::SIZE,
     )
     .ok()?;
-    let modified = (st.stx_mask & StatxFlags::MTIME.bits() != 0).then(|| {
-        let t = st.stx_mtime;
-        if t.tv_sec >= 0 {
-            std::time::UNIX_EPOCH + std::time::Duration::new(t.tv_sec as u64, t.tv_nsec)
-        } else {
-            std::time::UNIX_EPOCH - std::time::Duration::from_secs(t.tv_sec.unsigned_abs())
-        }
-    });
     Some(Stat {
         kind: Kind::of(FileType::from_raw_mode(u32::from(st.stx_mode))),
         size: st.stx_size,
-        modified,
     })
 }
 

@@ -7,9 +7,9 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::host::{Child, EntryInfo, HostResult};
+use crate::host::EntryInfo;
 
-use super::beneath::{Kind, Stat};
+use super::beneath::Kind;
 use super::resolve::{Located, Node};
 use super::FilesHost;
 
@@ -196,8 +196,7 @@ impl FilesHost {
                         .and_then(|(_, parent)| self.parent_real(parent))
                         .is_some_and(|p| p.starts_with(real));
                 if cycle {
-                    description
-                        .push_str(" · loops back to an ancestor: not listed, reachable by name");
+                    description.push_str(" · loops back to an ancestor");
                 }
                 EntryInfo {
                     description,
@@ -234,14 +233,15 @@ impl FilesHost {
         }
     }
 
-    /// `12 entries (3 directories, 9 files)`, with the paging rule when it is long.
+    /// `12 entries (3 directories, 9 files)`, with the `list` op's paging when it is long
+    /// (the folder itself lists every child).
     pub(super) fn dir_summary(&self, real: &Path) -> String {
         match self.read_dir_sorted(real) {
             Ok(names) => {
                 let mut s = Counts::of(&names).words();
                 if names.len() > self.page_size {
                     s.push_str(&format!(
-                        "; listings show the first {} by name, the rest are reachable by name",
+                        "; its list op shows the first {} by name",
                         self.page_size
                     ));
                 }
@@ -284,55 +284,6 @@ impl FilesHost {
         }
         (format!("{}{modified}", parts.join(" · ")), when)
     }
-
-    /// The children of a physical directory, first page by name. A listing costs what the
-    /// directory's own `statx`es tell (short descriptions, `EntryInfo::partial`): a look
-    /// into each file waits until its `description` is read. Symlinks are resolved.
-    pub(super) fn children_of(&self, real: &Path, segs: &[String]) -> HostResult<Vec<Child>> {
-        self.watch.dir(segs, || self.beneath.dir(real));
-        let names = self
-            .read_dir_stat(real)
-            .map_err(|e| self.io_error(&self.display(segs), e))?;
-        let mut out = Vec::new();
-        for (name, stat) in names.into_iter().take(self.page_size) {
-            if !stat.kind.is_symlink() {
-                let at = real.join(&name);
-                let info = short_info(&stat, &at);
-                out.push(Child { name, info });
-                continue;
-            }
-            let mut child_segs = segs.to_vec();
-            child_segs.push(name.clone());
-            let info = match self.node_at(real, &name) {
-                Ok(Some(node)) => self.info(&Located {
-                    segs: child_segs,
-                    node,
-                }),
-                // Vanished since the listing, or the mount point: not shown.
-                Ok(None) => continue,
-                Err(e) => EntryInfo::new(format!("unreadable: {e}"), file_ref(&real.join(&name))),
-            };
-            out.push(Child { name, info });
-        }
-        Ok(out)
-    }
-}
-
-/// What a listing says of a file or directory from its metadata alone: kind, size and
-/// time, marked partial (the whole description looks into it, see `FilesHost::info`).
-fn short_info(stat: &Stat, at: &Path) -> EntryInfo {
-    let modified = stat.modified;
-    let when = modified
-        .map(|t| format!(" · modified {}", format_time(t)))
-        .unwrap_or_default();
-    let description = match stat.kind {
-        Kind::Dir => format!("directory{when}"),
-        Kind::File => format!("file · {}{when}", human_size(stat.size)),
-        other => format!("{}{when}", other.name()),
-    };
-    EntryInfo::new(description, file_ref(at))
-        .modified(modified)
-        .partial()
 }
 
 /// `file:///abs/path`: the identity of a file is its physical path.

@@ -17,7 +17,6 @@
 //! FUSE mount.
 
 mod beneath;
-mod body;
 mod changes;
 mod describe;
 pub mod documents;
@@ -37,8 +36,7 @@ use serde_json::Value;
 
 use crate::host::names::Paths;
 use crate::host::{
-    Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
-    OpSpec,
+    CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
 use crate::hosts::HostContext;
 
@@ -190,7 +188,7 @@ impl FilesHost {
             source,
         })?;
         let host = FilesHost {
-            paths: ctx.paths(),
+            paths: ctx.tree_paths(),
             root,
             beneath,
             mount_point,
@@ -395,11 +393,26 @@ impl Host for FilesHost {
     }
 
     fn modified(&self, path: &[String]) -> HostResult<Option<std::time::SystemTime>> {
-        self.mtime(path)
+        Ok(match self.locate(path)?.map(|l| l.node) {
+            Some(Node::Dir { real, .. }) | Some(Node::File { real, .. }) => {
+                self.beneath.metadata(&real).and_then(|m| m.modified()).ok()
+            }
+            _ => None,
+        })
     }
 
     fn tree(&self) -> Option<&dyn crate::host::tree::Tree> {
         Some(self)
+    }
+
+    /// A read-only host refuses every change, through the mount and through ops alike
+    /// (the manifest's rules come first).
+    fn policy_default(&self, _path: &[String], op: &str) -> Option<crate::host::HostDefault> {
+        const READS: [&str; 3] = [ops::name::READ, ops::name::STAT, ops::name::LIST];
+        (self.read_only && !READS.contains(&op)).then(|| crate::host::HostDefault {
+            allowed: false,
+            words: "files host is mounted read-only (manifest read_only = true)".to_string(),
+        })
     }
 
     fn resolve(&self, reference: &str) -> Vec<Vec<String>> {

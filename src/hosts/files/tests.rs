@@ -77,13 +77,21 @@ fn desc(w: &World, path: &str) -> String {
     w.host.entry(&p(path)).unwrap().unwrap().description
 }
 
+/// The names the working tree's folder at `path` lists (its real children), sorted.
 fn names(w: &World, path: &str) -> Vec<String> {
-    w.host
-        .children(&p(path))
+    use crate::host::tree::Tree;
+    let mut dir = Tree::root(&w.host);
+    for seg in p(path) {
+        let found = Tree::lookup(&w.host, dir, std::ffi::OsStr::new(&seg)).unwrap();
+        dir = found.node;
+    }
+    let mut out: Vec<String> = Tree::list(&w.host, dir)
         .unwrap()
         .into_iter()
-        .map(|c| c.name)
-        .collect()
+        .map(|e| e.name.to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The call is refused by a failing policy condition with this name.
@@ -147,25 +155,15 @@ fn listing_and_descriptions() {
     assert!(w.host.resolve("file:///etc/passwd").is_empty());
     assert!(w.host.entry(&p("nope")).unwrap().is_none());
     assert!(w.host.entry(&p("a.txt/x")).unwrap().is_none());
-    assert!(w.host.children(&p("a.txt")).unwrap().is_empty());
+    // An entry holds no children: a folder's are the working tree's.
+    assert!(w.host.children(&p("")).unwrap().is_empty());
+    assert!(w.host.children(&p("src")).unwrap().is_empty());
+    assert!(
+        w.host.body(&p("a.txt")).unwrap().is_none(),
+        "a file is a file, not a body"
+    );
     // Watched (a local file system): the kernel may keep what it was shown.
     assert_eq!(w.host.cache_ttl(), std::time::Duration::from_secs(60));
-    // A listing tells what a statx does, and says its descriptions are short ones.
-    let listed = w.host.children(&p("")).unwrap();
-    let a = listed.iter().find(|c| c.name == "a.txt").unwrap();
-    assert!(a.info.partial);
-    assert!(
-        a.info.description.starts_with("file · 14 B · modified "),
-        "{}",
-        a.info.description
-    );
-    let src = listed.iter().find(|c| c.name == "src").unwrap();
-    assert!(
-        src.info.description.starts_with("directory · modified "),
-        "{}",
-        src.info.description
-    );
-    assert_eq!(a.info.reference, e.reference);
     assert!(!w.host.entry(&p("a.txt")).unwrap().unwrap().partial);
 }
 
@@ -195,7 +193,9 @@ fn changes_on_disk_are_reported_for_directories_shown() {
         let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let change = rx.recv_timeout(left).expect("a change within 10 s");
+            let change = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("a change {want:?} within 10 s: {e}"));
             assert_eq!(change.host, 3);
             if change.paths.contains(&want) {
                 return change.paths;
@@ -208,8 +208,12 @@ fn changes_on_disk_are_reported_for_directories_shown() {
     assert!(paths.contains(&Vec::new()), "the root itself: {paths:?}");
     fs::write(base.join("root/new.txt"), "new").unwrap();
     wait(&["new.txt"]);
-    // A subdirectory once it was listed.
-    host.children(&p("sub")).unwrap();
+    // A subdirectory once the kernel was shown it.
+    {
+        use crate::host::tree::Tree;
+        let sub = Tree::lookup(&host, Tree::root(&host), std::ffi::OsStr::new("sub")).unwrap();
+        Tree::list(&host, sub.node).unwrap();
+    }
     fs::write(base.join("root/sub/b.txt"), "b").unwrap();
     wait(&["sub", "b.txt"]);
     fs::remove_file(base.join("root/sub/b.txt")).unwrap();
@@ -225,8 +229,9 @@ fn page_size_bounds_listings() {
         },
         false,
     );
-    assert_eq!(names(&w, ""), ["a.txt", "bin.dat"]);
-    assert!(desc(&w, "").contains("first 2 by name"));
+    // The folder lists every child; its `list` op shows a page.
+    assert_eq!(names(&w, ""), ["a.txt", "bin.dat", "src"]);
+    assert!(desc(&w, "").contains("its list op shows the first 2 by name"));
     assert!(w.host.entry(&p("src")).unwrap().is_some());
     let out = call(&w, "", "list", json!({})).unwrap().result;
     assert!(out.contains("1 more entry not shown"), "{out}");
@@ -259,7 +264,28 @@ fn ops_have_strict_schemas() {
         .into_iter()
         .map(|o| o.name)
         .collect();
-    assert_eq!(file_ops, ["read", "write", "edit", "stat"]);
+    assert_eq!(
+        file_ops,
+        [
+            "read",
+            "write",
+            "edit",
+            "stat",
+            "remove",
+            "rename",
+            "chmod",
+            "truncate",
+            "touch",
+            "create",
+            "link",
+            "chown",
+            "setxattr",
+            "removexattr",
+            "fallocate",
+            "copy_file_range",
+            "mknod"
+        ]
+    );
     assert!(matches!(
         call(&w, "a.txt", "list", json!({})),
         Err(HostError::NotFound(_))
@@ -528,7 +554,8 @@ fn links_inside_the_root_behave_as_their_target() {
     symlink("..", w.root.join("src/up")).unwrap();
     assert!(desc(&w, "main_link").starts_with("symlink → src/main.rs · file ·"));
     assert!(desc(&w, "src_link").starts_with("symlink → src · directory ·"));
-    assert_eq!(names(&w, "src_link"), ["deep", "main.rs", "up"]);
+    // In the tree a link is a link (the kernel follows it); its entry describes the target.
+    assert_eq!(names(&w, "src"), ["deep", "main.rs", "up"]);
     // A link back to an ancestor stays out of listings (find would loop) but is reachable.
     let up = w.host.entry(&p("src/up")).unwrap().unwrap();
     assert!(!up.indexable);
@@ -944,7 +971,10 @@ fn hard_links_are_refused_when_the_settings_ask() {
 
 #[test]
 fn a_symlink_swapped_in_after_the_check_is_not_followed() {
+    use crate::host::tree::{Creds, Tree};
     let w = world();
+    // The working tree holds `src` (a handle of the folder itself), taken before the swap.
+    let held = node(&w, "src").node;
     // The walk resolved `src` as a directory; by the time of the access it is a symlink.
     let physical = w.root.join("src/main.rs");
     fs::rename(w.root.join("src"), w.root.join("src.real")).unwrap();
@@ -959,43 +989,74 @@ fn a_symlink_swapped_in_after_the_check_is_not_followed() {
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
     assert!(w.host.beneath.read_dir(&w.root.join("src")).is_err());
+    // Every explicit change acts from a folder opened this way: refused too.
+    let e = w.host.beneath.dir(&w.root.join("src")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    // A change through the tree acts on the folder it holds (now `src.real`), never on
+    // where the name leads now; a lookup by the name meets the symlink itself.
+    let (made, _) = Tree::create(
+        &w.host,
+        held,
+        std::ffi::OsStr::new("new.txt"),
+        0o644,
+        libc::O_WRONLY,
+        Creds::default(),
+    )
+    .unwrap();
+    assert!(w.root.join("src.real/new.txt").exists());
+    assert!(!w.outside.join("new.txt").exists());
+    Tree::forget(&w.host, made.node, 1);
+    assert_eq!(node(&w, "src").stat.kind, crate::host::tree::Kind::Symlink);
     assert_eq!(
         fs::read_to_string(w.outside.join("main.rs")).unwrap(),
         "OUTSIDE"
     );
 }
 
-#[test]
-fn a_file_body_is_its_bytes_read_by_offset() {
-    let w = world();
-    let body = w
-        .host
-        .body(&p("bin.dat"))
-        .unwrap()
-        .expect("a file has a body");
-    assert_eq!(
-        (body.size, body.bytes.is_none()),
-        (4, true),
-        "read by offset"
-    );
-    assert_eq!(body.write.as_ref().map(|b| b.op.as_str()), Some("write"));
-    assert_eq!(w.host.read_body(&p("bin.dat"), 1, 2).unwrap(), [1, 2]);
-    assert_eq!(w.host.read_body(&p("bin.dat"), 3, 100).unwrap(), [3]);
-    assert!(w.host.read_body(&p("bin.dat"), 9, 100).unwrap().is_empty());
-    assert_eq!(
-        body.modified,
-        fs::metadata(w.root.join("bin.dat"))
-            .unwrap()
-            .modified()
-            .ok()
-    );
-    // Directories have none.
-    assert!(w.host.body(&p("src")).unwrap().is_none());
-    assert!(w.host.body(&p("")).unwrap().is_none());
+/// The node of `path` in the working tree (a lookup from the root, one reference).
+fn node(w: &World, path: &str) -> crate::host::tree::Found {
+    use crate::host::tree::Tree;
+    let mut found = None;
+    let mut dir = Tree::root(&w.host);
+    for seg in p(path) {
+        let f = Tree::lookup(&w.host, dir, std::ffi::OsStr::new(&seg)).unwrap();
+        dir = f.node;
+        found = Some(f);
+    }
+    found.expect("a path below the root")
 }
 
 #[test]
-fn a_read_only_mount_shows_read_only_bodies() {
+fn a_file_is_its_bytes_read_by_offset_with_its_own_attributes() {
+    use crate::host::tree::{Kind, Tree};
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let w = world();
+    let f = node(&w, "bin.dat");
+    let meta = fs::metadata(w.root.join("bin.dat")).unwrap();
+    assert_eq!(f.stat.kind, Kind::File);
+    assert_eq!(
+        (f.stat.size, f.stat.ino),
+        (4, meta.ino()),
+        "the backing file's size and inode"
+    );
+    assert_eq!(f.stat.mtime, meta.modified().unwrap());
+    let file = Tree::open(&w.host, f.node, libc::O_RDONLY).unwrap();
+    let mut buf = [0u8; 2];
+    assert_eq!(file.read_at(&mut buf, 1).unwrap(), 2);
+    assert_eq!(buf, [1, 2]);
+    // A folder is a folder, a symlink a symlink (the kernel follows it, never the host).
+    assert_eq!(node(&w, "src").stat.kind, Kind::Dir);
+    symlink("a.txt", w.root.join("to_a")).unwrap();
+    let link = node(&w, "to_a");
+    assert_eq!(link.stat.kind, Kind::Symlink);
+    assert_eq!(Tree::readlink(&w.host, link.node).unwrap(), "a.txt");
+    // The same file by another name is the same node.
+    fs::hard_link(w.root.join("a.txt"), w.root.join("hard.txt")).unwrap();
+    assert_eq!(node(&w, "hard.txt").node, node(&w, "a.txt").node);
+}
+
+#[test]
+fn a_read_only_host_refuses_every_change_by_its_own_policy() {
     let w = world_with(
         FilesSettings {
             read_only: true,
@@ -1003,12 +1064,17 @@ fn a_read_only_mount_shows_read_only_bodies() {
         },
         false,
     );
-    let body = w.host.body(&p("a.txt")).unwrap().unwrap();
-    assert_eq!(body.write, None);
-    assert_eq!(
-        w.host.read_body(&p("a.txt"), 0, 100).unwrap(),
-        b"one\ntwo\nthree\n"
-    );
+    for op in [
+        "write", "create", "remove", "rename", "mkdir", "chmod", "truncate", "touch",
+    ] {
+        let d = w.host.policy_default(&p("a.txt"), op).expect("an opinion");
+        assert!(!d.allowed && d.words.contains("read-only"), "{op}: {d:?}");
+    }
+    for op in ["read", "stat", "list"] {
+        assert!(w.host.policy_default(&p("a.txt"), op).is_none(), "{op}");
+    }
+    // Reading goes on.
+    assert!(call(&w, "a.txt", "read", json!({})).is_ok());
 }
 
 #[test]

@@ -762,7 +762,7 @@ impl Store {
                     }
                 }
             };
-            sized(|buf, len| get(buf, len))
+            sized(get)
         })
     }
 
@@ -950,11 +950,6 @@ impl Store {
         self.dir_fd(node).ok()
     }
 
-    /// How many nodes are held (tests, stats).
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.lock().by_no.len()
-    }
 }
 
 /// Call `get` twice, as the xattr calls want: once for the size, once for the bytes
@@ -987,7 +982,19 @@ use crate::host::tree::Tree;
 impl FilesHost {
     /// A directory the kernel is shown (looked up or listed): watch it for outside changes.
     fn shown_dir(&self, node: NodeNo) {
-        self.watch.dir_node(node, || self.store.dir_handle(node));
+        let segs = || {
+            let names = if node == self.store.root() {
+                Vec::new()
+            } else {
+                self.store.path_of(node)?
+            };
+            names
+                .iter()
+                .map(|n| n.to_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+        };
+        self.watch
+            .dir_node(node, segs, || self.store.dir_handle(node));
     }
 
     /// A node the mount itself changes: the watch stays quiet about it, and what the

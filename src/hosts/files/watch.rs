@@ -150,9 +150,12 @@ impl Watch {
     }
 
     /// The working-tree directory `node` (its handle `fd`) is shown to the kernel: watch it.
+    /// `segs` is its host path now, for the change feed's words (what the watch reports of
+    /// a node is its node, whatever it is called by then).
     pub(super) fn dir_node(
         &self,
         node: NodeNo,
+        segs: impl FnOnce() -> Option<Vec<String>>,
         fd: impl FnOnce() -> Option<std::sync::Arc<OwnedFd>>,
     ) {
         let Some(shared) = &self.shared else { return };
@@ -163,9 +166,17 @@ impl Watch {
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         match inotify::add_watch(&shared.fd, path.as_str(), watch_flags()) {
             Ok(wd) => {
+                let segs = segs();
                 let mut st = crate::hosts::lock(&shared.state);
                 st.nodes.insert(node);
                 st.node_of_wd.insert(wd, node);
+                if let Some(segs) = segs {
+                    st.watched.insert(segs.clone());
+                    let paths = st.by_wd.entry(wd).or_default();
+                    if !paths.contains(&segs) {
+                        paths.push(segs);
+                    }
+                }
             }
             Err(e) => {
                 if self.ok.swap(false, Ordering::Relaxed) {

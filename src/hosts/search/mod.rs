@@ -489,8 +489,12 @@ impl SearchHost {
 
     /// The world path of a hit's object as the tree shows it: `tracker/issues/42`,
     /// `files/ops~/x.txt`.
-    fn hit_target(hit: &Hit) -> String {
-        Paths::new(&hit.source).entry(&Self::hit_segments(hit))
+    fn hit_target(&self, hit: &Hit) -> String {
+        let segments = Self::hit_segments(hit);
+        match self.peer(&hit.source) {
+            Some(p) => Paths::of(&hit.source, p.host.as_ref()).entry(&segments),
+            None => Paths::new(&hit.source).entry(&segments),
+        }
     }
 
     fn peer(&self, source: &str) -> Option<&Peer> {
@@ -522,7 +526,7 @@ impl SearchHost {
         let description = format!(
             "{gone}{:.2} · {} · {} · {}",
             hit.score,
-            Self::hit_target(hit),
+            self.hit_target(hit),
             one_line(&hit.title, 100),
             one_line(snippet, DESCRIPTION_SNIPPET),
         );
@@ -742,7 +746,7 @@ impl SearchHost {
             .ok_or_else(|| HostError::NotFound(format!("no hit {n} in search {id}")))?;
         let mut out = format!(
             "{} — {} (score {:.2})\n\n…{}…\n",
-            Self::hit_target(&hit),
+            self.hit_target(&hit),
             hit.title,
             hit.score,
             hit.snippet.trim()
@@ -773,7 +777,7 @@ impl SearchHost {
                 "{}. {:.2} {} — {}\n",
                 i + 1,
                 h.score,
-                crate::host::names::shown(&Self::hit_target(h)),
+                crate::host::names::shown(&self.hit_target(h)),
                 crate::host::names::shown(&one_line(&h.title, 120))
             ));
         }
@@ -817,7 +821,7 @@ impl SearchHost {
             .changed(vec!["results".to_string()]);
         // The hits' own entries, where they live: printed, linked and remembered by the
         // runtime like anything a call discovers.
-        outcome.found_elsewhere = hits.iter().map(Self::hit_target).collect();
+        outcome.found_elsewhere = hits.iter().map(|h| self.hit_target(h)).collect();
         Ok(outcome)
     }
 }

@@ -265,10 +265,10 @@ impl Indexer<'_> {
                     }
                     seen += 1;
                     stats.read += 1;
-                    if self
-                        .hidden
-                        .hides(&crate::host::names::Paths::new(&peer.path).entry(&doc.path))
-                    {
+                    if self.hidden.hides(
+                        &crate::host::names::Paths::of(&peer.path, peer.host.as_ref())
+                            .entry(&doc.path),
+                    ) {
                         // Left out of `indexed`'s walk: removed below if it was indexed.
                         continue;
                     }

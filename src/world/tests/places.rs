@@ -203,16 +203,21 @@ fn hide_secret() -> Files {
 fn a_hidden_folder_is_absent_for_every_reader() {
     let f = hide_secret();
     let w = &f.world;
-    let files_root = w.resolve_path("/files").unwrap();
+    let root = w.tree_root(0).expect("a working tree");
     assert!(
-        w.lookup(&files_root, "secret").is_err(),
+        w.tree_lookup(root, std::ffi::OsStr::new("secret")).is_err(),
         "a hidden folder is not found by name"
     );
+    assert!(
+        w.tree_lookup(root, std::ffi::OsStr::new("secret@"))
+            .is_err(),
+        "nor its entry"
+    );
     let listed: Vec<String> = w
-        .list(&files_root)
+        .tree_list(root)
         .unwrap()
         .into_iter()
-        .map(|(n, _)| n)
+        .map(|n| n.name.to_string_lossy().into_owned())
         .collect();
     assert!(listed.contains(&"public".to_string()), "{listed:?}");
     assert!(!listed.contains(&"secret".to_string()), "{listed:?}");
