@@ -148,15 +148,26 @@ enum Cmd {
     },
 }
 
-fn init_logging(foreground: bool) {
+/// What the log shows: wip's own events at the level asked (info in the foreground,
+/// warn in the background daemon's wip.log), its dependencies' only from warn up (their
+/// info is chatter: rmcp logs every progress notification there). A `WIP_LOG` that is a
+/// bare level sets wip's own; one with directives (`warn,rmcp=debug`) is taken as it is.
+fn log_directives(asked: Option<&str>, foreground: bool) -> String {
     // fuser warns when the session ends after `wip umount` already unmounted: not news.
-    let filter = EnvFilter::try_from_env("WIP_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(if foreground {
-            "info,fuser::session=error"
-        } else {
-            "warn,fuser::session=error"
-        })
-    });
+    const QUIET: &str = "fuser::session=error";
+    match asked.map(str::trim).filter(|a| !a.is_empty()) {
+        Some(a) if a.contains('=') || a.contains(',') => a.to_string(),
+        Some(level) => format!("warn,wip={level},{QUIET}"),
+        None if foreground => format!("warn,wip=info,{QUIET}"),
+        None => format!("warn,{QUIET}"),
+    }
+}
+
+fn init_logging(foreground: bool) {
+    let filter = EnvFilter::new(log_directives(
+        std::env::var("WIP_LOG").ok().as_deref(),
+        foreground,
+    ));
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -209,7 +209,8 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
 
     let (code, out, err) = person(&m, &format!("$WIP approve {run}"));
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("approved run "), "{out}");
+    assert!(out.starts_with("approved /"), "{out}");
+    assert!(out.contains("/ops/") && out.contains("/runs/"), "{out}");
     assert!(out.contains("added comment"), "{out}");
     assert!(comments_of_42(&m).contains("ship it"));
     assert_eq!(in_mount(&m, &run, "status"), "ok\n");
@@ -228,7 +229,7 @@ fn an_approved_call_runs_and_a_denied_one_never_does() {
         &format!("$WIP deny {run} --reason 'wait for the release'"),
     );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("denied run "), "{out}");
+    assert!(out.starts_with("denied /"), "{out}");
     assert_eq!(in_mount(&m, &run, "status"), "denied\n");
     assert_eq!(
         in_mount(&m, &run, "result"),
@@ -310,10 +311,7 @@ fn self_approval_is_refused_unless_the_rule_allows_it() {
          run=$(grep -o '/[^ ]*/runs/[0-9]*' tracker/issues/42/ops/assign/result | head -1)
          $WIP approve \"$run\"; echo rc=$?",
     );
-    assert!(
-        out.contains("approved run ") && out.contains("rc=0"),
-        "{out}"
-    );
+    assert!(out.contains("approved /") && out.contains("rc=0"), "{out}");
     assert!(m.read("tracker/issues/42/description").contains("sam"));
 }
 

@@ -1764,3 +1764,39 @@ fn mcp_servers_start_with_plain_signals_and_an_unmount_leaves_none_of_their_proc
     let left = strays.gone_within(Duration::from_secs(10));
     assert!(left.is_empty(), "still running after the unmount: {left:?}");
 }
+
+/// The daemon's log is the daemon's: with `WIP_LOG=info`, wip's own events are there and
+/// a dependency's chatter is not (rmcp logs every progress notification at its INFO).
+#[test]
+fn the_log_carries_wips_own_events_not_a_dependencys_progress_chatter() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let m = Mount::start_logged(
+        &everything_host("mcp/everything", ""),
+        &[("WIP_LOG", "info")],
+        log.clone(),
+    );
+    wait_ready(&m, "mcp/everything");
+    m.call(
+        "mcp/everything/ops/trigger-long-running-operation",
+        "{\"duration\":2,\"steps\":4}",
+    )
+    .unwrap();
+    assert!(m
+        .read("mcp/everything/ops/trigger-long-running-operation/runs/1/progress")
+        .starts_with("4/4"));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("wip")),
+        "wip's own INFO events are logged:\n{text}"
+    );
+    let chatter: Vec<&str> = text
+        .lines()
+        .filter(|l| (l.contains(" INFO ") || l.contains(" DEBUG ")) && !l.contains(" wip"))
+        .collect();
+    assert!(
+        chatter.is_empty(),
+        "a dependency's INFO reached the log: {chatter:#?}"
+    );
+}

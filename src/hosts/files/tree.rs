@@ -949,7 +949,6 @@ impl Store {
     pub(super) fn dir_handle(&self, node: NodeNo) -> Option<Arc<OwnedFd>> {
         self.dir_fd(node).ok()
     }
-
 }
 
 /// Call `get` twice, as the xattr calls want: once for the size, once for the bytes

@@ -403,9 +403,32 @@ impl SearchHost {
     /// search (so they are up to date whenever one runs), slow ones in the background.
     fn index_state(&self) -> String {
         let s = self.inner.shared.lock();
+        let queued = s.pending_all || !s.pending_some.is_empty();
         let mut out = match (&s.running, &s.last_start) {
-            (Some(_), _) => format!("indexing now ({} documents read so far)", s.progress),
+            // How far, and when it will be done, by what the last pass took.
+            (Some(started), _) => match &s.last {
+                Some(last) if last.read > 0 && !last.took.is_zero() => {
+                    let rate = last.read as f64 / last.took.as_secs_f64();
+                    let left = last.read.saturating_sub(s.progress) as f64 / rate;
+                    format!(
+                        "indexing now: {} of about {} documents read in {}, done in about {}",
+                        s.progress,
+                        last.read,
+                        ago(started.elapsed()),
+                        ago(Duration::from_secs_f64(left.max(1.0)))
+                    )
+                }
+                _ => format!(
+                    "indexing now: {} documents read in {} (the first pass: how many there are is not known yet)",
+                    s.progress,
+                    ago(started.elapsed())
+                ),
+            },
             (None, _) if s.finished == 0 => "indexing now (starting)".to_string(),
+            // Asked for and not begun: not up to date until it has run.
+            (None, Some(_)) if queued => {
+                "a pass is about to start: what changed since the last one is not indexed yet".to_string()
+            }
             (None, Some(_)) => {
                 let (quick, slow): (Vec<&Peer>, Vec<&Peer>) =
                     self.inner.sources.iter().partition(|p| {
@@ -773,8 +796,13 @@ impl SearchHost {
     fn hit_lines(&self, hits: &[Hit]) -> String {
         let mut out = String::new();
         for (i, h) in hits.iter().enumerate() {
+            // A file's hit says where in it: the line of its best match.
+            let line = match (h.line, self.peer(&h.source)) {
+                (Some(n), Some(p)) if p.host.tree().is_some() => format!(" (line {n})"),
+                _ => String::new(),
+            };
             out.push_str(&format!(
-                "{}. {:.2} {} — {}\n",
+                "{}. {:.2} {}{line} — {}\n",
                 i + 1,
                 h.score,
                 crate::host::names::shown(&self.hit_target(h)),

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS hits (
     path TEXT NOT NULL,
     title TEXT NOT NULL,
     snippet TEXT NOT NULL,
+    line INTEGER,
     PRIMARY KEY (result, rank)
 ) WITHOUT ROWID;
 ";
@@ -68,6 +69,15 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
+        // Searches kept before hits knew their line have none.
+        let has_line: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('hits') WHERE name = 'line'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has_line {
+            conn.execute("ALTER TABLE hits ADD COLUMN line INTEGER", [])?;
+        }
         if clear {
             conn.execute("DELETE FROM docs", [])?;
         }
@@ -176,8 +186,8 @@ impl Store {
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT INTO hits (result, rank, score, source, path, title, snippet)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO hits (result, rank, score, source, path, title, snippet, line)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .or_failed(DB)?;
             for (i, h) in hits.iter().enumerate() {
@@ -188,7 +198,8 @@ impl Store {
                     h.source,
                     h.path,
                     h.title,
-                    h.snippet
+                    h.snippet,
+                    h.line
                 ])
                 .or_failed(DB)?;
             }
@@ -233,7 +244,7 @@ impl Store {
         let conn = self.lock();
         let mut st = conn
             .prepare_cached(
-                "SELECT score, source, path, title, snippet FROM hits
+                "SELECT score, source, path, title, snippet, line FROM hits
                  WHERE result = ?1 ORDER BY rank",
             )
             .or_failed(DB)?;
@@ -245,7 +256,7 @@ impl Store {
         let conn = self.lock();
         let mut st = conn
             .prepare_cached(
-                "SELECT score, source, path, title, snippet FROM hits
+                "SELECT score, source, path, title, snippet, line FROM hits
                  WHERE result = ?1 AND rank = ?2",
             )
             .or_failed(DB)?;
@@ -273,5 +284,6 @@ fn hit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Hit> {
         path: r.get(2)?,
         title: r.get(3)?,
         snippet: r.get(4)?,
+        line: r.get(5)?,
     })
 }

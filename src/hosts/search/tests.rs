@@ -643,7 +643,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     for path in &found {
         // The result's lines print the same paths.
         assert!(
-            out.result.contains(&format!(" {path} — ")),
+            out.result.contains(&format!(" {path} (line 1) — ")),
             "{}",
             out.result
         );
@@ -688,4 +688,105 @@ fn what_the_policy_hides_is_never_indexed_nor_found() {
         vec!["files/guide.html"],
         "what is not hidden is still found"
     );
+}
+
+/// Identifiers are indexed whole beside their words: a quoted identifier matches that
+/// identifier only, an unquoted one ranks the exact identifier first, and a file's hit
+/// says the line it is on.
+#[test]
+fn identifiers_are_found_whole_and_hits_name_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("root");
+    fs::create_dir_all(root.join("valgrind")).unwrap();
+    fs::write(
+        root.join("pthread.h"),
+        "/* threads */\n#include <bits/types.h>\n\nextern int pthread_barrier_wait (pthread_barrier_t *__barrier);\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("valgrind/helgrind.h"),
+        "/* helgrind */\n#define _VG_USERREQ__HG_PTHREAD_BARRIER_WAIT_PRE 1\n/* a pthread barrier wait is checked */\n",
+    )
+    .unwrap();
+    let mut ctx = HostContext::for_tests(&base);
+    let files: Arc<dyn Host> = Arc::new(
+        FilesHost::open(
+            FilesSettings {
+                root: Some(root),
+                ..FilesSettings::default()
+            },
+            &ctx.at("files"),
+        )
+        .unwrap(),
+    );
+    ctx.peers.push(Peer {
+        path: "files".to_string(),
+        host: files,
+    });
+    let h = SearchHost::open(SearchSettings::default(), &ctx.at("search")).unwrap();
+    assert!(h.inner.shared.wait(1, Duration::from_secs(60)));
+    let (_, quoted) = search(&h, "\"pthread_barrier_wait\"");
+    assert_eq!(quoted, ["files/pthread.h"], "only the identifier itself");
+    let (_, bare) = search(&h, "pthread_barrier_wait");
+    assert_eq!(
+        bare.first().map(String::as_str),
+        Some("files/pthread.h"),
+        "{bare:?}"
+    );
+    // The words still find both (the phrase in helgrind's comment too).
+    let (_, words) = search(&h, "\"pthread barrier wait\"");
+    assert!(
+        words.contains(&"files/valgrind/helgrind.h".to_string()),
+        "{words:?}"
+    );
+    let out = ok(
+        &h,
+        "",
+        "search",
+        json!({"query": "\"pthread_barrier_wait\""}),
+    );
+    assert!(
+        out.result.contains("files/pthread.h (line 4) — "),
+        "{}",
+        out.result
+    );
+    // The identifier's own case does not matter.
+    let (_, upper) = search(&h, "\"PTHREAD_BARRIER_WAIT\"");
+    assert_eq!(upper, ["files/pthread.h"]);
+}
+
+/// The description says what is true at that moment: indexing (how far, and when it will
+/// be done) while a pass runs, a pass about to start while one is asked for, and "up to
+/// date" only when neither.
+#[test]
+fn the_description_says_indexing_while_it_indexes() {
+    let w = world();
+    let h = open(&w);
+    let desc = || h.entry(&[]).unwrap().unwrap().description;
+    assert!(desc().contains("up to date"), "{}", desc());
+    let last_read = h.inner.shared.lock().last.clone().unwrap().read;
+    {
+        let mut s = h.inner.shared.lock();
+        s.running = Some(std::time::Instant::now());
+        s.progress = 3;
+    }
+    let d = desc();
+    assert!(!d.contains("up to date"), "{d}");
+    assert!(
+        d.contains(&format!(
+            "indexing now: 3 of about {last_read} documents read"
+        )),
+        "{d}"
+    );
+    assert!(d.contains("done in about"), "{d}");
+    {
+        let mut s = h.inner.shared.lock();
+        s.running = None;
+        s.pending_some.insert("files".into());
+    }
+    let d = desc();
+    assert!(!d.contains("up to date"), "{d}");
+    assert!(d.contains("a pass is about to start"), "{d}");
+    h.inner.shared.lock().pending_some.clear();
 }

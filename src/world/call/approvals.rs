@@ -234,11 +234,12 @@ impl Pipeline {
         let run = self.run(id)?;
         let approval = self.journal.approval(id)?.ok_or_else(|| {
             WorldError::invalid(format!(
-                "run {id} did not wait for a person's sign-off (its status is {})",
+                "{} did not wait for a person's sign-off (its status is {})",
+                self.run_dir(&run.path, &run.op, id),
                 run.status
             ))
         })?;
-        may_decide(&approval, &run, who)?;
+        may_decide(&approval, &run, &self.run_dir(&run.path, &run.op, id), who)?;
         match verb {
             Verb::Deny { reason } => self.deny(&run, who, reason.as_deref()),
             Verb::Approve => Ok(self.approve(&run, who)?),
@@ -262,8 +263,7 @@ impl Pipeline {
         self.record_decision(run, "denied", who, reason, &change)?;
         Ok(Decided {
             text: format!(
-                "denied run {} ({}); the call never ran\n",
-                run.id,
+                "denied {}; the call never ran\n",
                 self.run_dir(&run.path, &run.op, run.id)
             ),
             call_ok: true,
@@ -338,10 +338,7 @@ impl Pipeline {
             _ => format!("it ran:\n{}", report.text),
         };
         Ok(Decided {
-            text: format!(
-                "approved run {id} ({}); {ran}",
-                self.run_dir(&run.path, op, id)
-            ),
+            text: format!("approved {}; {ran}", self.run_dir(&run.path, op, id)),
             call_ok: report.outcome.is_ok(),
         })
     }
@@ -412,9 +409,13 @@ impl Pipeline {
     }
 
     fn lost_race(&self, id: i64) -> WorldError {
+        let named = match self.journal.get(id) {
+            Ok(Some(run)) => self.run_dir(&run.path, &run.op, id),
+            _ => format!("run {id}"),
+        };
         match self.journal.approval(id) {
-            Ok(Some(a)) => already_decided(&a),
-            _ => WorldError::invalid(format!("run {id}: already decided")),
+            Ok(Some(a)) => already_decided(&a, &named),
+            _ => WorldError::invalid(format!("{named}: already decided")),
         }
     }
 
@@ -593,10 +594,9 @@ impl Pipeline {
 
 /// Whether `who` may decide this pending run: an approver, and (unless the rule lets the
 /// caller decide) not from the caller's session or a process started in it.
-fn may_decide(approval: &Approval, run: &Run, who: &Person) -> WorldResult<()> {
-    let id = run.id;
+fn may_decide(approval: &Approval, run: &Run, named: &str, who: &Person) -> WorldResult<()> {
     if approval.state != PENDING {
-        return Err(already_decided(approval));
+        return Err(already_decided(approval, named));
     }
     if !approval.approvers.contains(&who.decider.uid) {
         let names: Vec<String> = approval
@@ -607,7 +607,7 @@ fn may_decide(approval: &Approval, run: &Run, who: &Person) -> WorldResult<()> {
         return Err(WorldError::new(
             ErrorKind::Forbidden,
             format!(
-                "{} may not decide run {id}: rule {} lets only {} decide",
+                "{} may not decide {named}: rule {} lets only {} decide",
                 policy::user_words(who.decider.uid),
                 approval.rule,
                 names.join(", ")
@@ -621,7 +621,7 @@ fn may_decide(approval: &Approval, run: &Run, who: &Person) -> WorldResult<()> {
         return Err(WorldError::new(
             ErrorKind::Forbidden,
             format!(
-                "a decision from the caller's own session is refused: run {id} was called from session {} (pid {}, {}), and so is this decision (or from a process started there); decide from another terminal, or set self_approve = true on rule {}",
+                "a decision from the caller's own session is refused: {named} was called from session {} (pid {}, {}), and so is this decision (or from a process started there); decide from another terminal, or set self_approve = true on rule {}",
                 run.session,
                 run.pid,
                 run.command.split(' ').next().unwrap_or("?"),
@@ -653,10 +653,9 @@ fn decision_words(a: &Approval) -> String {
     }
 }
 
-fn already_decided(a: &Approval) -> WorldError {
+fn already_decided(a: &Approval, named: &str) -> WorldError {
     WorldError::invalid(format!(
-        "already decided: run {} was {}",
-        a.run,
+        "already decided: {named} was {}",
         decision_words(a)
     ))
 }

@@ -217,7 +217,7 @@ fn an_approved_run_runs_with_its_recorded_arguments_as_its_caller() {
     assert!(d.call_ok);
     assert!(
         d.text
-            .starts_with(&format!("approved run {id} ({run_dir}); it ran:\nnoted 1")),
+            .starts_with(&format!("approved {run_dir}; it ran:\nnoted 1")),
         "{}",
         d.text
     );
@@ -271,8 +271,10 @@ fn a_denied_run_never_runs_and_says_why() {
             &person(0, 900),
         )
         .unwrap();
+    // Named by its path and per-op number, never by the journal's id.
     assert!(
-        d.text.starts_with(&format!("denied run {id}")),
+        d.text
+            .starts_with("denied /mnt/w/mem/ops/note/runs/1; the call never ran"),
         "{}",
         d.text
     );
@@ -285,7 +287,10 @@ fn a_denied_run_never_runs_and_says_why() {
     assert!(events(&f).contains(&"denied denied".to_string()));
     let (errno, e) = refused(&f, &id.to_string(), &Verb::Approve, &person(0, 900));
     assert_eq!(errno, libc::EINVAL);
-    assert!(e.contains("already decided: run"), "{e}");
+    assert!(
+        e.contains("already decided: /mnt/w/mem/ops/note/runs/1 was"),
+        "{e}"
+    );
     assert!(e.contains("denied by root"), "{e}");
     assert!(notes(&f).is_empty());
 }
@@ -372,7 +377,10 @@ fn only_the_rules_approvers_decide() {
     assert_eq!(errno, libc::EACCES);
     assert_eq!(
         e,
-        format!("root (uid 0) may not decide run {id}: rule 1 lets only uid 4242 decide")
+        format!(
+            "root (uid 0) may not decide /mnt/w/mem/ops/note/runs/{}: rule 1 lets only uid 4242 decide",
+            f.world.journal().get(id).unwrap().unwrap().seq
+        )
     );
     let d = f
         .world
