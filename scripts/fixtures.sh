@@ -67,6 +67,14 @@ if [ ! -s "$dir/node/node_modules/@octokit/fixtures/package.json" ]; then
   command -v npm >/dev/null || { echo "fixtures.sh: npm is needed for @octokit/fixtures" >&2; exit 1; }
   npm install --prefix "$dir/node" --no-audit --no-fund --silent @octokit/fixtures@23.1.2 >/dev/null
 fi
+# The mount's README.md is measured in tokens (tests/clarity.rs) by a tokenizer that ships
+# its vocabulary: @anthropic-ai/tokenizer (an older Claude tokenizer), pinned.
+tok=@anthropic-ai/tokenizer@0.0.4
+if ! grep -qs '"version": "0.0.4"' "$dir/tokenizer/node_modules/@anthropic-ai/tokenizer/package.json"; then
+  command -v npm >/dev/null || { echo "fixtures.sh: npm is needed for $tok" >&2; exit 1; }
+  mkdir -p "$dir/tokenizer"
+  npm install --prefix "$dir/tokenizer" --no-audit --no-fund --silent "$tok" >/dev/null
+fi
 # search host tests: the Rust book as Debian ships it (package rust-doc, pinned), HTML
 # nobody here wrote, the same text whatever toolchain runs the tests. Only the book is
 # kept (not its archived first and 2018 editions), without the symlinks into

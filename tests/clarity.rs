@@ -214,3 +214,47 @@ fn search_says_it_is_up_to_date_rather_than_how_old_its_last_pass_is() {
         "a comment made a moment ago is found: {r}"
     );
 }
+
+/// The mount's README.md teaches the protocol in at most 1,500 tokens, counted by a real
+/// tokenizer that ships its vocabulary (npm's @anthropic-ai/tokenizer, an older Claude
+/// tokenizer: the budget is defined by it), with the working tree's files section.
+#[test]
+fn the_mounts_readme_fits_in_1500_tokens_and_teaches_the_working_tree() {
+    let m = Mount::start(None);
+    let readme = m.read("README.md");
+    for must in [
+        "## Files are files",
+        "PATH@",
+        "files@/paths/P",
+        "ops/NAME/guard",
+        "## A person's sign-off",
+    ] {
+        assert!(readme.contains(must), "{must}: {readme}");
+    }
+    let tokenizer = common::fixtures().join("tokenizer");
+    let file = m.state.join("readme.md");
+    std::fs::write(&file, &readme).unwrap();
+    let out = std::process::Command::new("node")
+        .current_dir(&tokenizer)
+        .arg("-e")
+        .arg(
+            "const {countTokens} = require('@anthropic-ai/tokenizer'); \
+             console.log(countTokens(require('fs').readFileSync(process.argv[1], 'utf8')))",
+        )
+        .arg(&file)
+        .output()
+        .expect("node");
+    assert!(
+        out.status.success(),
+        "the tokenizer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tokens: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(tokens <= 1500, "the README is {tokens} tokens");
+    // A real count, not a byte count passed off as one.
+    assert!(
+        tokens > 500 && tokens < readme.len() / 2,
+        "{tokens} tokens for {} bytes",
+        readme.len()
+    );
+}
