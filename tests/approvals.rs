@@ -413,7 +413,7 @@ fn approvers_by_uid_decide_over_their_own_socket() {
     let run = run_path(&result);
     let err = refused(&m, &format!("$WIP approve {run}"));
     assert!(
-        err.contains("root (uid 0) may not decide run")
+        err.contains(&format!("root (uid 0) may not decide {run}:"))
             && err.contains(&format!("lets only uid {OTHER_UID} decide")),
         "{err}"
     );

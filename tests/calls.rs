@@ -122,7 +122,7 @@ fn every_way_a_shell_writes_is_one_call_holding_all_its_lines() {
     // An edit with two key=value lines is one valid call.
     std::fs::write(m.root.join("x.txt"), "a b\n").unwrap();
     let before = last_run(&m);
-    m.ok("printf 'old_string=a\\nnew_string=z\\n' > files/x.txt/ops/edit/call");
+    m.ok("printf 'old_string=a\\nnew_string=z\\n' > files/x.txt@/ops/edit/call");
     assert_eq!(runs_since(&m, before, "edit").len(), 1);
     assert_eq!(
         std::fs::read_to_string(m.root.join("x.txt")).unwrap(),
@@ -585,7 +585,7 @@ fn call_files_report_a_one_mib_block_size() {
     assert_eq!(out, "1048576\n4096\n4096\n");
     // A 3 MiB document through bash's builtin echo is one call, whole.
     let calls = last_run(&m);
-    m.ok("big=$(head -c 3145728 /dev/zero | tr '\\0' y); echo \"{\\\"path\\\":\\\"big.txt\\\",\\\"content\\\":\\\"$big\\\"}\" > files/ops/write/call");
+    m.ok("big=$(head -c 3145728 /dev/zero | tr '\\0' y); echo \"{\\\"path\\\":\\\"big.txt\\\",\\\"content\\\":\\\"$big\\\"}\" > files@/ops/write/call");
     assert_eq!(last_run(&m), calls + 1);
     assert_eq!(
         std::fs::metadata(m.root.join("big.txt")).unwrap().len(),

@@ -623,7 +623,9 @@ fn the_token_never_leaks_into_tree_journal_or_logs() {
         .arg("--manifest")
         .arg(&manifest_path)
         .env("WIP_GITHUB_CANARY", canary)
-        .env("WIP_LOG", "debug")
+        // Every crate at debug (a bare level would be wip's own only): the HTTP client's
+        // logs are where a token would leak.
+        .env("WIP_LOG", "debug,wip=debug")
         .stdout(Stdio::null())
         .status()
         .unwrap();

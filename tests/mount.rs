@@ -93,7 +93,7 @@ fn explore_the_root_and_an_issue() {
     // A folder holding hosts says which.
     assert!(m.read("db/description").contains("tracker (db)"));
     // The files host shows the launch directory.
-    assert!(m.read("files/hello.txt/description").contains("file"));
+    assert!(m.read("files/hello.txt@/description").contains("file"));
 }
 
 #[test]
@@ -275,23 +275,23 @@ fn pull_request_ops_and_merge_guards() {
 #[test]
 fn files_host_read_write_edit_and_escapes() {
     let m = Mount::start(None);
-    m.ok("echo > files/hello.txt/ops/read/call");
+    m.ok("echo > files/hello.txt@/ops/read/call");
     assert_eq!(
-        m.result("files/hello.txt/ops/read"),
+        m.result("files/hello.txt@/ops/read"),
         "     1\thello\n     2\tworld\n"
     );
-    m.ok("echo '{\"old_string\":\"world\",\"new_string\":\"there\"}' > files/hello.txt/ops/edit/call");
+    m.ok("echo '{\"old_string\":\"world\",\"new_string\":\"there\"}' > files/hello.txt@/ops/edit/call");
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "hello\nthere\n"
     );
-    // The description changed with the file's size.
-    m.ok("echo '{\"path\":\"new/notes.md\",\"content\":\"# notes\\n\",\"create_dirs\":true}' > files/ops/write/call");
+    m.ok("echo '{\"path\":\"new/notes.md\",\"content\":\"# notes\\n\",\"create_dirs\":true}' > files@/ops/write/call");
     assert_eq!(
         std::fs::read_to_string(m.root.join("new/notes.md")).unwrap(),
         "# notes\n"
     );
-    assert!(m.path("files/new/notes.md/description").exists());
+    assert_eq!(m.ok("cat files/new/notes.md"), "# notes\n");
+    assert!(m.read("files/new/notes.md@/description").contains("file"));
     // Escapes: refused by policy (EACCES), nothing written outside.
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), m.root.join("out")).unwrap();
@@ -302,45 +302,43 @@ fn files_host_read_write_edit_and_escapes() {
         "out/escape.txt",
     ] {
         let args = format!("{{\"path\":\"{path}\",\"content\":\"x\"}}\n");
-        assert_eq!(m.call("files/ops/write", &args), Err(EACCES), "{path}");
+        assert_eq!(m.call("files@/ops/write", &args), Err(EACCES), "{path}");
         assert!(
-            m.result("files/ops/write").contains("inside_root"),
+            m.result("files@/ops/write").contains("inside_root"),
             "{path}"
         );
     }
+    // (The shell follows the link itself, as the kernel resolves every symlink: a link
+    // that leads out of the mount leads out of the world, with the caller's own rights.)
     assert!(!m.root.parent().unwrap().join("escape.txt").exists());
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     // ENAMETOOLONG: the OS refuses a 300-byte file name (its own errno, not EIO).
     let long = "x".repeat(300);
     assert_eq!(
         m.call(
-            "files/ops/write",
+            "files@/ops/write",
             &format!("{{\"path\":\"{long}\",\"content\":\"x\"}}\n")
         ),
         Err(libc::ENAMETOOLONG)
     );
-    assert!(m.result("files/ops/write").contains("too long"));
+    assert!(m.result("files@/ops/write").contains("too long"));
     // Edit that matches twice without replace_all: EINVAL with words.
     std::fs::write(m.root.join("twice.txt"), "a a\n").unwrap();
     assert_eq!(
         m.call(
-            "files/ops/edit",
+            "files@/ops/edit",
             "{\"path\":\"twice.txt\",\"old_string\":\"a\",\"new_string\":\"b\"}\n"
         ),
         Err(EINVAL)
     );
-    assert!(m.result("files/ops/edit").contains("2 times"));
-    // A child named like a reserved name is escaped, never shadowing it.
-    std::fs::write(m.root.join("description"), "mine\n").unwrap();
-    wait_for_listing(&m, "files", "description~");
-    assert!(m.read("files/description").starts_with("Files of"));
-    m.ok("echo > files/description~/ops/read/call");
-    assert!(m.result("files/description~/ops/read").contains("mine"));
-    // The tree is not edited by hand.
-    let out = m.sh("touch tracker/new; mkdir files/x; rm tracker/issues/42/description");
+    assert!(m.result("files@/ops/edit").contains("2 times"));
+    // The other hosts' trees are not edited by hand; the files host is a working tree.
+    let out = m.sh("touch tracker/new; rm tracker/issues/42/description");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
-    // Changes made behind the mount's back show up once the short cache lifetime passes.
+    m.ok("mkdir files/x && echo made > files/x/y && rm -r files/x");
+    assert!(!m.root.join("x").exists());
+    // Changes made behind the mount's back show up within a second.
     let listed = m.ok("ls files");
     assert!(!listed.contains("later.txt"));
     std::fs::write(m.root.join("later.txt"), "x\n").unwrap();
@@ -348,79 +346,76 @@ fn files_host_read_write_edit_and_escapes() {
 }
 
 #[test]
-fn files_named_like_reserved_names_print_paths_that_exist() {
+fn files_named_like_reserved_names_are_themselves_and_print_paths_that_exist() {
     let m = Mount::start(None);
     for dir in ["ops", "description", "body", "README.md~"] {
         std::fs::create_dir(m.root.join(dir)).unwrap();
     }
     std::fs::write(m.root.join("README.md"), "read me\n").unwrap();
-    // README.md is reserved at the world's root only: in a host it is itself.
-    wait_for_listing(&m, "files", "README.md");
+    std::fs::write(m.root.join("ref"), "mine\n").unwrap();
+    // A files host's names are exactly the files': no escaping, nothing reserved.
     wait_for_listing(&m, "files", "README.md~");
-    // An escaped entry's description says what it is really called.
-    let d = m.ok("cat files/ops~/description");
-    assert!(
-        d.contains("really named ops; shown as ops~ because every entry reserves ops"),
-        "{d}"
-    );
-    assert!(!m
-        .ok("cat files/README.md/description")
-        .contains("really named"));
+    for name in ["ops", "description", "body", "README.md", "ref"] {
+        wait_for_listing(&m, "files", name);
+    }
+    assert_eq!(m.ok("cat files/ref"), "mine\n");
+    assert!(m.ok("cat files/ops@/description").contains("directory"));
+    assert!(!m.ok("cat files/ops@/description").contains("really named"));
     let mut texts = Vec::new();
-    // Calls on a directory's `path`, on the files themselves, and their guards.
+    // Calls on a folder's `path`, on the files themselves, and their guards.
     for (op, args) in [
         (
-            "files/ops/write",
+            "files@/ops/write",
             r#"{"path":"ops/notes.txt","content":"a\n"}"#,
         ),
         (
-            "files/ops/write",
+            "files@/ops/write",
             r#"{"path":"README.md","content":"new\n"}"#,
         ),
         (
-            "files/ops/write",
+            "files@/ops/write",
             r#"{"path":"description/body","content":"b\n"}"#,
         ),
         (
-            "files/ops/write",
+            "files@/ops/write",
             r#"{"path":"body/ops","content":"","create_dirs":true}"#,
         ),
         (
-            "files/ops/write",
+            "files@/ops/write",
             r#"{"path":"README.md~/x","content":"x\n"}"#,
         ),
         (
-            "files/ops/edit",
+            "files@/ops/edit",
             r#"{"path":"ops/notes.txt","old_string":"a","new_string":"c"}"#,
         ),
-        ("files/ops/read", r#"{"path":"body/ops"}"#),
-        ("files/ops/read", r#"{"path":"ops/notes.txt","offset":9}"#),
-        ("files/ops~/ops/list", ""),
-        ("files/ops~/ops/stat", ""),
-        ("files/README.md~/ops/stat", ""),
-        ("files/description~/body~/ops/write", r#"{"content":"d\n"}"#),
-        ("files/body~/ops~/ops/read", ""),
+        ("files@/ops/read", r#"{"path":"body/ops"}"#),
+        ("files@/ops/read", r#"{"path":"ops/notes.txt","offset":9}"#),
+        ("files/ops@/ops/list", ""),
+        ("files/ops@/ops/stat", ""),
+        ("files/README.md~@/ops/stat", ""),
+        ("files/description/body@/ops/write", r#"{"content":"d\n"}"#),
+        ("files/body/ops@/ops/read", ""),
     ] {
         let text = m.ok(&format!(
             "echo '{args}' > {op}/call; cat {op}/result; cat {op}/guard"
         ));
         texts.push(text);
     }
-    // A refusal names the link that leads out of the root by its entry.
+    // A refusal names the link that leads out of the root by its path.
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), m.root.join("ops/out")).unwrap();
     let text = m.ok(
-        "echo '{\"path\":\"ops/out/x\",\"content\":\"x\"}' > files/ops/write/call; \
-         cat files/ops/write/result",
+        "echo '{\"path\":\"ops/out/x\",\"content\":\"x\"}' > files@/ops/write/call; \
+         cat files@/ops/write/result",
     );
-    assert!(text.contains("symlink files/ops~/out → "), "{text}");
-    m.assert_all_exist(&["files/ops~/out".to_string()], &text);
+    assert!(text.contains("symlink files/ops/out → "), "{text}");
+    m.assert_all_exist(&["files/ops/out".to_string()], &text);
     let all = texts.join("\n");
     for want in [
-        "files/ops~/notes.txt",
-        "files/README.md\t",
-        "files/description~/body~",
-        "files/body~/ops~",
+        "files/ops/notes.txt",
+        "files/README.md",
+        "files/description/body",
+        "files/body/ops",
         "files/README.md~/x",
     ] {
         assert!(all.contains(want), "{want} never printed in:\n{all}");
@@ -455,13 +450,27 @@ fn read_only_policy_is_eacces() {
     let m = Mount::start(Some(
         "[[host]]\nkind = \"files\"\npath = \"files\"\nread_only = true\n",
     ));
-    let guard = m.read("files/hello.txt/ops/write/guard");
+    let guard = m.read("files/hello.txt@/ops/write/guard");
     assert_eq!(first_line(&guard), "blocked");
     assert_eq!(
-        m.call("files/hello.txt/ops/write", "{\"content\":\"x\"}\n"),
+        m.call("files/hello.txt@/ops/write", "{\"content\":\"x\"}\n"),
         Err(EACCES)
     );
-    assert!(m.result("files/hello.txt/ops/write").contains("read-only"));
+    assert!(m.result("files/hello.txt@/ops/write").contains("read-only"));
+    // The shell's own changes are refused the same way, and nothing changes on disk.
+    for change in [
+        "echo x > files/hello.txt",
+        "rm files/hello.txt",
+        "touch files/new.txt",
+    ] {
+        let out = m.sh(change);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{change}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!m.root.join("new.txt").exists());
     assert_eq!(
         std::fs::read_to_string(m.root.join("hello.txt")).unwrap(),
         "hello\nworld\n"
@@ -486,18 +495,18 @@ fn a_call_that_hangs_times_out() {
     )));
     // The read blocks in the kernel, inside the backend's file system.
     let started = std::time::Instant::now();
-    let called = m.call("slow/ops/read", "path=late.txt\n");
+    let called = m.call("slow@/ops/read", "path=late.txt\n");
     // Whatever is asserted, the backend is released before the mount goes (a daemon
     // thread still reading it would hold the unmount).
     let released = {
-        let r = m.result("slow/ops/read");
+        let r = m.result("slow@/ops/read");
         let ok = called == Err(ETIMEDOUT)
             && started.elapsed() < std::time::Duration::from_secs(10)
             && r.starts_with("running: read on /slow")
-            && r.contains("slow/ops/read/runs/1/ops/wait/call");
+            && r.contains("slow@/ops/read/runs/1/ops/wait/call");
         // The mount stays responsive while the call hangs.
-        let responsive = m.read("files/hello.txt/description").contains("file")
-            && m.read("slow/description").contains("1 entry");
+        let responsive = m.read("files/hello.txt@/description").contains("file")
+            && m.read("slow@/description").contains("1 entry");
         slow.release();
         (ok, responsive, r)
     };
@@ -509,7 +518,7 @@ fn a_call_that_hangs_times_out() {
     );
     assert!(released.1);
     // The run goes on and its outcome lands in it once the backend answers.
-    let run = "slow/ops/read/runs/1";
+    let run = "slow@/ops/read/runs/1";
     let out = m.ok(&format!(
         "until echo > {run}/ops/wait/call 2>/dev/null; do :; done; cat {run}/ops/wait/result"
     ));
@@ -530,7 +539,7 @@ fn a_large_payload_in_chunks_runs_at_flush() {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
-        .open(m.path("files/ops/write/call"))
+        .open(m.path("files@/ops/write/call"))
         .unwrap();
     for chunk in args.as_bytes().chunks(64 * 1024) {
         f.write_all(chunk).unwrap();
@@ -547,7 +556,7 @@ fn a_large_payload_in_chunks_runs_at_flush() {
         format!("{{\"path\":\"mib.txt\",\"content\":\"{big}\"}}"),
     )
     .unwrap();
-    m.ok("printf '%s' \"$(cat \"$0\")\" > files/ops/write/call"
+    m.ok("printf '%s' \"$(cat \"$0\")\" > files@/ops/write/call"
         .replace("$0", m.root.join("payload").to_str().unwrap())
         .as_str());
     assert_eq!(
@@ -726,7 +735,7 @@ fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
         tempfile::tempdir().unwrap(),
     );
     // A call that blocks in the backend (a read its file system does not answer).
-    let call = m.path("slow/ops/read/call");
+    let call = m.path("slow@/ops/read/call");
     let hung = std::thread::spawn(move || {
         let _ = std::fs::write(call, "path=late.txt\n");
     });
@@ -754,10 +763,10 @@ fn a_killed_daemon_is_recovered_and_its_call_shows_interrupted() {
     );
     assert!(!common::is_mounted(&m.mount));
     m.remount();
-    let runs = m.ok("ls slow/ops/read/runs");
+    let runs = m.ok("ls slow@/ops/read/runs");
     let id = runs.lines().next().unwrap();
     assert_eq!(
-        m.read(&format!("slow/ops/read/runs/{id}/status")),
+        m.read(&format!("slow@/ops/read/runs/{id}/status")),
         "interrupted\n"
     );
     assert!(m.read(".wip/log").contains("interrupted"));
@@ -775,8 +784,9 @@ fn wip_dir_shows_log_and_redacted_config() {
          env = {{ API_TOKEN = \"s3cret-value-123\", NOTE = \"ghp_abcdefghijklmnopqrstuvwxyz0123456789\" }}\n",
         processes.display().to_string()
     )));
-    m.ok("echo > files/hello.txt/ops/stat/call");
-    assert!(m.read(".wip/log").contains("/files/hello.txt stat"));
+    m.ok("echo > files/hello.txt@/ops/stat/call");
+    let log = m.read(".wip/log");
+    assert!(log.contains("/files/hello.txt@ stat"), "{log}");
     let config = m.read(".wip/config");
     for secret in [
         "c0mment-s3cret",

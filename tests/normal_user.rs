@@ -35,7 +35,7 @@ fn a_normal_user_mounts_reads_and_unmounts() {
               cd {d}/root
               setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={d} bash -c \"
                 {d}/wip mount --state {d}/state {d}/mnt >/dev/null &&
-                cat {d}/mnt/files/a.txt/body && {d}/wip umount {d}/mnt\"
+                cat {d}/mnt/files/a.txt && {d}/wip umount {d}/mnt\"
               grep -c \" {d}/mnt \" /proc/self/mountinfo || true'"
         ),
         Duration::from_secs(120),
@@ -85,13 +85,13 @@ fn only_the_mounting_user_reaches_a_mount_unless_allow_other_and_state_is_under_
               cd {d}/root
               as() {{ setpriv --reuid=$1 --regid=$1 --clear-groups env HOME={d} XDG_STATE_HOME={d}/xdg bash -c \"$2\"; }}
               as 65534 \"{d}/wip mount {d}/mnt >/dev/null\" || exit 3
-              as 65534 \"cat {d}/mnt/files/a.txt/body\" && echo owner-reads
+              as 65534 \"cat {d}/mnt/files/a.txt\" && echo owner-reads
               as 65533 \"ls {d}/mnt\" 2>/dev/null || echo other-refused
               ls {d}/mnt 2>/dev/null || echo root-refused
               test -s {d}/xdg/wip/journal.db && echo state-under-xdg
               as 65534 \"{d}/wip umount {d}/mnt\"
               as 65534 \"{d}/wip mount --state {d}/state -o allow_other {d}/mnt >/dev/null\" || exit 4
-              as 65533 \"cat {d}/mnt/files/a.txt/body\" && echo other-reads
+              as 65533 \"cat {d}/mnt/files/a.txt\" && echo other-reads
               as 65534 \"{d}/wip umount {d}/mnt\"
               grep -c \" {d}/mnt \" /proc/self/mountinfo || true'"
         ),

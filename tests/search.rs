@@ -61,8 +61,9 @@ fn a_distinctive_phrase_finds_its_chapter_first_and_hits_are_real_entries() {
         first.ends_with("/book/ch04-01-what-is-ownership.html"),
         "{r}"
     );
-    // The hit is the real entry: same ref, and resolve gives the book path.
-    let reference = std::fs::read_to_string(format!("{first}/ref")).unwrap();
+    // The hit is the real file, whose entry (`PATH@`) has the ref; resolve gives the
+    // book path.
+    let reference = std::fs::read_to_string(format!("{first}@/ref")).unwrap();
     m.ok(&format!("echo '{}' > ops/resolve/call", reference.trim()));
     assert!(m
         .result("ops/resolve")
@@ -70,7 +71,11 @@ fn a_distinctive_phrase_finds_its_chapter_first_and_hits_are_real_entries() {
     // The run links it.
     let runs = m.ok("ls search/ops/search/runs");
     let id = runs.lines().next().unwrap();
-    let linked = m.ok(&format!("cat search/ops/search/runs/{id}/discovered/*/ref"));
+    // A hit in a files host links the file itself; its ref is at the file's `PATH@`.
+    let linked = m.ok(&format!(
+        "for l in search/ops/search/runs/{id}/discovered/*; do \
+           if [ -d \"$l\" ]; then cat \"$l/ref\"; else cat \"$(readlink -f \"$l\")@/ref\"; fi; done"
+    ));
     assert!(linked.contains(reference.trim()), "{linked}");
     // Search results stay out of find and grep -r.
     let all = m.ok("find . -path ./book -prune -o -print");
@@ -117,7 +122,7 @@ fn locate_finds_an_issue_discovered_through_search() {
 }
 
 /// Files whose names the tree reserves (`README.md`, `ops`, `description`, `body`) are
-/// found by search, and every path the search prints is their escaped entry, which exists.
+/// found by search, and every path the search prints is the file's own, which exists.
 #[test]
 fn hits_on_reserved_names_print_paths_that_exist() {
     let root = tempfile::tempdir().unwrap();
@@ -138,7 +143,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
     wait_indexed(&m);
     let r = search(&m, "platypus");
-    // `1. 0.42 files/ops~/x.txt — x.txt`: the world path is the third word.
+    // `1. 0.42 files/ops/x.txt (line 1) — x.txt`: the world path is the third word.
     let mut hits: Vec<&str> = r
         .lines()
         .filter(|l| l.contains(" — "))
@@ -149,9 +154,9 @@ fn hits_on_reserved_names_print_paths_that_exist() {
         hits,
         [
             "files/README.md",
-            "files/body~",
-            "files/description~",
-            "files/ops~/x.txt"
+            "files/body",
+            "files/description",
+            "files/ops/x.txt"
         ],
         "{r}"
     );
@@ -163,9 +168,12 @@ fn hits_on_reserved_names_print_paths_that_exist() {
         .collect();
     assert_eq!(linked.len(), 5, "the search and its four hits: {r}");
     for path in hits.iter().copied().chain(linked.iter().copied()) {
-        m.ok(&format!("test -e '{path}' && cat '{path}/ref' > /dev/null"));
+        m.ok(&format!("test -e '{path}'"));
     }
-    assert_eq!(m.ok("cat files/ops~/x.txt/body"), "A platypus under ops.\n");
+    for path in &hits {
+        m.ok(&format!("cat '{path}@/ref' > /dev/null"));
+    }
+    assert_eq!(m.ok("cat files/ops/x.txt"), "A platypus under ops.\n");
 }
 
 /// Whether process `pid` has `file` open.

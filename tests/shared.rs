@@ -942,7 +942,13 @@ fn a_run_held_on_one_mount_is_listed_and_approved_on_the_other() {
         b.read(".wip/pending").contains(&format!("/runs/{seq}"))
     });
     let decided = b.ok(&format!("$WIP approve {id} --state {}", b.state.display()));
-    assert!(decided.contains(&format!("approved run {id}")), "{decided}");
+    // A person reads the run by its path and per-op number only.
+    assert!(
+        decided.starts_with("approved ")
+            && decided.contains(&format!("tracker/issues/42/ops/assign/runs/{seq}"))
+            && !decided.contains(&format!("run {id}")),
+        "{decided}"
+    );
     // The call ran (on B, asked to decide) and A sees it: the run, the issue.
     wait_until(
         "A sees the approved run finished",

@@ -421,7 +421,7 @@ impl World {
                 }
                 .ok_or_else(|| WorldError::not_found("this entry no longer exists"))?;
                 match f {
-                    InfoFile::Description => line(&names::shown(&described(e, &info))),
+                    InfoFile::Description => line(&names::shown(&self.described(e, &info))),
                     InfoFile::Ref => line(&names::shown(&info.reference)),
                 }
             }
@@ -514,7 +514,7 @@ impl World {
                     (REF, format!("wip://{}", self.settings.name)),
                 ],
                 Target::Entry(e) => match self.entries.full_info(e)? {
-                    Some(info) => vec![(COMMENT, described(e, &info)), (REF, info.reference)],
+                    Some(info) => vec![(COMMENT, self.described(e, &info)), (REF, info.reference)],
                     None => Vec::new(),
                 },
                 Target::Run(id) => {
@@ -575,6 +575,20 @@ impl World {
             "../".repeat(depth),
             target.trim_start_matches('/')
         ))
+    }
+
+    /// An entry's description as the world prints it: the host's words, then, when the tree
+    /// shows the entry's name escaped (`ops~`), what it is really called. A working tree
+    /// escapes no name, so its entries say nothing of it.
+    fn described(&self, e: &EntryRef, info: &crate::host::EntryInfo) -> String {
+        let note = match self.tree_root(e.host) {
+            Some(_) => None,
+            None => e.path.last().and_then(|n| names::escape_note(n)),
+        };
+        match note {
+            Some(note) => format!("{} · {note}", info.description),
+            None => info.description.clone(),
+        }
     }
 
     pub fn description(&self) -> String {
@@ -679,14 +693,5 @@ impl World {
             ));
         }
         Ok(out)
-    }
-}
-
-/// An entry's description as the world prints it: the host's words, then, when the tree
-/// shows the entry's name escaped (`ops~`), what it is really called.
-fn described(e: &EntryRef, info: &crate::host::EntryInfo) -> String {
-    match e.path.last().and_then(|n| names::escape_note(n)) {
-        Some(note) => format!("{} · {note}", info.description),
-        None => info.description.clone(),
     }
 }
