@@ -277,7 +277,7 @@ fn the_readme_tour_over_nfs_gives_the_same_outcomes_as_through_fuse() {
     assert_eq!(s.cat("tracker/issues/2/body"), "New body\nover nfs\n");
     assert_eq!(s.runs("edit_body"), 1);
     // The files host's content.
-    assert_eq!(s.cat("files/notes.txt/body"), "hello over nfs\n");
+    assert_eq!(s.cat("files/notes.txt"), "hello over nfs\n");
 }
 
 #[test]
@@ -692,10 +692,10 @@ fn another_local_user_is_refused_over_nfs_whatever_uid_it_claims() {
     std::fs::write(&secret, "root's secret\n").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     // The owner reads it (the world serves its files to the mount's owner).
-    assert_eq!(s.cat("files/secret.txt/body"), "root's secret\n");
+    assert_eq!(s.cat("files/secret.txt"), "root's secret\n");
     for claim in [&["--uid", "0"][..], &["--auth", "none"], &[]] {
         let mut args = claim.to_vec();
-        args.extend(["cat", "files/secret.txt/body"]);
+        args.extend(["cat", "files/secret.txt"]);
         let (ok, out) = s.client_as(1001, &args);
         assert!(!ok && !out.contains("root's secret"), "{claim:?}: {out}");
         assert!(out.contains("MNT3ERR_ACCES"), "{claim:?}: {out}");
@@ -708,7 +708,7 @@ fn another_local_user_is_refused_over_nfs_whatever_uid_it_claims() {
     // only the owner's uid is served on it.
     for claim in [&["--uid", "1001"][..], &["--auth", "none"]] {
         let mut args = claim.to_vec();
-        args.extend(["cat", "files/secret.txt/body"]);
+        args.extend(["cat", "files/secret.txt"]);
         let (ok, out) = s.client(&args);
         assert!(!ok && !out.contains("root's secret"), "{claim:?}: {out}");
         let mut args = claim.to_vec();
@@ -773,8 +773,8 @@ fn the_kernels_nfs_client_serves_only_the_owners_uid() {
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let script = r#"
 mkdir -p /etc && echo 'other:x:1001:1001::/tmp:/bin/sh' >> /etc/passwd
-echo "@@ root $(cat files/secret.txt/body)"
-su other -c 'cat files/secret.txt/body' > /tmp/o 2>&1; echo "@@ other $? $(cat /tmp/o)"
+echo "@@ root $(cat files/secret.txt)"
+su other -c 'cat files/secret.txt' > /tmp/o 2>&1; echo "@@ other $? $(cat /tmp/o)"
 su other -c 'echo PWNED > tracker/issues/2/ops/comment/call' > /tmp/o 2>&1; echo "@@ othercall $? $(cat /tmp/o)"
 su other -c 'ls tracker/issues/2/ops/comment' > /tmp/o 2>&1; echo "@@ otherls $? $(tr '\n' ' ' < /tmp/o)"
 echo 'mine' > tracker/issues/2/ops/comment/call; echo "@@ rootcall $?"

@@ -150,8 +150,13 @@ impl Ids {
 
     /// The id of `node`, named `name` in the folder `parent`.
     pub fn id(&self, node: NodeId, parent: u64, name: &str) -> u64 {
+        self.place(node, parent, name).0
+    }
+
+    /// The id of `node`, named `name` in the folder `parent`, and whether it is new.
+    pub fn place(&self, node: NodeId, parent: u64, name: &str) -> (u64, bool) {
         if node == NodeId::Root {
-            return ROOT;
+            return (ROOT, false);
         }
         let mut id = hash_of(&node) & !FRESH_BIT;
         let mut known = self.lock();
@@ -163,7 +168,7 @@ impl Ids {
             }
         }
         if known.nodes.contains_key(&id) {
-            return id;
+            return (id, false);
         }
         let base = match parent {
             ROOT => String::new(),
@@ -182,7 +187,7 @@ impl Ids {
         }
         known.nodes.insert(id, node);
         known.places.insert(id, (parent, path));
-        id
+        (id, true)
     }
 
     /// The folder `id` was found in (the root's is the root).

@@ -15,6 +15,7 @@
 mod access;
 mod ids;
 pub mod serve;
+mod tree;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,9 +39,12 @@ use access::Peer;
 use ids::Ids;
 
 /// ACCESS3 bits (RFC 1813): what writing needs.
+const ACCESS3_READ: u32 = 0x0001;
+const ACCESS3_LOOKUP: u32 = 0x0002;
 const ACCESS3_MODIFY: u32 = 0x0004;
 const ACCESS3_EXTEND: u32 = 0x0008;
 const ACCESS3_DELETE: u32 = 0x0010;
+const ACCESS3_EXECUTE: u32 = 0x0020;
 
 /// The world as an NFSv3 file system.
 pub struct WorldNfs {
@@ -108,6 +112,8 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 enum Writing {
     Call(CallDoc),
     Body(BodyDoc),
+    /// A working tree's file, written through one descriptor (see `tree`).
+    Tree(Arc<crate::world::working::TreeFile>),
 }
 
 impl WorldNfs {
@@ -178,6 +184,9 @@ impl WorldNfs {
 
     fn getattr_now(&self, id: fileid3, session: Session) -> Result<fattr3, nfsstat3> {
         let node = self.node(id)?;
+        if let NodeId::Tree(t) = node {
+            return self.tree_getattr(id, t);
+        }
         let attr = self.world.attr(&node, session).map_err(status)?;
         Ok(self.attr_of(id, &attr))
     }
@@ -236,6 +245,7 @@ impl WorldNfs {
             match w {
                 Writing::Call(doc) => doc.release(),
                 Writing::Body(doc) => doc.release(),
+                Writing::Tree(f) => self.world.tree_release(&f),
             }
         }
     }
@@ -363,10 +373,6 @@ fn status_of_errno(errno: i32) -> nfsstat3 {
     }
 }
 
-fn name_of(filename: &filename3) -> Result<&str, nfsstat3> {
-    std::str::from_utf8(&filename.0).map_err(|_| nfsstat3::NFS3ERR_NOENT)
-}
-
 /// Run blocking world work off the server's async threads (hosts may take their time).
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, nfsstat3> + Send + 'static,
@@ -452,15 +458,21 @@ impl NFSFileSystem for Served {
     }
 
     async fn lookup(&self, dirid: fileid3, filename: &filename3) -> Result<fileid3, nfsstat3> {
-        let name = name_of(filename)?.to_string();
+        let name = filename.0.clone();
         let me = Arc::clone(&self.0);
         blocking(move || {
             let dir = me.node(dirid)?;
-            match name.as_str() {
-                "." => return Ok(dirid),
-                ".." => return Ok(me.ids.parent(dirid)),
+            match name.as_slice() {
+                b"." => return Ok(dirid),
+                b".." => return Ok(me.ids.parent(dirid)),
                 _ => {}
             }
+            if let NodeId::Tree(t) = dir {
+                return me.tree_lookup(dirid, t, &name);
+            }
+            let name = std::str::from_utf8(&name)
+                .map_err(|_| nfsstat3::NFS3ERR_NOENT)?
+                .to_string();
             let node = me.world.lookup(&dir, &name).map_err(status)?;
             Ok(match node {
                 // Each open of a `call` writes a file of its own (see `Ids::fresh`).
@@ -482,6 +494,9 @@ impl NFSFileSystem for Served {
         let me = Arc::clone(&self.0);
         blocking(move || {
             let node = me.node(id)?;
+            if let NodeId::Tree(t) = node {
+                return me.tree_setattr(&client, id, t, &setattr);
+            }
             if let set_size3::size(size) = setattr.size {
                 match (&node, size) {
                     // `>` truncates a call file: a new document begins.
@@ -493,7 +508,7 @@ impl NFSFileSystem for Served {
                     }
                     (NodeId::Body(_), _) => match me.document(&client, id, size == 0)? {
                         Writing::Body(doc) => doc.truncate(size).map_err(status)?,
-                        Writing::Call(_) => return Err(nfsstat3::NFS3ERR_INVAL),
+                        Writing::Call(_) | Writing::Tree(_) => return Err(nfsstat3::NFS3ERR_INVAL),
                     },
                     _ => return Err(nfsstat3::NFS3ERR_ACCES),
                 }
@@ -510,10 +525,14 @@ impl NFSFileSystem for Served {
         offset: u64,
         count: u32,
     ) -> Result<(Vec<u8>, bool), nfsstat3> {
-        let session = session_of(&client());
+        let client = client();
+        let session = session_of(&client);
         let me = Arc::clone(&self.0);
         blocking(move || {
             let node = me.node(id)?;
+            if let NodeId::Tree(t) = node {
+                return me.tree_read(t, offset, count, me.who(&client));
+            }
             let snap = me.world.snapshot(&node, session).map_err(status)?;
             let bytes = me
                 .world
@@ -531,6 +550,11 @@ impl NFSFileSystem for Served {
 
     async fn write(&self, id: fileid3, offset: u64, data: &[u8]) -> Result<fattr3, nfsstat3> {
         let client = client();
+        if let Some(NodeId::Tree(t)) = self.0.ids.node(id) {
+            let me = Arc::clone(&self.0);
+            let data = data.to_vec();
+            return blocking(move || me.tree_write(&client, id, t, offset, &data)).await;
+        }
         let me = Arc::clone(&self.0);
         let c = client.clone();
         let w = blocking(move || me.document(&c, id, false)).await?;
@@ -540,6 +564,7 @@ impl NFSFileSystem for Served {
                 let data = data.to_vec();
                 blocking(move || doc.write(offset, &data).map(|_| ()).map_err(status)).await?
             }
+            Writing::Tree(_) => return Err(nfsstat3::NFS3ERR_IO),
         }
         let me = Arc::clone(&self.0);
         let session = session_of(&client);
@@ -556,7 +581,7 @@ impl NFSFileSystem for Served {
     fn defers_writes(&self, id: fileid3) -> bool {
         matches!(
             self.0.ids.node(id),
-            Some(NodeId::OpFile(_, _, OpFile::Call) | NodeId::Body(_))
+            Some(NodeId::OpFile(_, _, OpFile::Call) | NodeId::Body(_) | NodeId::Tree(_))
         )
     }
 
@@ -574,6 +599,16 @@ impl NFSFileSystem for Served {
         match w {
             Writing::Call(doc) => doc.flush(|| true, done),
             Writing::Body(doc) => doc.flush(|| true, done),
+            // The descriptor's bytes are on disk: its `write` run is recorded now.
+            Writing::Tree(f) => {
+                let me = Arc::clone(&self.0);
+                let session = session_of(&client);
+                return blocking(move || {
+                    me.world.tree_release(&f);
+                    me.getattr_now(id, session)
+                })
+                .await;
+            }
         }
         match rx.await {
             Ok(Ok(())) => {}
@@ -586,11 +621,27 @@ impl NFSFileSystem for Served {
     }
 
     async fn access(&self, id: fileid3, requested: u32) -> u32 {
+        let client = client();
         let me = Arc::clone(&self.0);
         let writes = ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
         blocking(move || {
             let node = me.node(id)?;
             let may_write = match &node {
+                NodeId::Tree(t) => {
+                    // The backing file's own bits for the client's uid, and the policy.
+                    let who = me.who(&client);
+                    let mut granted = 0;
+                    for (bits, mask) in [
+                        (ACCESS3_READ | ACCESS3_LOOKUP, libc::R_OK),
+                        (ACCESS3_EXECUTE, libc::X_OK),
+                        (ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE, libc::W_OK),
+                    ] {
+                        if me.world.tree_access(*t, mask, who).is_ok() {
+                            granted |= bits;
+                        }
+                    }
+                    return Ok(requested & granted);
+                }
                 NodeId::OpFile(t, op, OpFile::Call) => !me.world.calls().refuses_any_call(t, op),
                 NodeId::Body(_) => me
                     .world
@@ -608,43 +659,72 @@ impl NFSFileSystem for Served {
         .unwrap_or(requested & !writes)
     }
 
+    // Changes are a working tree's only: the rest of the world changes through its ops.
     async fn create(
         &self,
-        _dirid: fileid3,
-        _filename: &filename3,
-        _attr: sattr3,
+        dirid: fileid3,
+        filename: &filename3,
+        attr: sattr3,
     ) -> Result<(fileid3, fattr3), nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+        let (client, me, name) = (client(), Arc::clone(&self.0), filename.0.clone());
+        blocking(move || {
+            let dir = me.tree_node(dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_create(&client, dirid, dir, &name, &attr, false)
+        })
+        .await
     }
 
     async fn create_exclusive(
         &self,
-        _dirid: fileid3,
-        _filename: &filename3,
+        dirid: fileid3,
+        filename: &filename3,
     ) -> Result<fileid3, nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+        let (client, me, name) = (client(), Arc::clone(&self.0), filename.0.clone());
+        blocking(move || {
+            let dir = me.tree_node(dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_create(&client, dirid, dir, &name, &sattr3::default(), true)
+                .map(|(id, _)| id)
+        })
+        .await
     }
 
     async fn mkdir(
         &self,
-        _dirid: fileid3,
-        _dirname: &filename3,
+        dirid: fileid3,
+        dirname: &filename3,
     ) -> Result<(fileid3, fattr3), nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+        let (client, me, name) = (client(), Arc::clone(&self.0), dirname.0.clone());
+        blocking(move || {
+            let dir = me.tree_node(dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_mkdir(&client, dirid, dir, &name)
+        })
+        .await
     }
 
-    async fn remove(&self, _dirid: fileid3, _filename: &filename3) -> Result<(), nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+    async fn remove(&self, dirid: fileid3, filename: &filename3) -> Result<(), nfsstat3> {
+        let (client, me, name) = (client(), Arc::clone(&self.0), filename.0.clone());
+        blocking(move || {
+            let dir = me.tree_node(dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_remove(&client, dir, &name)
+        })
+        .await
     }
 
     async fn rename(
         &self,
-        _from_dirid: fileid3,
-        _from_filename: &filename3,
-        _to_dirid: fileid3,
-        _to_filename: &filename3,
+        from_dirid: fileid3,
+        from_filename: &filename3,
+        to_dirid: fileid3,
+        to_filename: &filename3,
     ) -> Result<(), nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+        let (client, me) = (client(), Arc::clone(&self.0));
+        let (from, to) = (from_filename.0.clone(), to_filename.0.clone());
+        blocking(move || {
+            let a = me.tree_node(from_dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            let b = me.tree_node(to_dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_rename(&client, (a, &from), (b, &to))
+        })
+        .await
     }
 
     async fn readdir(
@@ -656,6 +736,9 @@ impl NFSFileSystem for Served {
         let me = Arc::clone(&self.0);
         blocking(move || {
             let dir = me.node(dirid)?;
+            if let NodeId::Tree(t) = dir {
+                return me.tree_readdir(dirid, t, start_after, max_entries);
+            }
             let (listing, ids) = me.listing(dirid, &dir, start_after == 0)?;
             // A cookie is the id of the last entry the client saw: the listing goes on
             // after it (ids are stable, so a page boundary survives a changed listing).
@@ -696,18 +779,27 @@ impl NFSFileSystem for Served {
 
     async fn symlink(
         &self,
-        _dirid: fileid3,
-        _linkname: &filename3,
-        _symlink: &nfspath3,
+        dirid: fileid3,
+        linkname: &filename3,
+        symlink: &nfspath3,
         _attr: &sattr3,
     ) -> Result<(fileid3, fattr3), nfsstat3> {
-        Err(nfsstat3::NFS3ERR_ACCES)
+        let (client, me) = (client(), Arc::clone(&self.0));
+        let (name, target) = (linkname.0.clone(), symlink.0.clone());
+        blocking(move || {
+            let dir = me.tree_node(dirid)?.ok_or(nfsstat3::NFS3ERR_ACCES)?;
+            me.tree_symlink(&client, dirid, dir, &name, &target)
+        })
+        .await
     }
 
     async fn readlink(&self, id: fileid3) -> Result<nfspath3, nfsstat3> {
         let me = Arc::clone(&self.0);
         blocking(move || {
             let node = me.node(id)?;
+            if let NodeId::Tree(t) = node {
+                return me.tree_readlink(t).map(nfsstring);
+            }
             let target = me.world.readlink(&node).map_err(status)?;
             Ok(nfsstring(target.into_bytes()))
         })

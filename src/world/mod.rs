@@ -141,6 +141,8 @@ pub struct World {
     pub interrupted_at_start: usize,
     /// Callers of the working trees' changes lately read from /proc, by (pid, uid).
     callers: cache::TtlCache<(u32, u32), crate::host::Caller>,
+    /// Callers of an adapter's remote clients (see `working::REMOTE`).
+    remote_callers: std::sync::Mutex<std::collections::HashMap<u32, crate::host::Caller>>,
 }
 
 impl World {
@@ -205,6 +207,7 @@ impl World {
             started: Instant::now(),
             interrupted_at_start: interrupted.len() - settled,
             callers: cache::TtlCache::new(working::CALLER_REUSE, 4096),
+            remote_callers: Default::default(),
         })
     }
 

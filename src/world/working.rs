@@ -46,6 +46,13 @@ pub struct Who {
     pub gid: u32,
 }
 
+/// The bit that marks a `Who::pid` as a client of an adapter without processes here (an
+/// NFS client): its caller is the one the adapter named (`World::remote_who`).
+pub const REMOTE: u32 = 0x8000_0000;
+
+/// How many remote clients' callers are kept (the oldest are forgotten past it).
+const REMOTE_MAX: usize = 4096;
+
 impl Who {
     fn creds(self) -> Creds {
         Creds {
@@ -146,6 +153,28 @@ impl World {
     /// How long the kernel may keep what it was told of the tree of `host`.
     pub fn tree_ttl(&self, host: usize) -> Duration {
         self.tree(host).map(|t| t.ttl()).unwrap_or(Duration::ZERO)
+    }
+
+    fn remote_callers(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, Caller>> {
+        self.remote_callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Who a client of an adapter without processes here is (an NFS client: `session`
+    /// is its own number, `caller` what its runs record).
+    pub fn remote_who(&self, session: u32, gid: u32, caller: Caller) -> Who {
+        let who = Who {
+            pid: session | REMOTE,
+            uid: caller.uid,
+            gid,
+        };
+        let mut known = self.remote_callers();
+        if known.len() >= REMOTE_MAX && !known.contains_key(&who.pid) {
+            known.clear();
+        }
+        known.insert(who.pid, caller);
+        who
     }
 
     /// The path of a node from its tree's root (checked against the disk).
@@ -297,6 +326,14 @@ impl World {
 
     /// The caller of process `pid`, read from /proc (reused for a moment).
     fn caller_of(&self, who: Who) -> Caller {
+        if who.pid & REMOTE != 0 {
+            let known = self.remote_callers().get(&who.pid).cloned();
+            return known.unwrap_or_else(|| Caller {
+                uid: who.uid,
+                command: format!("a remote client (uid {})", who.uid),
+                ..Caller::default()
+            });
+        }
         let key = (who.pid, who.uid);
         if let Some(c) = self.callers.get(&key) {
             return c;
