@@ -899,3 +899,105 @@ fn ran(s: &Served, op: &str) -> i64 {
     )
     .unwrap()
 }
+
+/// The journal's runs of the files host, `(op, status, command)`, once they are written
+/// (runs are committed in groups a moment after the change).
+fn tree_runs(s: &Served, want: usize) -> Vec<(String, String, String)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let db = rusqlite::Connection::open(s.state().join("journal.db")).unwrap();
+        let mut st = db
+            .prepare("SELECT op, status, command FROM calls WHERE path LIKE '/files%' ORDER BY id")
+            .unwrap();
+        let runs: Vec<(String, String, String)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        if runs.len() >= want || std::time::Instant::now() > deadline {
+            return runs;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_kernels_nfs_client_changes_the_working_tree_and_every_change_is_a_run() {
+    let s = Served::start_manifest(
+        "[[policy]]\nmatch = \"files/secret/**\"\naction = \"deny\"\nreason = \"secrets stay\"\n",
+    );
+    let files = s.dir.path().join("files");
+    std::fs::create_dir_all(files.join("secret")).unwrap();
+    std::fs::write(files.join("secret/s.txt"), "kept\n").unwrap();
+    let script = r#"
+echo one > files/made.txt; echo "@@ create $?"
+echo two >> files/made.txt; echo "@@ append $?"
+mkdir -p files/d/e; echo "@@ mkdir $?"
+mv files/made.txt files/d/moved.txt; echo "@@ mv $?"
+ln -s moved.txt files/d/link; echo "@@ ln $?"
+chmod 600 files/d/moved.txt; echo "@@ chmod $?"
+echo "@@ cat $(cat files/d/link | tr '\n' '|')"
+echo "@@ ls $(ls files/d | tr '\n' ' ')"
+rm files/d/link && rm -r files/d/e; echo "@@ rm $?"
+echo pwned > files/secret/s.txt; echo "@@ denywrite $?"
+rm -f files/secret/s.txt; echo "@@ denyrm $?"
+mv files/secret/s.txt files/out.txt; echo "@@ denymv $?"
+touch files/secret/new; echo "@@ denycreate $?"
+echo "@@ guard $(tr '\n' ' ' < files/secret/s.txt@/ops/write/guard)"
+echo "@@ caller $(cat files/d/moved.txt@/ops/chmod/runs/1/caller | tr '\n' ' ')"
+"#;
+    let console = guest::Guest::boot(s.port, script).finish(Duration::from_secs(240));
+    let said = |key: &str| guest::report(&console, key);
+    assert!(console.contains("@@ mounted"), "{console}");
+    for k in ["create", "append", "mkdir", "mv", "ln", "chmod", "rm"] {
+        assert_eq!(said(k), "0", "{k}: {console}");
+    }
+    assert_eq!(said("cat"), "one|two|", "{console}");
+    assert_eq!(said("ls").trim(), "e link moved.txt", "{console}");
+    for k in ["denywrite", "denyrm", "denymv", "denycreate"] {
+        assert_ne!(said(k), "0", "{k} was refused: {console}");
+    }
+    assert!(
+        said("guard").starts_with("blocked") && said("guard").contains("secrets stay"),
+        "{console}"
+    );
+    assert!(said("caller").contains("NFS client"), "{console}");
+    // The disk holds what the commands made, and nothing the policy refused.
+    assert_eq!(
+        std::fs::read_to_string(files.join("d/moved.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(files.join("d/moved.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(
+        !files.join("d/e").exists()
+            && !files.join("d/link").exists()
+            && !files.join("made.txt").exists()
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("secret/s.txt")).unwrap(),
+        "kept\n"
+    );
+    assert!(!files.join("secret/new").exists() && !files.join("out.txt").exists());
+    // Each change is a run of its op, the NFS client its caller; the refusals are runs too.
+    let runs = tree_runs(&s, 12);
+    let ok: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.1 == "ok")
+        .map(|r| r.0.as_str())
+        .collect();
+    for op in [
+        "create", "write", "mkdir", "rename", "symlink", "chmod", "remove", "rmdir",
+    ] {
+        assert!(ok.contains(&op), "no {op} run: {runs:#?}");
+    }
+    assert!(runs.iter().all(|r| r.2.contains("NFS client")), "{runs:#?}");
+    assert!(
+        runs.iter().filter(|r| r.1 == "refused").count() >= 3,
+        "{runs:#?}"
+    );
+}
