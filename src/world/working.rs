@@ -1192,7 +1192,9 @@ fn sha256_of(file: &File, size: u64) -> Option<String> {
     let mut buf = vec![0u8; 256 * 1024];
     let mut at = 0u64;
     while at < size {
-        let n = file.read_at(&mut buf, at).ok()?;
+        // Never past `size`: the file may have grown since (another writer's bytes).
+        let want = usize::try_from(size - at).map_or(buf.len(), |left| left.min(buf.len()));
+        let n = file.read_at(&mut buf[..want], at).ok()?;
         if n == 0 {
             break;
         }
