@@ -3,6 +3,7 @@
 //! Data flows one way: kernel → `fuse` (or an NFS client → `nfs`) → `world` (router,
 //! guards, validation, journal) → a host in `hosts` → its backend.
 
+pub mod cache;
 pub mod calendar;
 pub mod children;
 pub mod control;

@@ -30,8 +30,8 @@ use fuser::{
 use crate::host::names;
 use crate::host::Caller;
 // fuser's `Session` is the kernel connection; this one is a caller's terminal session.
+use crate::cache::TtlCache;
 use crate::host::Session as CallerSession;
-use crate::world::cache::TtlCache;
 use crate::world::error::WorldError;
 use crate::world::node::{Caching, EntryRef, NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, Snapshot, World};

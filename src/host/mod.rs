@@ -9,6 +9,7 @@ pub mod glob;
 pub mod names;
 pub mod op;
 pub mod signal;
+pub mod text;
 pub mod tree;
 
 use serde_json::Value;
@@ -330,6 +331,14 @@ pub struct CallOutcome {
     /// prints its path.
     pub content: Vec<ContentPart>,
 }
+
+/// How long a call may run before its caller gets ETIMEDOUT unless the world's settings
+/// say otherwise (`call_timeout_ms`), in milliseconds.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+
+/// How many content parts one call keeps (the rest are counted in its `result`): a
+/// listing of `content/` and the lookups of its files stay cheap.
+pub const CONTENT_PARTS_KEPT: usize = 256;
 
 /// One piece of a call's content kept as a file of its run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -14,7 +14,6 @@ pub mod files;
 pub mod github;
 pub mod mcp;
 pub mod search;
-pub mod text;
 pub mod tracker;
 
 /// The environment a host's child (agent, exec host, MCP server) starts from: never the
@@ -68,7 +67,7 @@ impl HostContext {
             mount_point: PathBuf::from("/nonexistent-wip-mount"),
             identity: Identity::default(),
             peers: Vec::new(),
-            call_timeout: crate::world::settings::WorldSettings::default().call_timeout(),
+            call_timeout: std::time::Duration::from_millis(crate::host::DEFAULT_CALL_TIMEOUT_MS),
             changes: Changes::detached(),
             mount: String::new(),
             hidden: Default::default(),

@@ -29,8 +29,8 @@ use nfsserve::nfs::{
 };
 use nfsserve::vfs::{DirEntry, NFSFileSystem, ReadDirResult, VFSCapabilities};
 
+use crate::cache::TtlCache;
 use crate::host::{Caller, Session};
-use crate::world::cache::TtlCache;
 use crate::world::error::{WorldError, WorldResult};
 use crate::world::node::{NodeAttr, NodeId, NodeKind, OpFile};
 use crate::world::{BodyDoc, CallDoc, World};

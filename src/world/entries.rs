@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use super::cache::TtlCache;
 use super::call::live;
 use super::call::run::RoutedOutcome;
 use super::error::{ErrorKind, WorldError, WorldResult};
 use super::node::*;
 use super::{root_ops, Mounted, OpList};
 use super::{BODY_CACHE, GONE_KEEP, INFO_CACHE, INFO_CACHE_MAX, OPS_CACHE, REPORTED_TTL};
+use crate::cache::TtlCache;
 use crate::host::{self, names, Body, Host, OpSpec};
 use crate::state::{Event, Known, KnownEntry};
 

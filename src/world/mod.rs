@@ -10,7 +10,6 @@
 //! their entries), `root_ops` (locate, resolve, events) and `call/`, the call pipeline
 //! (`Pipeline`), which reaches the model through `Entries` only.
 
-pub mod cache;
 pub mod call;
 mod content;
 mod entries;
@@ -140,7 +139,7 @@ pub struct World {
     /// Calls found running at start-up (cut off by a crash) and left interrupted.
     pub interrupted_at_start: usize,
     /// Callers of the working trees' changes lately read from /proc, by (pid, uid).
-    callers: cache::TtlCache<(u32, u32), crate::host::Caller>,
+    callers: crate::cache::TtlCache<(u32, u32), crate::host::Caller>,
     /// Callers of an adapter's remote clients (see `working::REMOTE`).
     remote_callers: std::sync::Mutex<std::collections::HashMap<u32, crate::host::Caller>>,
 }
@@ -206,7 +205,7 @@ impl World {
             events_start,
             started: Instant::now(),
             interrupted_at_start: interrupted.len() - settled,
-            callers: cache::TtlCache::new(working::CALLER_REUSE, 4096),
+            callers: crate::cache::TtlCache::new(working::CALLER_REUSE, 4096),
             remote_callers: Default::default(),
         })
     }

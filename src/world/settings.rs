@@ -72,7 +72,7 @@ fn default_world_name() -> String {
 }
 
 fn default_call_timeout_ms() -> u64 {
-    30_000
+    crate::host::DEFAULT_CALL_TIMEOUT_MS
 }
 
 fn default_max_call_bytes() -> u64 {

@@ -2,6 +2,7 @@
 //! per descriptor, timeouts, late finishes, per-session results, limits and errnos, in
 //! milliseconds and without FUSE.
 
+mod mcp_schemas;
 mod model;
 mod places;
 

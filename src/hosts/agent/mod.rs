@@ -33,7 +33,7 @@ use crate::hosts::{lock, HostContext};
 
 use crate::host::names::{canonical_number, Paths};
 use crate::host::op::{Decl, NoArgs, Ops, Text};
-use crate::hosts::text::{one_line, plural};
+use crate::host::text::{one_line, plural};
 use store::{Conversation, State, Store};
 use turn::{Observer, Program, Turn, TurnEnd};
 

@@ -17,8 +17,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::host::text::one_line;
 use crate::hosts::lock;
-use crate::hosts::text::one_line;
 
 use serde_json::{json, Value};
 

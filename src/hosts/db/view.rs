@@ -14,7 +14,7 @@ use crate::host::{Child, EntryInfo, HostError, HostResult};
 /// Width of a row's one-line description.
 const LINE: usize = 120;
 
-pub(super) use crate::hosts::text::plural;
+pub(super) use crate::host::text::plural;
 
 /// At most `max` characters, with `…` when cut.
 pub(super) fn truncate(s: &str, max: usize) -> String {

@@ -216,7 +216,7 @@ impl ExecHost {
             };
             info.description.push_str(&format!(
                 " · crashes on this call: {at} ({}; {left})",
-                crate::hosts::text::plural(c.times, "time", "times in a row")
+                crate::host::text::plural(c.times, "time", "times in a row")
             ));
         }
         info
@@ -389,7 +389,7 @@ impl Host for ExecHost {
             return Err(HostError::Backend(format!(
                 "host {} crashes on this call: it went down during it {} (last: {}); refused for {:.1} s more, then it may be tried again",
                 self.paths.mount(),
-                crate::hosts::text::plural(c.times, "time", "times in a row"),
+                crate::host::text::plural(c.times, "time", "times in a row"),
                 c.why,
                 left.as_secs_f64()
             )));

@@ -32,7 +32,7 @@ pub(super) fn human_size(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
-pub(super) use crate::hosts::text::plural;
+pub(super) use crate::host::text::plural;
 
 /// `2026-11-30 12:04 UTC` (UTC: the daemon has no time zone database, and UTC is unambiguous).
 pub(super) fn format_time(t: SystemTime) -> String {

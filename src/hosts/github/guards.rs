@@ -11,9 +11,9 @@ use super::client::{seg, GhResult, Page};
 use super::ops::name;
 use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
+use crate::host::text::{and_list, plural};
 use crate::host::{Condition, HostError, HostResult};
 use crate::hosts::lock;
-use crate::hosts::text::{and_list, plural};
 
 /// How a guard reads GitHub's state: through the cache for the guard file, fresh for the
 /// check a call makes right before its change.

@@ -13,9 +13,9 @@ use super::guards::Read;
 use super::tree::{login, s};
 use super::{GithubHost, Hit, Kind, Node, Repo, SearchRun};
 use crate::host::op::{spelled as word, Bounded, Decl, Names, NoArgs, Ops, Prose, Text};
+use crate::host::text::{and_list, flat, plural};
 use crate::host::{CallOutcome, Condition, HostError, HostResult};
 use crate::hosts::lock;
-use crate::hosts::text::{and_list, flat, plural};
 
 /// How many search hits to keep: 1 to 100 (GitHub's largest page).
 type Limit = Bounded<1, 100>;

@@ -5,9 +5,9 @@ use serde_json::Value;
 use super::client::{now_secs, reset_words, seg};
 use super::guards::Read;
 use super::{encode_name, GithubHost, Kind, Node, Repo, TokenSource};
+use crate::host::text::{and_list, flat, plural};
 use crate::host::{Child, EntryInfo, HostError, HostResult};
 use crate::hosts::lock;
-use crate::hosts::text::{and_list, flat, plural};
 
 pub(super) fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")

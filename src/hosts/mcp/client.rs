@@ -233,7 +233,7 @@ impl Shared {
         match &st.first_junk {
             Some(first) => format!(
                 "; it printed {} on stdout that {} not JSON-RPC, the first: `{first}`",
-                crate::hosts::text::plural(st.junk_lines, "line", "lines"),
+                crate::host::text::plural(st.junk_lines, "line", "lines"),
                 if st.junk_lines == 1 { "is" } else { "are" },
             ),
             None => String::new(),
@@ -874,7 +874,7 @@ pub fn phase_words(phase: &Phase) -> String {
             format!(
                 "{why}; {when} (a {} wait after {} in a row)",
                 seconds(*delay),
-                crate::hosts::text::plural(*failures, "failure", "failures")
+                crate::host::text::plural(*failures, "failure", "failures")
             )
         }
         Phase::Stopped => "stopped".to_string(),
@@ -1317,5 +1317,5 @@ async fn list_resources(peer: &Peer<RoleClient>) -> Result<(Vec<Resource>, bool)
 }
 
 fn one_line(s: &str) -> String {
-    crate::hosts::text::one_line(s, 300)
+    crate::host::text::one_line(s, 300)
 }

@@ -31,15 +31,15 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::cache::TtlCache;
 use crate::host::{
     Body, CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec, Readiness,
 };
 use crate::hosts::HostContext;
-use crate::world::cache::TtlCache;
 
+use crate::host::text::one_line;
 use crate::host::HostDefault;
-use crate::hosts::text::one_line;
 use client::{phase_words, Catalog, Client, Phase};
 use render::{decode_name, encode_name, Hints, Policy, Steered, UriTemplate};
 

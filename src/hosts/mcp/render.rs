@@ -3,8 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::host::{Condition, ContentPart};
-use crate::world::call::attachments::CONTENT_PARTS_KEPT;
+use crate::host::{Condition, ContentPart, CONTENT_PARTS_KEPT};
 
 /// A name (a tool's, a prompt's, a resource URI) as one path segment: `%` and `/` (and NUL)
 /// percent-encoded, everything else kept, so the mapping is reversible.
@@ -284,7 +283,7 @@ fn some_names(names: &[&str]) -> String {
         quoted.push(format!("{} more", names.len() - SHOWN));
     }
     let tools = if names.len() == 1 { "tool" } else { "tools" };
-    format!("{tools} {}", crate::hosts::text::and_list(&quoted))
+    format!("{tools} {}", crate::host::text::and_list(&quoted))
 }
 
 /// Names an `allow_*` list gives that the server does not offer, as one warning each
@@ -353,7 +352,7 @@ impl Found {
         (self.dropped > 0).then(|| {
             format!(
                 "[{} not kept: a call keeps its first {CONTENT_PARTS_KEPT}]",
-                crate::hosts::text::plural(
+                crate::host::text::plural(
                     self.dropped as i64,
                     "more content part",
                     "more content parts"

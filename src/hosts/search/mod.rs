@@ -29,10 +29,10 @@ use serde_json::{json, Value};
 
 use crate::host::names::{canonical_number, Paths};
 use crate::host::op::{Decl, NoArgs, Ops, Text};
+use crate::host::text::{one_line, plural};
 use crate::host::{
     CallOutcome, Caller, Child, Condition, EntryInfo, Guard, Host, HostError, HostResult, OpSpec,
 };
-use crate::hosts::text::{one_line, plural};
 use crate::hosts::{HostContext, Peer};
 
 use index::{Engine, Hit};

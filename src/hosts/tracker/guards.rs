@@ -6,8 +6,8 @@ use super::store::Store;
 use super::db::{self, Item};
 use super::ops::name;
 use super::{Node, TrackerHost};
+use crate::host::text::{and_list, plural};
 use crate::host::{Condition, HostResult};
-use crate::hosts::text::{and_list, plural};
 use crate::manifest::Role;
 
 impl TrackerHost {

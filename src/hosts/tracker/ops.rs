@@ -15,8 +15,8 @@ use super::store::{args, Store, P};
 use super::view::item_name;
 use super::{Kind, Node, TrackerHost};
 use crate::host::op::{spelled, Decl, Names, NoArgs, Ops, Text};
+use crate::host::text::{and_list, flat, plural};
 use crate::host::{CallOutcome, Condition, HostError, HostResult, OrFailed};
-use crate::hosts::text::{and_list, flat, plural};
 
 /// An entry as its ops see it: its node and, for an issue or pull request, the item itself,
 /// read once so that the guards of all of an entry's ops share one read (and inside a call,

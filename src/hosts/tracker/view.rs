@@ -4,8 +4,8 @@ use super::store::Store;
 
 use super::db::{self, Item};
 use super::{Kind, Node, TrackerHost};
+pub(super) use crate::host::text::{and_list, plural};
 use crate::host::{Child, EntryInfo, HostResult};
-pub(super) use crate::hosts::text::{and_list, plural};
 
 /// The first words of a text on one line, at most about `max` characters.
 pub(super) fn excerpt(text: &str, max: usize) -> String {

@@ -11,12 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::Pipeline;
-use crate::host::{extension, ContentPart};
+use crate::host::{extension, ContentPart, CONTENT_PARTS_KEPT};
 use crate::state::Run;
-
-/// How many content parts one call keeps (the rest are counted in its `result`): a
-/// listing of `content/` and the lookups of its files stay cheap.
-pub const CONTENT_PARTS_KEPT: usize = 256;
 
 impl Pipeline {
     fn content_root(&self) -> PathBuf {
@@ -45,7 +41,7 @@ impl Pipeline {
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return format!(
                 "warning: the call's {} could not be kept ({e})\n",
-                crate::hosts::text::plural(parts.len() as i64, "content part", "content parts")
+                crate::host::text::plural(parts.len() as i64, "content part", "content parts")
             );
         }
         for (i, p) in parts.iter().enumerate().take(CONTENT_PARTS_KEPT) {
@@ -80,7 +76,7 @@ impl Pipeline {
         if parts.len() > CONTENT_PARTS_KEPT {
             out.push_str(&format!(
                 "warning: {} not kept (a call keeps its first {CONTENT_PARTS_KEPT})\n",
-                crate::hosts::text::plural(
+                crate::host::text::plural(
                     (parts.len() - CONTENT_PARTS_KEPT) as i64,
                     "more content part was",
                     "more content parts were"
