@@ -387,7 +387,7 @@ fn absolute_run_path(path: &str) -> Result<String> {
 /// The wip mount holding `path`, by the kernel's mount table.
 fn mount_of(path: &Path) -> Option<PathBuf> {
     path.ancestors()
-        .find(|a| crate::daemon::mounted_fs_type(a).is_some_and(|t| t.starts_with("fuse")))
+        .find(|a| crate::launch::mounted_fs_type(a).is_some_and(|t| t.starts_with("fuse")))
         .map(Path::to_path_buf)
 }
 
@@ -419,7 +419,7 @@ fn socket_dir(run_path: &str, state: Option<&Path>) -> Result<PathBuf> {
             )),
         };
     }
-    Ok(crate::daemon::default_state_dir())
+    Ok(crate::launch::default_state_dir())
 }
 
 /// Send a decision on the run at `run` (a path in a mount, or a run id) to its daemon.

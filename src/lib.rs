@@ -12,6 +12,7 @@ pub mod fuse;
 pub mod fuzz;
 pub mod host;
 pub mod hosts;
+pub mod launch;
 pub mod manifest;
 pub mod nfs;
 pub mod proc;

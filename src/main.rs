@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use wip::daemon::{self, MountOptions};
+use wip::daemon;
+use wip::launch::{self, MountOptions};
 use wip::world::Verb;
 
 #[derive(Parser)]
@@ -249,7 +250,7 @@ fn main() -> ExitCode {
                             world: flags.manifest,
                             listen: "127.0.0.1:0".into(),
                             mount_point: Some(dir.clone()),
-                            state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
+                            state_dir: flags.state.unwrap_or_else(launch::default_state_dir),
                             state_url,
                             titled: flags.titled,
                             allow_other: flags.allow_other,
@@ -262,7 +263,7 @@ fn main() -> ExitCode {
                     let opts = MountOptions {
                         mount_point: dir,
                         manifest: flags.manifest,
-                        state_dir: flags.state.unwrap_or_else(daemon::default_state_dir),
+                        state_dir: flags.state.unwrap_or_else(launch::default_state_dir),
                         titled: flags.titled,
                         wait: !flags.no_wait,
                         allow_other: flags.allow_other,
@@ -290,7 +291,7 @@ fn main() -> ExitCode {
                 world,
                 listen,
                 mount_point,
-                state_dir: state.unwrap_or_else(daemon::default_state_dir),
+                state_dir: state.unwrap_or_else(launch::default_state_dir),
                 state_url,
                 titled,
                 allow_other,

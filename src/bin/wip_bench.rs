@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use wip::daemon::{build_world, MountOptions};
 use wip::host::Caller;
+use wip::launch::{build_world, MountOptions};
 use wip::world::node::{NodeId, Target};
 
 fn percentiles(mut v: Vec<f64>) -> (f64, f64) {

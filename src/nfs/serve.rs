@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use nfsserve::tcp::{NFSTcp, NFSTcpListener};
 
 use super::Served;
-use crate::daemon::{build_world, MountOptions};
+use crate::launch::{build_world, MountOptions};
 
 pub struct Options {
     /// A directory (the default world of its files) or a manifest.
@@ -47,7 +47,7 @@ pub fn run(opts: Options) -> Result<()> {
         );
     }
     // Documents' buffers are freed to the system when they go, as in a FUSE daemon.
-    crate::daemon::tune_allocator();
+    crate::launch::tune_allocator();
     // Without one, printed paths are world paths (`/tracker/issues/42`).
     let mount_point = opts.mount_point.clone().unwrap_or_default();
     let world = build_world(
@@ -127,7 +127,7 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
     std::fs::create_dir_all(&opts.state_dir)
         .with_context(|| format!("cannot create state dir {}", opts.state_dir.display()))?;
     let log_path = opts.state_dir.join("wip-nfs.log");
-    let mut cmd = crate::daemon::wip_itself()?;
+    let mut cmd = crate::launch::wip_itself()?;
     cmd.arg("serve-nfs");
     if let Some(w) = &opts.world {
         cmd.arg(std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()));
@@ -147,7 +147,7 @@ pub fn mount(dir: &std::path::Path, opts: Options) -> Result<()> {
         cmd.arg("--allow-other");
     }
     let (mut child, mut log, log_start) =
-        crate::daemon::spawn_detached(cmd, &log_path, "the NFS server")?;
+        crate::launch::spawn_detached(cmd, &log_path, "the NFS server")?;
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     let port = loop {
         let mut text = String::new();
