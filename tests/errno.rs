@@ -110,7 +110,7 @@ fn what_hosts_report_becomes_errno_plus_words() {
         rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
         Some("database is locked".into()),
     );
-    let w = WorldError::from(busy);
+    let w = WorldError::from(wip::state::StateError::from(busy));
     assert_eq!(
         (w.errno(), w.to_string()),
         (libc::EIO, "journal: database is locked".to_string())

@@ -6,8 +6,7 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::Journal;
-use crate::world::error::{WorldError, WorldResult};
+use super::{Journal, StateError, StateResult};
 
 /// One known entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -75,15 +74,13 @@ impl Recent {
 
 impl Known {
     /// The known world kept by `journal`'s engine, with its writer thread.
-    pub fn open(journal: Arc<dyn Journal>) -> WorldResult<Known> {
+    pub fn open(journal: Arc<dyn Journal>) -> StateResult<Known> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let writer_journal = Arc::clone(&journal);
         let writer = std::thread::Builder::new()
             .name("known-world".into())
             .spawn(move || write_loop(writer_journal.as_ref(), rx))
-            .map_err(|e| {
-                WorldError::backend(format!("cannot start the known-world writer: {e}"))
-            })?;
+            .map_err(|e| StateError::new(format!("cannot start the known-world writer: {e}")))?;
         Ok(Known {
             tx: Mutex::new(tx),
             recent: Mutex::default(),
@@ -118,19 +115,19 @@ impl Known {
     }
 
     /// Indexable known entries whose path or description holds every word (any case).
-    pub fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    pub fn locate(&self, words: &[String], limit: usize) -> StateResult<Vec<KnownEntry>> {
         self.flush();
         self.journal.locate(words, limit)
     }
 
     /// Every known path of the object with this ref.
-    pub fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+    pub fn paths_of(&self, reference: &str) -> StateResult<Vec<String>> {
         self.flush();
         self.journal.paths_of(reference)
     }
 
     /// The most recently seen entries, newest first, and how many are known in all.
-    pub fn recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+    pub fn recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)> {
         self.flush();
         self.journal.known_recent(limit)
     }

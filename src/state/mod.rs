@@ -10,9 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::host::{Caller, Session};
+use crate::host::{Caller, ErrorSource, Session};
 use crate::secrets::scrub;
-use crate::world::error::WorldResult;
 
 mod approval;
 pub mod known;
@@ -27,12 +26,45 @@ pub use known::{Known, KnownEntry};
 pub const INTERRUPTED: &str = "interrupted";
 /// A run cut off by a crash whose host says its change never committed: nothing changed.
 pub const NOT_RUN: &str = "not_run";
-/// The errno of a run cut off by a crash (the backend's: EIO), from the one table.
-pub const INTERRUPTED_ERRNO: i32 = crate::world::error::ErrorKind::Backend.errno();
-/// The errno of a pending run nobody decided in time (ETIMEDOUT), from the one table.
-pub const EXPIRED_ERRNO: i32 = crate::world::error::ErrorKind::TimedOut.errno();
+/// The errno of a run cut off by a crash: the backend's, EIO (the world's `Backend` kind;
+/// `world::error`'s tests hold the two to the same value).
+pub const INTERRUPTED_ERRNO: i32 = libc::EIO;
+/// The errno of a pending run nobody decided in time: ETIMEDOUT (the world's `TimedOut`).
+pub const EXPIRED_ERRNO: i32 = libc::ETIMEDOUT;
 /// The result of a run marked interrupted at start-up.
 pub const INTERRUPTED_WORDS: &str = "error: interrupted: the daemon stopped before this call finished; check the object before calling again\n";
+
+/// Why the state failed, in the words a user reads, with the database's error kept as
+/// its cause. Storage failing is always the backend's doing: the world makes it EIO.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct StateError {
+    message: String,
+    #[source]
+    source: Option<ErrorSource>,
+}
+
+impl StateError {
+    pub fn new(message: impl Into<String>) -> Self {
+        StateError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `source`.
+    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(ErrorSource(Arc::new(source)));
+        self
+    }
+
+    /// Its words and its cause, for an error of a layer above to carry on.
+    pub fn into_parts(self) -> (String, Option<ErrorSource>) {
+        (self.message, self.source)
+    }
+}
+
+pub type StateResult<T> = Result<T, StateError>;
 
 /// A new journal's identity: 16 random bytes in hex (a host that keeps run ids beside its
 /// own changes tells journals apart by it, see `Caller::run`).
@@ -189,7 +221,7 @@ pub trait Journal: Send + Sync {
     /// Record runs that already ended, each with its `call` event, in one transaction
     /// where the engine allows: their ids and numbers, in order. (By default one begin and
     /// one finish each.)
-    fn record_ended(&self, runs: &[Ended]) -> WorldResult<Vec<Began>> {
+    fn record_ended(&self, runs: &[Ended]) -> StateResult<Vec<Began>> {
         runs.iter()
             .map(|r| {
                 let began =
@@ -210,11 +242,11 @@ pub trait Journal: Send + Sync {
 
     /// Whether any run was recorded at the entry `path`, or at an entry below the world
     /// path `under` (a removed folder's files).
-    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool>;
+    fn ran_at(&self, path: &str, under: &str) -> StateResult<bool>;
 
     /// Make what was recorded so far durable on disk (a caller's `fsync`). Engines whose
     /// commits are durable already need nothing.
-    fn sync(&self) -> WorldResult<()> {
+    fn sync(&self) -> StateResult<()> {
         Ok(())
     }
 
@@ -224,7 +256,7 @@ pub trait Journal: Send + Sync {
 
     /// Settle a run marked interrupted at start-up, as its host knows it ended (`ok` with
     /// its result, or `not_run`); `false` when it was no longer interrupted.
-    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool>;
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> StateResult<bool>;
 
     /// Record a call before it runs; returns its run id and its number among its op's runs.
     fn begin(
@@ -234,7 +266,7 @@ pub trait Journal: Send + Sync {
         op: &str,
         args: &str,
         guard: &Clean,
-    ) -> WorldResult<Began>;
+    ) -> StateResult<Began>;
 
     /// Record the outcome of a call and the changes it made, in one transaction.
     fn finish(
@@ -245,64 +277,64 @@ pub trait Journal: Send + Sync {
         result: &Clean,
         discovered: &[String],
         events: &[Event],
-    ) -> WorldResult<()>;
+    ) -> StateResult<()>;
 
     /// Record changes that no call made (a host's own notifications), in one transaction.
-    fn record_events(&self, events: &[Event]) -> WorldResult<()>;
+    fn record_events(&self, events: &[Event]) -> StateResult<()>;
 
     /// Events after `cursor`, oldest first, at most `limit`.
-    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>>;
+    fn events_after(&self, cursor: i64, limit: usize) -> StateResult<Vec<Event>>;
 
     /// When the newest event after `cursor` happened (`None`: there is none).
-    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>>;
+    fn last_event_at(&self, cursor: i64) -> StateResult<Option<String>>;
 
     /// The cursor of the newest event (0 if none).
-    fn last_event(&self) -> WorldResult<i64>;
+    fn last_event(&self) -> StateResult<i64>;
 
-    fn get(&self, id: i64) -> WorldResult<Option<Run>>;
+    fn get(&self, id: i64) -> StateResult<Option<Run>>;
 
     /// Runs of one op of one entry, newest first: (id, number).
-    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>>;
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> StateResult<Vec<Began>>;
 
     /// The journal id of run number `seq` of one op of one entry (`runs/SEQ`).
-    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>>;
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> StateResult<Option<i64>>;
 
     /// The latest run of one op of one entry.
-    fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
+    fn latest(&self, path: &str, op: &str) -> StateResult<Option<i64>> {
         Ok(self.runs_of(path, op, 1)?.first().map(|b| b.id))
     }
 
     /// The run `session` reads in an op's `result` when this mount has no call of it in
     /// memory: the session's own latest call, else the latest call of its uid; of this
     /// mount only, never another mount's sharing the journal.
-    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>>;
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> StateResult<Option<i64>>;
 
     /// Runs still running (every mount's), oldest first, at most `limit`.
-    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>>;
+    fn running_runs(&self, limit: usize) -> StateResult<Vec<Run>>;
 
     /// Newest calls first.
-    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>>;
+    fn recent(&self, limit: usize) -> StateResult<Vec<Run>>;
 
     /// Newest calls first, `args` and `result` cut to their first `cut` characters by the
     /// database itself, so a view of recent calls costs the same whatever they carried.
-    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>>;
+    fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>>;
 
-    fn count(&self) -> WorldResult<i64>;
+    fn count(&self) -> StateResult<i64>;
 
     /// How many calls are running now (begun, not finished).
-    fn running(&self) -> WorldResult<i64>;
+    fn running(&self) -> StateResult<i64>;
 
     /// The database's size in bytes.
-    fn bytes(&self) -> WorldResult<i64>;
+    fn bytes(&self) -> StateResult<i64>;
 
     /// Hold run `run` for a person's sign-off, with its `pending` event.
-    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval>;
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> StateResult<Approval>;
 
     /// The approval record of a run, if it asked for one.
-    fn approval(&self, run: i64) -> WorldResult<Option<Approval>>;
+    fn approval(&self, run: i64) -> StateResult<Option<Approval>>;
 
     /// Runs waiting for a decision, oldest first, at most `limit`.
-    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>>;
+    fn pending_approvals(&self, limit: usize) -> StateResult<Vec<Approval>>;
 
     /// Record a decision on a pending run, the run's change and the events, in one
     /// transaction; `false` (nothing written) when the run is no longer pending.
@@ -314,29 +346,29 @@ pub trait Journal: Send + Sync {
         reason: Option<&Clean>,
         change: &RunChange<'_>,
         events: &[Event],
-    ) -> WorldResult<bool>;
+    ) -> StateResult<bool>;
 
     /// Expire the pending runs whose time is up, each with the result `result_of` gives;
     /// returns what expired.
     fn expire_due(
         &self,
         result_of: &dyn Fn(&Approval) -> Clean<'static>,
-    ) -> WorldResult<Vec<Expired>>;
+    ) -> StateResult<Vec<Expired>>;
 
     /// How long until the next pending run expires (zero if one is due), if any will.
-    fn next_expiry(&self) -> WorldResult<Option<Duration>>;
+    fn next_expiry(&self) -> StateResult<Option<Duration>>;
 
     /// Write known entries (one batch of the known world's writer), each path once.
-    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()>;
+    fn write_known(&self, entries: &[KnownEntry]) -> StateResult<()>;
 
     /// Indexable known entries whose path or description holds every word (any case).
-    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>>;
+    fn locate(&self, words: &[String], limit: usize) -> StateResult<Vec<KnownEntry>>;
 
     /// Every known path of the object with this ref.
-    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>>;
+    fn paths_of(&self, reference: &str) -> StateResult<Vec<String>>;
 
     /// The most recently seen known entries, newest first, and how many are known in all.
-    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)>;
+    fn known_recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)>;
 }
 
 /// A world's state, opened: the journal, the runs a crash cut off (now `interrupted`),
@@ -350,7 +382,7 @@ pub struct Opened {
 /// Open the state: SQLite in `state_dir`, or the PostgreSQL database `url` names (where
 /// only this mount's, `origin`'s, cut-off calls are marked interrupted: other mounts may
 /// be running theirs right now).
-pub fn open(state_dir: &Path, url: Option<&str>, origin: &str) -> WorldResult<Opened> {
+pub fn open(state_dir: &Path, url: Option<&str>, origin: &str) -> StateResult<Opened> {
     match url {
         None => {
             let (j, interrupted) = sqlite::SqliteJournal::open(&state_dir.join("journal.db"))?;

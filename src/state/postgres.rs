@@ -18,8 +18,8 @@ use super::{
     RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO,
     INTERRUPTED_WORDS, PENDING, RUNNING,
 };
+use super::{StateError, StateResult};
 use crate::host::{Caller, Session};
-use crate::world::error::{WorldError, WorldResult};
 
 /// The current time as the SQLite journal writes it (ISO 8601, UTC, milliseconds).
 const NOW: &str =
@@ -104,7 +104,7 @@ const BEGIN_TRIES: usize = 100;
 
 impl PgJournal {
     /// Create the tables if needed and mark this mount's calls that a crash cut off.
-    pub fn open(db: Arc<SharedDb>, origin: &str) -> WorldResult<(PgJournal, Vec<i64>)> {
+    pub fn open(db: Arc<SharedDb>, origin: &str) -> StateResult<(PgJournal, Vec<i64>)> {
         let mut j = PgJournal {
             db,
             origin: origin.to_string(),
@@ -163,7 +163,7 @@ impl PgJournal {
         &self,
         what: &str,
         f: impl FnOnce(&mut postgres::Client) -> PgResult<T>,
-    ) -> WorldResult<T> {
+    ) -> StateResult<T> {
         let mut c = self.db.client()?;
         f(&mut c).map_err(|e| self.db.error(what, &e))
     }
@@ -192,7 +192,7 @@ impl Journal for PgJournal {
     }
 
     /// Settle a run marked interrupted at start-up (see `SqliteJournal::settle`).
-    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool> {
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> StateResult<bool> {
         self.with("cannot settle a run", |c| {
             c.execute(
                 "UPDATE calls SET status = $2, errno = $3, result = $4 WHERE id = $1 AND status = $5",
@@ -209,7 +209,7 @@ impl Journal for PgJournal {
         op: &str,
         args: &str,
         guard: &Clean,
-    ) -> WorldResult<Began> {
+    ) -> StateResult<Began> {
         let guard = guard.as_str();
         let start = start_column(caller.session_start);
         let began = self.with("cannot record the call", |c| {
@@ -250,7 +250,7 @@ impl Journal for PgJournal {
         })?;
         // Only a storm of writers on one op gets here; saying so beats a wrong number.
         began.ok_or_else(|| {
-            WorldError::backend(format!(
+            StateError::new(format!(
                 "cannot record the call: {BEGIN_TRIES} other calls of {op} on {path} took its run number first; call again"
             ))
         })
@@ -264,11 +264,11 @@ impl Journal for PgJournal {
         result: &Clean,
         discovered: &[String],
         events: &[Event],
-    ) -> WorldResult<()> {
+    ) -> StateResult<()> {
         let discovered = serde_json::to_string(discovered)
-            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
-        let events = serde_json::to_string(events)
-            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+            .map_err(|e| StateError::new(format!("journal: {e}")))?;
+        let events =
+            serde_json::to_string(events).map_err(|e| StateError::new(format!("journal: {e}")))?;
         self.with("cannot record the call's outcome", |c| {
             c.query_typed(
                 "SELECT wip_finish($1, $2, $3, $4, $5, $6, $7)",
@@ -286,7 +286,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+    fn record_events(&self, events: &[Event]) -> StateResult<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -297,7 +297,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+    fn events_after(&self, cursor: i64, limit: usize) -> StateResult<Vec<Event>> {
         self.with("cannot read the change feed", |c| {
             let rows = c.query(
                 "SELECT cursor, at, kind, path, op, run, status FROM events
@@ -320,7 +320,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+    fn last_event_at(&self, cursor: i64) -> StateResult<Option<String>> {
         self.with("cannot read the change feed", |c| {
             c.query_opt(
                 "SELECT at FROM events WHERE cursor > $1 ORDER BY cursor DESC LIMIT 1",
@@ -331,14 +331,14 @@ impl Journal for PgJournal {
         })
     }
 
-    fn last_event(&self) -> WorldResult<i64> {
+    fn last_event(&self) -> StateResult<i64> {
         self.with("cannot read the change feed", |c| {
             c.query_one("SELECT coalesce(max(cursor), 0) FROM events", &[])?
                 .try_get(0)
         })
     }
 
-    fn get(&self, id: i64) -> WorldResult<Option<Run>> {
+    fn get(&self, id: i64) -> StateResult<Option<Run>> {
         self.with("cannot read the run", |c| {
             c.query_opt(
                 &format!("SELECT {COLUMNS} FROM calls WHERE id = $1"),
@@ -349,7 +349,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool> {
+    fn ran_at(&self, path: &str, under: &str) -> StateResult<bool> {
         let (from, to) = super::below(under);
         self.with("cannot look for runs", |c| {
             c.query_one(
@@ -360,7 +360,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> StateResult<Vec<Began>> {
         self.with("cannot list runs", |c| {
             c.query(
                 "SELECT id, seq FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
@@ -379,7 +379,7 @@ impl Journal for PgJournal {
 
     /// The session's own latest run of one op of one entry, else its uid's: of this
     /// mount's calls only (the journal holds every mount's).
-    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>> {
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> StateResult<Option<i64>> {
         if *session == Session::NONE {
             return Ok(None);
         }
@@ -401,7 +401,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> StateResult<Option<i64>> {
         self.with("cannot find the run", |c| {
             c.query_opt(
                 "SELECT id FROM calls WHERE path = $1 AND op = $2 AND seq = $3",
@@ -412,7 +412,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn running_runs(&self, limit: usize) -> StateResult<Vec<Run>> {
         self.with("cannot list runs", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls WHERE status = $1 ORDER BY id LIMIT $2"),
@@ -424,7 +424,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn recent(&self, limit: usize) -> StateResult<Vec<Run>> {
         self.with("cannot list calls", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT $1"),
@@ -436,7 +436,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
+    fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         let cut32 = i32::try_from(cut).unwrap_or(i32::MAX);
         self.with("cannot list calls", |c| {
             c.query(
@@ -462,14 +462,14 @@ impl Journal for PgJournal {
         })
     }
 
-    fn count(&self) -> WorldResult<i64> {
+    fn count(&self) -> StateResult<i64> {
         self.with("cannot count calls", |c| {
             c.query_one("SELECT count(*) FROM calls", &[])?.try_get(0)
         })
     }
 
     /// Calls running now, on any mount.
-    fn running(&self) -> WorldResult<i64> {
+    fn running(&self) -> StateResult<i64> {
         self.with("cannot count running calls", |c| {
             c.query_one("SELECT count(*) FROM calls WHERE status = $1", &[&RUNNING])?
                 .try_get(0)
@@ -477,7 +477,7 @@ impl Journal for PgJournal {
     }
 
     /// The size of the journal's tables in bytes (with their indexes).
-    fn bytes(&self) -> WorldResult<i64> {
+    fn bytes(&self) -> StateResult<i64> {
         self.with("cannot measure the journal", |c| {
             c.query_one(
                 "SELECT (pg_total_relation_size('calls') + pg_total_relation_size('events')
@@ -490,9 +490,9 @@ impl Journal for PgJournal {
 
     // ---- pending runs ----------------------------------------------------------------
 
-    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> StateResult<Approval> {
         let approvers = serde_json::to_string(new.approvers)
-            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+            .map_err(|e| StateError::new(format!("journal: {e}")))?;
         let expires_ms = new.expires_after.map(|d| d.as_millis() as f64);
         self.with("cannot hold the run for approval", |c| {
             let mut tx = c.transaction()?;
@@ -519,10 +519,10 @@ impl Journal for PgJournal {
             tx.commit()
         })?;
         self.approval(run)?
-            .ok_or_else(|| WorldError::backend("journal: the approval just written is gone"))
+            .ok_or_else(|| StateError::new("journal: the approval just written is gone"))
     }
 
-    fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
+    fn approval(&self, run: i64) -> StateResult<Option<Approval>> {
         self.with("cannot read the approval", |c| {
             c.query_opt(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = $1"),
@@ -533,7 +533,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
+    fn pending_approvals(&self, limit: usize) -> StateResult<Vec<Approval>> {
         self.with("cannot list pending runs", |c| {
             c.query(
                 &format!(
@@ -555,7 +555,7 @@ impl Journal for PgJournal {
         reason: Option<&Clean>,
         change: &RunChange<'_>,
         events: &[Event],
-    ) -> WorldResult<bool> {
+    ) -> StateResult<bool> {
         self.with("cannot record the decision", |c| {
             let mut tx = c.transaction()?;
             // The row lock makes a concurrent decision (or expiry) from another mount wait,
@@ -591,7 +591,7 @@ impl Journal for PgJournal {
     fn expire_due(
         &self,
         result_of: &dyn Fn(&Approval) -> Clean<'static>,
-    ) -> WorldResult<Vec<Expired>> {
+    ) -> StateResult<Vec<Expired>> {
         self.with("cannot expire pending runs", |c| {
             let mut tx = c.transaction()?;
             // SKIP LOCKED: a run another mount is expiring or deciding right now is theirs.
@@ -637,7 +637,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn next_expiry(&self) -> WorldResult<Option<Duration>> {
+    fn next_expiry(&self) -> StateResult<Option<Duration>> {
         let ms: Option<f64> = self.with("cannot read expiries", |c| {
             c.query_one(
                 "SELECT (extract(epoch FROM (min(expires)::timestamptz - clock_timestamp())) * 1000.0)::float8
@@ -649,7 +649,7 @@ impl Journal for PgJournal {
         Ok(ms.map(|ms| Duration::from_millis(ms.max(0.0).ceil() as u64)))
     }
 
-    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()> {
+    fn write_known(&self, entries: &[KnownEntry]) -> StateResult<()> {
         self.with("cannot write the known world", |c| {
             let mut tx = c.transaction()?;
             let st = tx.prepare(&format!(
@@ -666,7 +666,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    fn locate(&self, words: &[String], limit: usize) -> StateResult<Vec<KnownEntry>> {
         let (sql, args) = known::locate_query(words, limit, "indexable", "ILIKE", '$');
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
             .iter()
@@ -677,7 +677,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+    fn paths_of(&self, reference: &str) -> StateResult<Vec<String>> {
         self.with("cannot read the known world", |c| {
             c.query(
                 "SELECT path FROM known WHERE ref = $1 ORDER BY path",
@@ -689,7 +689,7 @@ impl Journal for PgJournal {
         })
     }
 
-    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+    fn known_recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)> {
         self.with("cannot read the known world", |c| {
             let total: i64 = c.query_one("SELECT count(*) FROM known", &[])?.try_get(0)?;
             let rows = c.query(
@@ -1080,8 +1080,8 @@ mod tests {
                 }
             }
         }
+        // A StateError, which the world makes EIO (`world::error`'s tests).
         let e = failed.expect("a cut connection fails once");
-        assert_eq!(e.errno(), libc::EIO);
         let words = e.to_string();
         assert!(
             words.contains("shared state database") && words.contains("reconnects"),

@@ -13,8 +13,8 @@ use super::{
     NewApproval, Run, RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED,
     INTERRUPTED_ERRNO, INTERRUPTED_WORDS, PENDING, RUNNING,
 };
+use super::{StateError, StateResult};
 use crate::host::{Caller, Session};
-use crate::world::error::{WorldError, WorldResult};
 
 /// The journal in one SQLite file of the state directory (the embedded default).
 pub(crate) struct SqliteJournal {
@@ -54,7 +54,7 @@ const COLUMNS: &str = "id, started, finished, pid, uid, session, command, path, 
 
 impl SqliteJournal {
     /// Open (or create) the journal and mark calls that were running at a crash.
-    pub fn open(path: &Path) -> WorldResult<(SqliteJournal, Vec<i64>)> {
+    pub fn open(path: &Path) -> StateResult<(SqliteJournal, Vec<i64>)> {
         let mut conn = Connection::open(path)?;
         crate::sqlite::wait_when_busy(&mut conn, Duration::from_secs(10))?;
         // Plans stay as prepared (as the tracker's): a cached statement is never planned
@@ -175,7 +175,7 @@ impl SqliteJournal {
 
 impl Journal for SqliteJournal {
     /// Many ended runs in one transaction: the working tree's changes, grouped.
-    fn record_ended(&self, runs: &[super::Ended]) -> WorldResult<Vec<Began>> {
+    fn record_ended(&self, runs: &[super::Ended]) -> StateResult<Vec<Began>> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let mut out = Vec::with_capacity(runs.len());
@@ -227,7 +227,7 @@ impl Journal for SqliteJournal {
         Ok(out)
     }
 
-    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool> {
+    fn ran_at(&self, path: &str, under: &str) -> StateResult<bool> {
         let (from, to) = super::below(under);
         Ok(self.conn().prepare_cached(
             "SELECT EXISTS(SELECT 1 FROM calls WHERE path = ?1) OR EXISTS(SELECT 1 FROM calls WHERE path >= ?2 AND path < ?3)",
@@ -237,7 +237,7 @@ impl Journal for SqliteJournal {
 
     /// The write-ahead log to disk: commits are not synced one by one (synchronous =
     /// NORMAL), so a caller's `fsync` syncs them all.
-    fn sync(&self) -> WorldResult<()> {
+    fn sync(&self) -> StateResult<()> {
         let conn = self.conn();
         let Some(path) = conn.path().map(|p| format!("{p}-wal")) else {
             return Ok(());
@@ -245,7 +245,7 @@ impl Journal for SqliteJournal {
         match std::fs::File::open(&path) {
             Ok(f) => f
                 .sync_all()
-                .map_err(|e| WorldError::backend(format!("journal: cannot sync {path}: {e}"))),
+                .map_err(|e| StateError::new(format!("journal: cannot sync {path}: {e}"))),
             // No log yet: every commit is in the database file, which was synced.
             Err(_) => Ok(()),
         }
@@ -259,7 +259,7 @@ impl Journal for SqliteJournal {
         op: &str,
         args: &str,
         guard: &Clean,
-    ) -> WorldResult<Began> {
+    ) -> StateResult<Began> {
         let conn = self.conn();
         // One writer (this daemon, under the connection's lock): the next number is the
         // last one given plus one, kept in memory (a statement that computes it would be
@@ -316,9 +316,9 @@ impl Journal for SqliteJournal {
         result: &Clean,
         discovered: &[String],
         events: &[Event],
-    ) -> WorldResult<()> {
+    ) -> StateResult<()> {
         let discovered = serde_json::to_string(discovered)
-            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+            .map_err(|e| StateError::new(format!("journal: {e}")))?;
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.prepare_cached(
@@ -338,7 +338,7 @@ impl Journal for SqliteJournal {
 
     /// Settle a run marked interrupted at start-up, as its host knows it ended (`ok` with
     /// its result, or `not_run`); a run no longer interrupted is left alone.
-    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool> {
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> StateResult<bool> {
         let conn = self.conn();
         let n = conn.execute(
             "UPDATE calls SET status = ?2, errno = ?3, result = ?4 WHERE id = ?1 AND status = ?5",
@@ -348,7 +348,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Record changes that no call made (a host's own notifications), in one transaction.
-    fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+    fn record_events(&self, events: &[Event]) -> StateResult<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -360,7 +360,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Events after `cursor`, oldest first, at most `limit`.
-    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+    fn events_after(&self, cursor: i64, limit: usize) -> StateResult<Vec<Event>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT cursor, at, kind, path, op, run, status FROM events
@@ -382,7 +382,7 @@ impl Journal for SqliteJournal {
 
     /// The cursor of the newest event (0 if none).
     /// When the newest event after `cursor` happened (`None`: there is none).
-    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+    fn last_event_at(&self, cursor: i64) -> StateResult<Option<String>> {
         Ok(self
             .conn()
             .query_row(
@@ -393,7 +393,7 @@ impl Journal for SqliteJournal {
             .optional()?)
     }
 
-    fn last_event(&self) -> WorldResult<i64> {
+    fn last_event(&self) -> StateResult<i64> {
         Ok(self
             .conn()
             .query_row("SELECT coalesce(max(cursor), 0) FROM events", [], |r| {
@@ -401,7 +401,7 @@ impl Journal for SqliteJournal {
             })?)
     }
 
-    fn get(&self, id: i64) -> WorldResult<Option<Run>> {
+    fn get(&self, id: i64) -> StateResult<Option<Run>> {
         let conn = self.conn();
         let mut stmt =
             conn.prepare_cached(&format!("SELECT {COLUMNS} FROM calls WHERE id = ?1"))?;
@@ -409,7 +409,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Runs of one op of one entry, newest first: (id, number).
-    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> StateResult<Vec<Began>> {
         // Let go before the connection is taken (`begin` takes it while holding the
         // connection), so the two locks are never taken in the other order.
         let never_ran = self
@@ -436,7 +436,7 @@ impl Journal for SqliteJournal {
 
     /// The session's own latest run of one op of one entry, else its uid's (one SQLite
     /// journal is one mount's).
-    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>> {
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> StateResult<Option<i64>> {
         let never_ran = self
             .ran
             .lock()
@@ -464,7 +464,7 @@ impl Journal for SqliteJournal {
     }
 
     /// The journal id of run number `seq` of one op of one entry.
-    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> StateResult<Option<i64>> {
         let conn = self.conn();
         let mut stmt =
             conn.prepare_cached("SELECT id FROM calls WHERE path = ?1 AND op = ?2 AND seq = ?3")?;
@@ -474,7 +474,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Runs still running, oldest first, at most `limit`.
-    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn running_runs(&self, limit: usize) -> StateResult<Vec<Run>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM calls WHERE status = 'running' ORDER BY id LIMIT ?1"
@@ -486,7 +486,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Newest calls first.
-    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn recent(&self, limit: usize) -> StateResult<Vec<Run>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT ?1"
@@ -499,7 +499,7 @@ impl Journal for SqliteJournal {
 
     /// Newest calls first, with `args` and `result` cut to their first `cut` characters by the
     /// database itself, so a view of recent calls costs the same whatever they carried.
-    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
+    fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT id, started, finished, pid, uid, session, command, path, op,
@@ -523,14 +523,14 @@ impl Journal for SqliteJournal {
         Ok(runs)
     }
 
-    fn count(&self) -> WorldResult<i64> {
+    fn count(&self) -> StateResult<i64> {
         Ok(self
             .conn()
             .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))?)
     }
 
     /// How many calls are running now (begun, not finished).
-    fn running(&self) -> WorldResult<i64> {
+    fn running(&self) -> StateResult<i64> {
         Ok(self.conn().query_row(
             "SELECT count(*) FROM calls WHERE status = 'running'",
             [],
@@ -539,7 +539,7 @@ impl Journal for SqliteJournal {
     }
 
     /// The database's size in bytes (pages in use, without the write-ahead log).
-    fn bytes(&self) -> WorldResult<i64> {
+    fn bytes(&self) -> StateResult<i64> {
         Ok(self.conn().query_row(
             "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
             [],
@@ -548,9 +548,9 @@ impl Journal for SqliteJournal {
     }
 
     /// Hold run `run` for a person's sign-off, with its `pending` event.
-    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> StateResult<Approval> {
         let approvers = serde_json::to_string(new.approvers)
-            .map_err(|e| WorldError::backend(format!("journal: {e}")))?;
+            .map_err(|e| StateError::new(format!("journal: {e}")))?;
         let expires_ms = new.expires_after.map(|d| d.as_millis() as f64);
         {
             let mut conn = self.conn();
@@ -575,11 +575,11 @@ impl Journal for SqliteJournal {
             tx.commit()?;
         }
         self.approval(run)?
-            .ok_or_else(|| WorldError::backend("journal: the approval just written is gone"))
+            .ok_or_else(|| StateError::new("journal: the approval just written is gone"))
     }
 
     /// The approval record of a run, if it asked for one.
-    fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
+    fn approval(&self, run: i64) -> StateResult<Option<Approval>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = ?1"
@@ -588,7 +588,7 @@ impl Journal for SqliteJournal {
     }
 
     /// Runs waiting for a decision, oldest first, at most `limit`.
-    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
+    fn pending_approvals(&self, limit: usize) -> StateResult<Vec<Approval>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = ?1 ORDER BY run LIMIT ?2"
@@ -608,7 +608,7 @@ impl Journal for SqliteJournal {
         reason: Option<&Clean>,
         change: &RunChange<'_>,
         events: &[Event],
-    ) -> WorldResult<bool> {
+    ) -> StateResult<bool> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let n = tx.execute(
@@ -641,7 +641,7 @@ impl Journal for SqliteJournal {
     fn expire_due(
         &self,
         result_of: &dyn Fn(&Approval) -> Clean<'static>,
-    ) -> WorldResult<Vec<Expired>> {
+    ) -> StateResult<Vec<Expired>> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let due: Vec<Expired> = {
@@ -684,7 +684,7 @@ impl Journal for SqliteJournal {
     }
 
     /// How long until the next pending run expires (zero if one is due), if any will.
-    fn next_expiry(&self) -> WorldResult<Option<Duration>> {
+    fn next_expiry(&self) -> StateResult<Option<Duration>> {
         let ms: Option<f64> = self.conn().query_row(
             "SELECT (julianday(min(expires)) - julianday('now')) * 86400000.0
              FROM approvals WHERE state = ?1 AND expires IS NOT NULL",
@@ -694,7 +694,7 @@ impl Journal for SqliteJournal {
         Ok(ms.map(|ms| Duration::from_millis(ms.max(0.0).ceil() as u64)))
     }
 
-    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()> {
+    fn write_known(&self, entries: &[KnownEntry]) -> StateResult<()> {
         let mut conn = lock(&self.known_writer);
         let tx = conn.transaction()?;
         {
@@ -713,7 +713,7 @@ impl Journal for SqliteJournal {
         Ok(())
     }
 
-    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    fn locate(&self, words: &[String], limit: usize) -> StateResult<Vec<KnownEntry>> {
         let conn = lock(&self.known_reader);
         let (sql, args) = known::locate_query(words, limit, "indexable = 1", "LIKE", '?');
         let mut st = conn.prepare(&sql)?;
@@ -721,14 +721,14 @@ impl Journal for SqliteJournal {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+    fn paths_of(&self, reference: &str) -> StateResult<Vec<String>> {
         let conn = lock(&self.known_reader);
         let mut st = conn.prepare_cached("SELECT path FROM known WHERE ref = ?1 ORDER BY path")?;
         let rows = st.query_map([reference], |r| r.get(0))?;
         Ok(rows.collect::<Result<Vec<String>, _>>()?)
     }
 
-    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+    fn known_recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)> {
         let conn = lock(&self.known_reader);
         let total: i64 = conn.query_row("SELECT count(*) FROM known", [], |r| r.get(0))?;
         let mut st = conn.prepare_cached(
@@ -740,9 +740,9 @@ impl Journal for SqliteJournal {
 }
 
 /// A failed statement is the journal's failure (EIO), with SQLite's error as its cause.
-impl From<rusqlite::Error> for WorldError {
+impl From<rusqlite::Error> for StateError {
     fn from(e: rusqlite::Error) -> Self {
-        WorldError::backend(format!("journal: {e}")).caused_by(e)
+        StateError::new(format!("journal: {e}")).caused_by(e)
     }
 }
 

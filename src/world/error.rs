@@ -214,6 +214,18 @@ impl From<HostError> for WorldError {
     }
 }
 
+/// Storage failing is the backend's doing (EIO), its words and cause kept as they are.
+impl From<crate::state::StateError> for WorldError {
+    fn from(e: crate::state::StateError) -> Self {
+        let (message, source) = e.into_parts();
+        WorldError {
+            kind: ErrorKind::Backend,
+            message,
+            source,
+        }
+    }
+}
+
 pub type WorldResult<T> = Result<T, WorldError>;
 
 #[cfg(test)]
@@ -238,5 +250,17 @@ mod tests {
             WorldError::not_found("x").kind.level(),
             tracing::Level::DEBUG
         );
+    }
+
+    #[test]
+    fn a_state_failure_is_eio_with_its_words_and_cause() {
+        let io = std::io::Error::other("disk full");
+        let e = WorldError::from(crate::state::StateError::new("journal: no room").caused_by(io));
+        assert_eq!((e.kind, e.errno()), (ErrorKind::Backend, libc::EIO));
+        assert_eq!(e.to_string(), "journal: no room");
+        assert_eq!(e.chain(), "journal: no room: disk full");
+        // The errnos the state records for runs it settles itself are the world's.
+        assert_eq!(crate::state::INTERRUPTED_ERRNO, ErrorKind::Backend.errno());
+        assert_eq!(crate::state::EXPIRED_ERRNO, ErrorKind::TimedOut.errno());
     }
 }

@@ -124,13 +124,30 @@ pub struct WorldParts<'a> {
     pub policy: Policy,
 }
 
+/// The journal as the world holds it: the engine's answers (through `Deref`), and `sync`
+/// in the world's error, which `fsync` of a working tree returns (`World::sync_runs`).
+struct HeldJournal(Arc<dyn Journal>);
+
+impl std::ops::Deref for HeldJournal {
+    type Target = dyn Journal;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+impl HeldJournal {
+    fn sync(&self) -> WorldResult<()> {
+        Ok(self.0.sync()?)
+    }
+}
+
 /// The world: the tree of hosts, entries, ops and runs with their files, and the call
 /// pipeline that runs what is written into them.
 pub struct World {
     settings: WorldSettings,
     identity: Identity,
     entries: Arc<Entries>,
-    journal: Arc<dyn Journal>,
+    journal: HeldJournal,
     calls: Arc<Pipeline>,
     config_text: String,
     /// The change feed's cursor when this mount started (`.wip/events` shows what follows).
@@ -199,7 +216,7 @@ impl World {
             settings: parts.settings,
             identity: parts.identity,
             entries,
-            journal,
+            journal: HeldJournal(journal),
             calls,
             config_text: parts.config_text,
             events_start,
@@ -225,7 +242,7 @@ impl World {
     }
 
     pub fn journal(&self) -> &dyn Journal {
-        self.journal.as_ref()
+        &*self.journal
     }
 
     pub fn hosts(&self) -> &[Mounted] {

@@ -20,7 +20,7 @@ use postgres::Client;
 use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 
-use crate::world::error::{WorldError, WorldResult};
+use super::{StateError, StateResult};
 use tls::MakeRustlsConnect;
 
 /// How long `get` keeps trying to (re)connect before a call fails with EIO.
@@ -97,15 +97,15 @@ pub fn redact_url(url: &str) -> String {
 
 impl SharedDb {
     /// Connect (once, to fail early with words) and keep a pool.
-    pub fn connect(url: &str) -> WorldResult<SharedDb> {
+    pub fn connect(url: &str) -> StateResult<SharedDb> {
         Self::connect_as(url, "shared state database")
     }
 
     /// `connect`, for a database that messages call `name` (a host's own database).
-    pub fn connect_as(url: &str, name: &'static str) -> WorldResult<SharedDb> {
+    pub fn connect_as(url: &str, name: &'static str) -> StateResult<SharedDb> {
         let shown = redact_url(url);
         if !is_postgres_url(url) {
-            return Err(WorldError::backend(format!(
+            return Err(StateError::new(format!(
                 "state url {shown}: only postgresql://… URLs are supported (the default, \
                  without a url, is SQLite in the state directory)"
             )));
@@ -116,11 +116,11 @@ impl SharedDb {
             tls,
             described: security,
         } = tls::prepare(url, home.as_deref())
-            .map_err(|e| WorldError::backend(format!("{name} {shown}: {e}")))?;
+            .map_err(|e| StateError::new(format!("{name} {shown}: {e}")))?;
         // One connection first: its error says what went wrong, where the pool's would
         // only say it timed out after retrying for seconds.
         if let Err(e) = config.connect(tls.clone()) {
-            return Err(WorldError::backend(match tls::explain(&e) {
+            return Err(StateError::new(match tls::explain(&e) {
                 Some(words) => format!(
                     "cannot connect to the {name} {shown} securely \
                      ({security}): {words}"
@@ -143,7 +143,7 @@ impl SharedDb {
             .test_on_check_out(false)
             .build(manager)
             .map_err(|e| {
-                WorldError::backend(format!(
+                StateError::new(format!(
                     "cannot reach the {name} {shown}: {e} \
                      (is PostgreSQL running and does the role exist?)"
                 ))
@@ -169,9 +169,9 @@ impl SharedDb {
     }
 
     /// A pooled connection, reconnecting if need be.
-    pub fn client(&self) -> WorldResult<PgClient> {
+    pub fn client(&self) -> StateResult<PgClient> {
         self.pool.get().map_err(|e| {
-            WorldError::backend(format!(
+            StateError::new(format!(
                 "the {} {} is unreachable: {e}; the mount reconnects on the next call",
                 self.name, self.shown
             ))
@@ -179,7 +179,7 @@ impl SharedDb {
     }
 
     /// A PostgreSQL error in words, as EIO.
-    pub fn error(&self, what: &str, e: &postgres::Error) -> WorldError {
+    pub fn error(&self, what: &str, e: &postgres::Error) -> StateError {
         let detail = match e.as_db_error() {
             Some(db) => format!("{}: {}", db.code().code(), db.message()),
             None => tls::words(e),
@@ -196,7 +196,7 @@ impl SharedDb {
         } else {
             ""
         };
-        WorldError::backend(format!(
+        StateError::new(format!(
             "{what}: the {} {} failed: {detail}{hint}",
             self.name, self.shown
         ))

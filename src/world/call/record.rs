@@ -13,9 +13,8 @@ use std::time::Duration;
 use crate::host::{Caller, Session};
 use crate::state::{
     Approval, Began, Clean, Decider, Ended, Event, Expired, Journal, KnownEntry, NewApproval, Run,
-    RunChange,
+    RunChange, StateResult,
 };
-use crate::world::error::WorldResult;
 
 /// How long the writer waits for more runs after the first of a batch.
 const WINDOW: Duration = Duration::from_millis(2);
@@ -265,17 +264,17 @@ fn write_loop(journal: &dyn Journal, shared: &Shared) {
 
 /// Every other method: what is queued is written first, then the journal answers.
 impl Journal for Grouped {
-    fn record_ended(&self, runs: &[Ended]) -> WorldResult<Vec<Began>> {
+    fn record_ended(&self, runs: &[Ended]) -> StateResult<Vec<Began>> {
         self.flush();
         self.inner.record_ended(runs)
     }
 
-    fn ran_at(&self, path: &str, under: &str) -> WorldResult<bool> {
+    fn ran_at(&self, path: &str, under: &str) -> StateResult<bool> {
         self.flush();
         self.inner.ran_at(path, under)
     }
 
-    fn sync(&self) -> WorldResult<()> {
+    fn sync(&self) -> StateResult<()> {
         self.flush();
         self.inner.sync()
     }
@@ -284,7 +283,7 @@ impl Journal for Grouped {
         self.inner.id()
     }
 
-    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> WorldResult<bool> {
+    fn settle(&self, id: i64, status: &str, errno: i32, result: &Clean) -> StateResult<bool> {
         self.flush();
         self.inner.settle(id, status, errno, result)
     }
@@ -296,7 +295,7 @@ impl Journal for Grouped {
         op: &str,
         args: &str,
         guard: &Clean,
-    ) -> WorldResult<Began> {
+    ) -> StateResult<Began> {
         self.flush();
         self.inner.begin(caller, path, op, args, guard)
     }
@@ -309,96 +308,96 @@ impl Journal for Grouped {
         result: &Clean,
         discovered: &[String],
         events: &[Event],
-    ) -> WorldResult<()> {
+    ) -> StateResult<()> {
         self.flush();
         self.inner
             .finish(id, status, errno, result, discovered, events)
     }
 
-    fn record_events(&self, events: &[Event]) -> WorldResult<()> {
+    fn record_events(&self, events: &[Event]) -> StateResult<()> {
         self.flush();
         self.inner.record_events(events)
     }
 
-    fn events_after(&self, cursor: i64, limit: usize) -> WorldResult<Vec<Event>> {
+    fn events_after(&self, cursor: i64, limit: usize) -> StateResult<Vec<Event>> {
         self.flush();
         self.inner.events_after(cursor, limit)
     }
 
-    fn last_event_at(&self, cursor: i64) -> WorldResult<Option<String>> {
+    fn last_event_at(&self, cursor: i64) -> StateResult<Option<String>> {
         self.flush();
         self.inner.last_event_at(cursor)
     }
 
-    fn last_event(&self) -> WorldResult<i64> {
+    fn last_event(&self) -> StateResult<i64> {
         self.flush();
         self.inner.last_event()
     }
 
-    fn get(&self, id: i64) -> WorldResult<Option<Run>> {
+    fn get(&self, id: i64) -> StateResult<Option<Run>> {
         self.flush();
         self.inner.get(id)
     }
 
-    fn runs_of(&self, path: &str, op: &str, limit: usize) -> WorldResult<Vec<Began>> {
+    fn runs_of(&self, path: &str, op: &str, limit: usize) -> StateResult<Vec<Began>> {
         self.flush();
         self.inner.runs_of(path, op, limit)
     }
 
-    fn numbered(&self, path: &str, op: &str, seq: i64) -> WorldResult<Option<i64>> {
+    fn numbered(&self, path: &str, op: &str, seq: i64) -> StateResult<Option<i64>> {
         self.flush();
         self.inner.numbered(path, op, seq)
     }
 
-    fn latest(&self, path: &str, op: &str) -> WorldResult<Option<i64>> {
+    fn latest(&self, path: &str, op: &str) -> StateResult<Option<i64>> {
         self.flush();
         self.inner.latest(path, op)
     }
 
-    fn latest_for(&self, path: &str, op: &str, session: &Session) -> WorldResult<Option<i64>> {
+    fn latest_for(&self, path: &str, op: &str, session: &Session) -> StateResult<Option<i64>> {
         self.flush();
         self.inner.latest_for(path, op, session)
     }
 
-    fn running_runs(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn running_runs(&self, limit: usize) -> StateResult<Vec<Run>> {
         self.flush();
         self.inner.running_runs(limit)
     }
 
-    fn recent(&self, limit: usize) -> WorldResult<Vec<Run>> {
+    fn recent(&self, limit: usize) -> StateResult<Vec<Run>> {
         self.flush();
         self.inner.recent(limit)
     }
 
-    fn recent_brief(&self, limit: usize, cut: usize) -> WorldResult<Vec<Run>> {
+    fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         self.flush();
         self.inner.recent_brief(limit, cut)
     }
 
-    fn count(&self) -> WorldResult<i64> {
+    fn count(&self) -> StateResult<i64> {
         self.flush();
         self.inner.count()
     }
 
-    fn running(&self) -> WorldResult<i64> {
+    fn running(&self) -> StateResult<i64> {
         self.flush();
         self.inner.running()
     }
 
-    fn bytes(&self) -> WorldResult<i64> {
+    fn bytes(&self) -> StateResult<i64> {
         self.inner.bytes()
     }
 
-    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> WorldResult<Approval> {
+    fn hold(&self, run: i64, new: &NewApproval<'_>, event: &Event) -> StateResult<Approval> {
         self.flush();
         self.inner.hold(run, new, event)
     }
 
-    fn approval(&self, run: i64) -> WorldResult<Option<Approval>> {
+    fn approval(&self, run: i64) -> StateResult<Option<Approval>> {
         self.inner.approval(run)
     }
 
-    fn pending_approvals(&self, limit: usize) -> WorldResult<Vec<Approval>> {
+    fn pending_approvals(&self, limit: usize) -> StateResult<Vec<Approval>> {
         self.inner.pending_approvals(limit)
     }
 
@@ -410,7 +409,7 @@ impl Journal for Grouped {
         reason: Option<&Clean>,
         change: &RunChange<'_>,
         events: &[Event],
-    ) -> WorldResult<bool> {
+    ) -> StateResult<bool> {
         self.flush();
         self.inner.decide(run, state, who, reason, change, events)
     }
@@ -418,28 +417,28 @@ impl Journal for Grouped {
     fn expire_due(
         &self,
         result_of: &dyn Fn(&Approval) -> Clean<'static>,
-    ) -> WorldResult<Vec<Expired>> {
+    ) -> StateResult<Vec<Expired>> {
         self.flush();
         self.inner.expire_due(result_of)
     }
 
-    fn next_expiry(&self) -> WorldResult<Option<Duration>> {
+    fn next_expiry(&self) -> StateResult<Option<Duration>> {
         self.inner.next_expiry()
     }
 
-    fn write_known(&self, entries: &[KnownEntry]) -> WorldResult<()> {
+    fn write_known(&self, entries: &[KnownEntry]) -> StateResult<()> {
         self.inner.write_known(entries)
     }
 
-    fn locate(&self, words: &[String], limit: usize) -> WorldResult<Vec<KnownEntry>> {
+    fn locate(&self, words: &[String], limit: usize) -> StateResult<Vec<KnownEntry>> {
         self.inner.locate(words, limit)
     }
 
-    fn paths_of(&self, reference: &str) -> WorldResult<Vec<String>> {
+    fn paths_of(&self, reference: &str) -> StateResult<Vec<String>> {
         self.inner.paths_of(reference)
     }
 
-    fn known_recent(&self, limit: usize) -> WorldResult<(Vec<KnownEntry>, i64)> {
+    fn known_recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)> {
         self.inner.known_recent(limit)
     }
 }

@@ -148,9 +148,9 @@ impl Pipeline {
         match remembered {
             Some(id) => Ok(Some(id)),
             // Its own calls from before a restart are in the journal too.
-            None => self
+            None => Ok(self
                 .journal
-                .latest_for(&self.target_path(target), op, &session),
+                .latest_for(&self.target_path(target), op, &session)?),
         }
     }
 
