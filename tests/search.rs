@@ -269,3 +269,106 @@ fn tail_f_of_the_change_feed_sees_another_process_close_an_issue() {
     assert_eq!(&from_before[1..], &after[..from_before.len() - 1]);
     assert_eq!(after.last().unwrap()["op"], "events");
 }
+
+/// Over a tree holding both identifiers, through the mount: a quoted identifier finds that
+/// identifier only (not helgrind.h's `_VG_USERREQ__HG_PTHREAD_BARRIER_WAIT_PRE`), an
+/// unquoted one ranks it first, and each hit names its line.
+#[test]
+fn a_quoted_identifier_finds_itself_only_and_each_hit_names_its_line() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("valgrind")).unwrap();
+    std::fs::write(
+        root.path().join("pthread.h"),
+        "/* threads */\n#include <bits/types.h>\n\nextern int pthread_barrier_wait (pthread_barrier_t *__barrier);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path().join("valgrind/helgrind.h"),
+        "/* helgrind */\n#define _VG_USERREQ__HG_PTHREAD_BARRIER_WAIT_PRE 1\n/* a pthread barrier wait is checked */\n",
+    )
+    .unwrap();
+    let dir = std::fs::canonicalize(root.path()).unwrap();
+    let manifest = format!(
+        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
+         [[host]]\nkind = \"search\"\npath = \"search\"\n"
+    );
+    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    wait_indexed(&m);
+    let hits = |r: &str| -> Vec<String> {
+        r.lines()
+            .filter(|l| l.contains(" — "))
+            .map(|l| l.split(" — ").next().unwrap_or("").to_string())
+            .collect()
+    };
+    m.ok("echo '\"pthread_barrier_wait\"' > search/ops/search/call");
+    let quoted = m.result("search/ops/search");
+    assert_eq!(
+        hits(&quoted).len(),
+        1,
+        "the identifier itself, nothing else: {quoted}"
+    );
+    assert!(
+        hits(&quoted)[0].ends_with("files/pthread.h (line 4)"),
+        "{quoted}"
+    );
+    m.ok("echo pthread_barrier_wait > search/ops/search/call");
+    let bare = m.result("search/ops/search");
+    assert!(
+        hits(&bare)
+            .first()
+            .is_some_and(|h| h.contains("files/pthread.h")),
+        "exact matches first: {bare}"
+    );
+    assert_eq!(m.ok("cat files/pthread.h | wc -l").trim(), "4");
+}
+
+/// While the first pass reads a tree, the search host's description says it is indexing
+/// (never "up to date"); once done, it says so.
+#[test]
+fn the_search_description_says_indexing_until_the_index_is_done() {
+    let root = tempfile::tempdir().unwrap();
+    for d in 0..20 {
+        let dir = root.path().join(format!("d{d:02}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                dir.join(format!("f{f:03}.txt")),
+                format!("file {d} {f} about platypus number {}\n", d * 100 + f).repeat(20),
+            )
+            .unwrap();
+        }
+    }
+    let dir = std::fs::canonicalize(root.path()).unwrap();
+    let manifest = format!(
+        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
+         [[host]]\nkind = \"search\"\npath = \"search\"\n"
+    );
+    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let d = m.read("search/description");
+        let done = d.contains("up to date");
+        seen.push(d);
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never up to date: {:#?}",
+            &seen[seen.len().saturating_sub(3)..]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = &seen[0];
+    assert!(
+        !first.contains("up to date")
+            && (first.contains("indexing") || first.contains("about to start")),
+        "the first description, read as the mount starts: {first}"
+    );
+    assert!(
+        seen.iter()
+            .all(|d| !d.contains("up to date") || !d.contains("indexing now")),
+        "{seen:#?}"
+    );
+}
