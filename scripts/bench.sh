@@ -20,16 +20,13 @@ ISSUES=${ISSUES:-1500}
 # change feed), agent, exec, mcp, github, titled (titled names vs bare ones), shared
 # (state, and the tracker, on PostgreSQL against SQLite; needs PostgreSQL running with a
 # role for root, as .ci/run sets it up).
-# peer (not in the default run: it takes long) reads one tree natively, through bindfs,
-# rclone mount and wip's files host (PEER_TREES: include = a copy of /usr/include, gen = a
-# generated tree of PEER_FILES files), each task cold (a fresh mount) and warm
-# (PEER_TASKS: some of grep,find,cat,du,rsync,tar).
+# tree (not in the default run) works in one tree natively, through bindfs, rclone mount,
+# the FUSE floor and wip's files host: reads of a copy of /usr/include (TREE_TASKS: some of
+# grep,find,cat,du,tar), cold and warm; git status and checkout in a clone of this
+# project; tar x of 10,000 files and cargo build of a small crate, with the runs they made.
 # nfs: the default world over `wip serve-nfs` against its FUSE mount (walks with libnfs's
 # nfs-ls against ls -lR; calls from one Python client each way).
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared,nfs}
-PEER_TREES=${PEER_TREES:-include,gen}
-PEER_FILES=${PEER_FILES:-100000}
-PEER_TASKS=${PEER_TASKS:-grep,find,cat,du,rsync,tar}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
 
@@ -685,27 +682,28 @@ echo "tracker get_metadata through the mount p50: SQLite $m_sq us, PostgreSQL $m
 "$bin/wip" umount "$work/trpgm"
 fi
 
-if on peer; then
-echo "# peer: one tree read natively, through bindfs, rclone mount and wip (files host)"
-for tool in bindfs rclone rsync tar; do
-  command -v "$tool" > /dev/null || { echo "peer needs $tool (apt-get install $tool)"; exit 1; }
+if on tree; then
+echo "# tree: a working tree natively, through bindfs, rclone mount, the FUSE floor and wip's files host"
+for tool in bindfs rclone rsync tar git cargo; do
+  command -v "$tool" > /dev/null || { echo "tree needs $tool (apt-get install $tool)"; exit 1; }
 done
 pw=$work/peer
 mkdir -p "$pw/wip" "$pw/bindfs" "$pw/rclone" "$pw/floor"
-peer_mount() { # SYSTEM TREE: mount TREE for SYSTEM; prints the directory to read
+# SYSTEM TREE: mount TREE (read-write) for SYSTEM; prints the directory to work in.
+peer_mount() {
   case $1 in
     native) echo "$2" ;;
     floor)
       "$bin/fuse-floor" "$pw/floor" "$pw/shape" > /dev/null 2>&1 & floor_pid=$!
       for _ in $(seq 1 500); do mountpoint -q "$pw/floor" && break; sleep 0.02; done
       echo "$pw/floor" ;;
-    bindfs) bindfs -r "$2" "$pw/bindfs"; echo "$pw/bindfs" ;;
+    bindfs) bindfs "$2" "$pw/bindfs"; echo "$pw/bindfs" ;;
     rclone)
-      rclone mount ":local:$2" "$pw/rclone" --read-only --daemon > /dev/null 2>&1
+      rclone mount ":local:$2" "$pw/rclone" --daemon > /dev/null 2>&1
       for _ in $(seq 1 250); do mountpoint -q "$pw/rclone" && break; sleep 0.02; done
       echo "$pw/rclone" ;;
     wip)
-      printf '[world]\nname = "peer"\n[[host]]\nkind = "files"\npath = "files"\nroot = "%s"\nread_only = true\npage_size = 1000000\n' "$2" > "$pw/files.toml"
+      printf '[world]\nname = "peer"\n[[host]]\nkind = "files"\npath = "files"\nroot = "%s"\npage_size = 1000000\n' "$2" > "$pw/files.toml"
       rm -rf "$pw/state"
       "$bin/wip" mount "$pw/wip" --state "$pw/state" --manifest "$pw/files.toml" > /dev/null
       echo "$pw/wip/files" ;;
@@ -719,60 +717,112 @@ peer_umount() {
     wip) "$bin/wip" umount "$pw/wip" ;;
   esac
 }
-# The tasks as typed: through wip a file's content is its entry's `body`.
+# The journal's runs so far (reading .wip/ writes the queued ones first).
+wip_runs() {
+  cat "$pw/wip/.wip/status" > /dev/null 2>&1 || true
+  python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from calls").fetchone()[0])' "$pw/state/journal.db"
+}
 t_grep() { grep -rl deprecated "$1"; }
-# The floor serves wip's tree shape (an entry per file, its body beside its description,
-# ref and ops link): it is read as wip is.
-t_find() { case $2 in wip | floor) find "$1" -name body ;; *) find "$1" -type f ;; esac; }
-t_cat() { case $2 in wip | floor) find "$1" -name body -print0 | xargs -0 cat ;; *) find "$1" -type f -print0 | xargs -0 cat ;; esac; }
+t_find() { find "$1" -type f; }
+t_cat() { find "$1" -type f -print0 | xargs -0 cat; }
 t_du() { du -s "$1"; }
-# Into an empty directory each time; the previous copy is removed before the clock starts.
-t_rsync() { rsync -a "$1/" "$pw/copy/"; }
 t_tar() { tar cf - -C "$1" . | wc -c; }
-for tree in ${PEER_TREES//,/ }; do
-  case $tree in
-    include) src=$pw/include; rm -rf "$src"; cp -a /usr/include "$src" ;;
-    gen)
-      src=$pw/gen; rm -rf "$src"
-      python3 - "$src" "$PEER_FILES" <<'PY'
+# A row: TASK PASS and one time per system, then the ratios.
+row() {
+  local task=$1 pass=$2; declare -n r=$3
+  printf '%-9s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' "$task" "$pass" "${r[native]:--}" "${r[bindfs]:--}" "${r[rclone]:--}" \
+    "${r[floor]:--}" "${r[wip]}" "$(ratio "${r[wip]}" "${r[native]}")" "$(ratio "${r[wip]}" "${r[bindfs]}")" \
+    "$( [ -n "${r[floor]:-}" ] && ratio "${r[wip]}" "${r[floor]}" || echo -)" "$( [ -n "${r[floor]:-}" ] && ratio "${r[floor]}" "${r[bindfs]}" || echo -)"
+}
+header() {
+  printf '%-9s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' task pass native bindfs rclone floor wip \
+    wip/nat wip/bfs wip/flr floor/bfs
+}
+
+# Reads: a copy of /usr/include, each task cold (a fresh mount, caches dropped) and warm.
+src=$pw/include; rm -rf "$src"; cp -a /usr/include "$src"
+find "$src" -mindepth 1 -printf '%y\t%s\t%P\t%l\n' > "$pw/shape"
+echo "## reads: $(find "$src" -type f | wc -l) files, $(du -sh "$src" | cut -f1) (a copy of /usr/include)"
+header
+TREE_TASKS=${TREE_TASKS:-grep,find,cat,du,tar}
+for task in ${TREE_TASKS//,/ }; do
+  declare -A cold=() warm=()
+  for sys in native bindfs rclone floor wip; do
+    dir=$(peer_mount "$sys" "$src")
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    cold[$sys]=$(secs "t_$task" "$dir")
+    warm[$sys]=$(secs "t_$task" "$dir")
+    peer_umount "$sys"
+  done
+  row "$task" cold cold; row "$task" warm warm
+done
+rm -rf "$src"
+
+git_status() { git -C "$1" status; }
+# A git repository: this project's own history, cloned into the tree.
+repo_root=$pw/reporoot; rm -rf "$repo_root"; mkdir -p "$repo_root"
+git clone -q --no-hardlinks "$PWD" "$repo_root/repo"
+back=$(git -C "$repo_root/repo" rev-list --count HEAD)
+old=$(git -C "$repo_root/repo" rev-list -n 1 HEAD~$(( back > 60 ? 50 : back / 2 )))
+echo "## git: this project's history ($back commits) cloned into the tree"
+header
+declare -A status=() checkout=()
+status_runs=
+for sys in native bindfs wip; do
+  dir=$(peer_mount "$sys" "$repo_root")
+  # Fills the index's stat data and the caches; a moment later the index is no longer
+  # racily clean, so a status rewrites nothing (natively neither).
+  git -C "$dir/repo" status > /dev/null; sleep 2; git -C "$dir/repo" status > /dev/null
+  [ "$sys" = wip ] && before=$(wip_runs)
+  status[$sys]=$(best3 git_status "$dir/repo")
+  [ "$sys" = wip ] && status_runs=$(( $(wip_runs) - before ))
+  checkout[$sys]=$(secs sh -c "git -C '$dir/repo' checkout -q $old && git -C '$dir/repo' checkout -q -")
+  peer_umount "$sys"
+done
+row "git-status" warm status; row "checkout" warm checkout
+echo "(runs a warm git status made through wip: $status_runs)"
+rm -rf "$repo_root"
+
+# Writes: tar x of a 10,000-file archive, and cargo build of a small crate.
+gen=$pw/gen; rm -rf "$gen"
+python3 - "$gen" 10000 <<'PY'
 import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
-per = 100
 for i in range(n):
-    d = os.path.join(root, f"d{i // per // per:03}", f"s{i // per % per:03}")
-    if i % per == 0:
-        os.makedirs(d, exist_ok=True)
-    word = "deprecated" if i % 97 == 0 else "current"
-    with open(os.path.join(d, f"f{i:06}.txt"), "w") as f:
-        f.write(f"file {i}\n" + f"a line of {word} text\n" * (1 + i % 40))
+    d = os.path.join(root, f"d{i // 100:03}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i:05}.txt"), "w") as f:
+        f.write(f"file {i}\n" + "a line of text\n" * (1 + i % 40))
 PY
-      ;;
-  esac
-  files=$(find "$src" -type f | wc -l)
-  # wip's tree of it, for the floor: the least any FUSE mount of that shape costs here.
-  dir=$(peer_mount wip "$src"); find "$dir" -mindepth 1 -printf '%y\t%s\t%P\t%l\n' > "$pw/shape"; peer_umount wip
-  echo "## tree $tree: $files files, $(du -sh "$src" | cut -f1); wip shows $(wc -l < "$pw/shape") paths"
-  printf '%-6s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' task pass native bindfs rclone floor wip \
-    wip/nat wip/bfs wip/flr floor/bfs
-  for task in ${PEER_TASKS//,/ }; do
-    declare -A cold warm
-    for sys in native bindfs rclone floor wip; do
-      dir=$(peer_mount "$sys" "$src")
-      rm -rf "$pw/copy"; sync
-      cold[$sys]=$(secs "t_$task" "$dir" "$sys")
-      rm -rf "$pw/copy"; sync
-      warm[$sys]=$(secs "t_$task" "$dir" "$sys")
-      peer_umount "$sys"
-    done
-    for pass in cold warm; do
-      declare -n row=$pass
-      printf '%-6s %-5s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n' "$task" "$pass" "${row[native]}" "${row[bindfs]}" "${row[rclone]}" \
-        "${row[floor]}" "${row[wip]}" "$(ratio "${row[wip]}" "${row[native]}")" "$(ratio "${row[wip]}" "${row[bindfs]}")" \
-        "$(ratio "${row[wip]}" "${row[floor]}")" "$(ratio "${row[floor]}" "${row[bindfs]}")"
-    done
-  done
-  rm -rf "$src" "$pw/copy"
+tar cf "$pw/gen.tar" -C "$gen" .; rm -rf "$gen"
+crate=$pw/crate-src; rm -rf "$crate"; mkdir -p "$crate/src"
+printf '[package]\nname = "small"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\n' > "$crate/Cargo.toml"
+python3 - "$crate/src/lib.rs" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(300):
+        f.write(f"pub fn f{i}(x: u64) -> u64 {{ (0..x).map(|v| v * {i} + 1).filter(|v| v % 3 == 0).sum() }}\n")
+    f.write("#[cfg(test)]\nmod tests { #[test] fn works() { assert_eq!(super::f1(3), 3); } }\n")
+PY
+# rustc's own files into the page cache, so the first system timed does not pay for it.
+(cd "$crate" && CARGO_TARGET_DIR="$pw/warmup" cargo build --offline -q > /dev/null 2>&1); rm -rf "$pw/warmup"
+echo "## writes: tar x of 10,000 files; cargo build of a small crate (300 functions)"
+header
+declare -A untar=() build=()
+tar_runs=
+for sys in native bindfs wip; do
+  wr=$pw/wr; rm -rf "$wr"; mkdir -p "$wr"; cp -a "$crate" "$wr/crate"
+  dir=$(peer_mount "$sys" "$wr")
+  mkdir "$dir/x"
+  [ "$sys" = wip ] && before=$(wip_runs)
+  untar[$sys]=$(secs tar xf "$pw/gen.tar" -C "$dir/x")
+  [ "$sys" = wip ] && tar_runs=$(( $(wip_runs) - before ))
+  build[$sys]=$(secs sh -c "cd '$dir/crate' && CARGO_TARGET_DIR=target cargo build --offline -q")
+  peer_umount "$sys"
+  rm -rf "$wr"
 done
+row "tar-x" cold untar; row "cargo" cold build
+echo "(runs the tar x made through wip: $tar_runs, $(( tar_runs / 100 )) per 100 files)"
 fi
 
 if on nfs; then
