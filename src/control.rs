@@ -254,19 +254,23 @@ fn still_there(pidfd: &OwnedFd) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Why the peer of a connection cannot be judged: its decision is refused.
+#[derive(Debug, thiserror::Error)]
+enum Unjudged {
+    #[error("cannot read the peer's credentials: {0}")]
+    Credentials(#[source] std::io::Error),
+    #[error("the process that connected (pid {0}) exited before the daemon could see which session it belongs to; a decision is judged by who sends it: run `wip approve` or `wip deny` and let it wait for the answer")]
+    Gone(u32),
+}
+
 /// Who connected, judged at `accept()`: the peer's uid and pid from the kernel, its
 /// session, command and the sessions of its ancestors from `/proc`, read while the peer
 /// is known to be the same process (its pidfd still names a process after the read, so
 /// the pid was not reused). A peer whose process cannot be read is refused: a decision
 /// is never judged with an empty lineage.
-fn judge(stream: &UnixStream) -> std::result::Result<Person, String> {
-    let (pid, uid, pidfd) =
-        peer_credentials(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
-    let gone = || {
-        format!(
-            "the process that connected (pid {pid}) exited before the daemon could see which session it belongs to; a decision is judged by who sends it: run `wip approve` or `wip deny` and let it wait for the answer"
-        )
-    };
+fn judge(stream: &UnixStream) -> std::result::Result<Person, Unjudged> {
+    let (pid, uid, pidfd) = peer_credentials(stream).map_err(Unjudged::Credentials)?;
+    let gone = || Unjudged::Gone(pid);
     let stat = caller::proc_stat(pid).ok_or_else(gone)?;
     let sessions = caller::lineage_sessions(pid);
     let caller = Caller::from_pid(pid, uid);
@@ -299,7 +303,7 @@ fn judge(stream: &UnixStream) -> std::result::Result<Person, String> {
 
 fn handle(
     stream: UnixStream,
-    peer: std::result::Result<Person, String>,
+    peer: std::result::Result<Person, Unjudged>,
     world: &Arc<World>,
 ) -> Result<()> {
     stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
@@ -311,7 +315,7 @@ fn handle(
             Answer {
                 ok: false,
                 errno: libc::EACCES,
-                text: why,
+                text: why.to_string(),
                 call_ok: false,
             }
         }
@@ -501,7 +505,11 @@ mod tests {
         let why = judge(&conn)
             .map(|p| p.decider.pid)
             .expect_err("a reaped peer is refused");
-        assert!(why.contains("exited before the daemon could see"), "{why}");
+        assert!(
+            why.to_string()
+                .contains("exited before the daemon could see"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -205,11 +205,11 @@ impl Manifest {
             let pattern = match Glob::new(&spec.pattern) {
                 Ok(g) => g,
                 Err(not_an_op) => {
-                    let g = Glob::parse(&spec.pattern).map_err(invalid)?;
+                    let g = Glob::parse(&spec.pattern).map_err(|e| invalid(e.to_string()))?;
                     // Hide rules match any entry's path; others a files host's paths.
                     let over_files = files_mounts.iter().any(|m| g.starts_within(m));
                     if spec.action != Action::Hide && !over_files {
-                        return Err(invalid(not_an_op));
+                        return Err(invalid(not_an_op.to_string()));
                     }
                     g
                 }
@@ -262,7 +262,7 @@ impl Manifest {
                 .as_deref()
                 .map(policy::parse_duration)
                 .transpose()
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
             rules.push(Rule {
                 number,
                 pattern,

@@ -318,10 +318,27 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
+/// Why a scripting request was refused (answered with 400 and these words).
+#[derive(Debug, thiserror::Error)]
+enum ScriptError {
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("the script is poisoned")]
+    Poisoned,
+    #[error("{0:?} (a string) is missing")]
+    NoString(String),
+    #[error("\"seconds\" (a number) is missing")]
+    NoSeconds,
+    #[error("no recording of {method} {path} to replace")]
+    NoRecording { method: String, path: String },
+    #[error("unknown script request {0}")]
+    Unknown(String),
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, ScriptError> {
     v[key]
         .as_str()
-        .ok_or_else(|| format!("{key:?} (a string) is missing"))
+        .ok_or_else(|| ScriptError::NoString(key.to_string()))
 }
 
 fn body_of(v: &Value) -> Body {
@@ -333,12 +350,17 @@ fn body_of(v: &Value) -> Body {
 }
 
 /// One scripting request (`POST /__wip/…`); the answer is `ok` or what was wrong.
-fn script(what: &str, raw: &str, loaded: &[Recording], script: &Script) -> Result<String, String> {
-    let v: Value = serde_json::from_str(raw).map_err(|e| format!("not JSON: {e}"))?;
+fn script(
+    what: &str,
+    raw: &str,
+    loaded: &[Recording],
+    script: &Script,
+) -> Result<String, ScriptError> {
+    let v: Value = serde_json::from_str(raw)?;
     let mut recs = script
         .recordings
         .write()
-        .map_err(|_| "the script is poisoned".to_string())?;
+        .map_err(|_| ScriptError::Poisoned)?;
     let new = match what {
         "/__wip/record" => {
             let (path, query) = split_url(str_field(&v, "path")?);
@@ -370,7 +392,10 @@ fn script(what: &str, raw: &str, loaded: &[Recording], script: &Script) -> Resul
                 .iter()
                 .chain(loaded.iter())
                 .find(|r| r.method == method && r.path == path && r.query == query)
-                .ok_or_else(|| format!("no recording of {method} {path} to replace"))?;
+                .ok_or_else(|| ScriptError::NoRecording {
+                    method: method.clone(),
+                    path: path.clone(),
+                })?;
             let mut r = old.clone();
             r.headers.retain(|(k, _)| k != "etag");
             r.headers
@@ -379,15 +404,13 @@ fn script(what: &str, raw: &str, loaded: &[Recording], script: &Script) -> Resul
             r
         }
         "/__wip/rate-limit" => {
-            let seconds = v["seconds"]
-                .as_u64()
-                .ok_or_else(|| "\"seconds\" (a number) is missing".to_string())?;
+            let seconds = v["seconds"].as_u64().ok_or(ScriptError::NoSeconds)?;
             if let Ok(mut until) = script.exhausted_until.lock() {
                 *until = Some(now_secs() + seconds);
             }
             return Ok("ok".to_string());
         }
-        other => return Err(format!("unknown script request {other}")),
+        other => return Err(ScriptError::Unknown(other.to_string())),
     };
     // The objects a new listing shows are served at their own url from now on, as GitHub
     // would (ahead of what was derived at start).
@@ -415,7 +438,7 @@ fn serve(
             ("GET", "/__wip/log") => (200, log.lock().map(|l| l.join("\n")).unwrap_or_default()),
             ("POST", what) => match script(what, &raw, &loaded, script_state) {
                 Ok(t) => (200, t),
-                Err(e) => (400, e),
+                Err(e) => (400, e.to_string()),
             },
             _ => (404, format!("no {method} {path} here")),
         };

@@ -1,6 +1,23 @@
 //! Globs over world paths, as policy rules and a files host's settings write them: `*`
 //! matches within one segment, `?` one character, a `**` segment any number of segments.
 
+/// Why a pattern is not a glob (or, for `Glob::new`, not one over ops).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    #[error(
+        "match must not be empty (a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\")"
+    )]
+    Empty,
+    #[error("match {0:?} has an empty segment (`//` or a trailing `/`)")]
+    EmptySegment(String),
+    #[error(
+        "match {0:?}: `**` stands for whole segments only (`a/**/b`); within a segment use `*`"
+    )]
+    PartialDoubleStar(String),
+    #[error("match {0:?} can never match an op: it is a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\" or \"tracker/**\" (or over a files host's paths, e.g. \"files/secret/**\")")]
+    NeverAnOp(String),
+}
+
 /// A glob over an op's world path: `*` matches within one segment, `?` one character,
 /// a `**` segment any number of segments (also none).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,33 +29,27 @@ pub struct Glob {
 impl Glob {
     /// A glob over an op's world path `ENTRY/ops/NAME`: one that can never match an op is
     /// refused (see `parse` for a glob over paths).
-    pub fn new(pattern: &str) -> Result<Glob, String> {
+    pub fn new(pattern: &str) -> Result<Glob, GlobError> {
         let glob = Glob::parse(pattern)?;
         // A rule that can never match an op is a mistake the manifest's author must hear of.
         if !glob.names_op() {
-            return Err(format!(
-                "match {pattern:?} can never match an op: it is a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\" or \"tracker/**\" (or over a files host's paths, e.g. \"files/secret/**\")"
-            ));
+            return Err(GlobError::NeverAnOp(pattern.to_string()));
         }
         Ok(glob)
     }
 
     /// A glob over world paths, checked for its form only.
-    pub fn parse(pattern: &str) -> Result<Glob, String> {
+    pub fn parse(pattern: &str) -> Result<Glob, GlobError> {
         let text = pattern.trim_start_matches('/').to_string();
         if text.is_empty() {
-            return Err("match must not be empty (a glob over ENTRY/ops/NAME, e.g. \"tracker/pulls/*/ops/merge\")".into());
+            return Err(GlobError::Empty);
         }
         let segments: Vec<String> = text.split('/').map(str::to_string).collect();
         if segments.iter().any(String::is_empty) {
-            return Err(format!(
-                "match {pattern:?} has an empty segment (`//` or a trailing `/`)"
-            ));
+            return Err(GlobError::EmptySegment(pattern.to_string()));
         }
         if segments.iter().any(|s| s != "**" && s.contains("**")) {
-            return Err(format!(
-                "match {pattern:?}: `**` stands for whole segments only (`a/**/b`); within a segment use `*`"
-            ));
+            return Err(GlobError::PartialDoubleStar(pattern.to_string()));
         }
         Ok(Glob { text, segments })
     }

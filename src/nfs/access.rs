@@ -35,71 +35,80 @@ pub enum Peer {
     Remote { port: u16 },
 }
 
+/// How other users are let in, for the refusals that would let them.
+const LET_IN: &str = "`allow_other = true` in the manifest's [world] (or `wip serve-nfs --allow-other`, `wip mount --nfs -o allow_other`) lets other users in, each as itself";
+
+/// Why a connection or a request is not served, in the words the log shows.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Refused {
+    /// Whose socket it is could not be told (`peer_of`'s words).
+    #[error("{0}")]
+    Unknown(String),
+    #[error("its socket belongs to uid {uid}, not to this server's owner (uid {owner}) nor to root; {LET_IN}")]
+    OthersSocket { uid: u32, owner: u32 },
+    #[error("it comes from beyond this machine on port {0}: any user there may open such a port, so nobody there is believed about who they are; only a privileged port (below 1024, its root's, as the kernel's NFS client uses) is served from elsewhere")]
+    Unprivileged(u16),
+    #[error("it carries no uid (AUTH_NONE), and only the owner's (uid {0}) requests are served; {LET_IN}")]
+    NoUid(u32),
+    #[error("its credential (flavor {0}) is not AUTH_SYS")]
+    Flavor(u32),
+    #[error(
+        "it claims uid {claimed} on a socket of uid {uid}: a process speaks for its own uid only"
+    )]
+    Forged { claimed: u32, uid: u32 },
+    #[error("it is uid {uid}'s, and only the owner's (uid {owner}) requests are served; {LET_IN}")]
+    NotOwner { uid: u32, owner: u32 },
+}
+
 impl Access {
     /// Whether a connection whose other end is `peer` (or could not be told: the words)
-    /// is served at all; the refusal's words otherwise.
-    pub fn connection(&self, peer: &Result<Peer, String>) -> Result<(), String> {
+    /// is served at all; why not otherwise.
+    pub fn connection(&self, peer: &Result<Peer, String>) -> Result<(), Refused> {
         match peer {
-            Err(words) => Err(words.clone()),
+            Err(words) => Err(Refused::Unknown(words.clone())),
             Ok(Peer::Local { uid }) => {
                 if self.allow_other || *uid == self.owner || *uid == 0 {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "its socket belongs to uid {uid}, not to this server's owner (uid {}) nor to root; {}",
-                        self.owner,
-                        self.how_to_let_in()
-                    ))
+                    Err(Refused::OthersSocket {
+                        uid: *uid,
+                        owner: self.owner,
+                    })
                 }
             }
-            Ok(Peer::Remote { port }) if *port >= 1024 => Err(format!(
-                "it comes from beyond this machine on port {port}: any user there may open such a port, so nobody there is believed about who they are; only a privileged port (below 1024, its root's, as the kernel's NFS client uses) is served from elsewhere"
-            )),
+            Ok(Peer::Remote { port }) if *port >= 1024 => Err(Refused::Unprivileged(*port)),
             Ok(Peer::Remote { .. }) => Ok(()),
         }
     }
 
     /// Whether a request of `client` on a connection whose other end is `peer` is
-    /// served; the refusal's words otherwise.
-    pub fn request(&self, peer: &Peer, client: &Client) -> Result<(), String> {
+    /// served; why not otherwise.
+    pub fn request(&self, peer: &Peer, client: &Client) -> Result<(), Refused> {
         if client.flavor != AUTH_SYS {
             return if client.flavor == AUTH_NONE && self.allow_other {
                 // Served as nobody (Client's uid), as knfsd serves anonymous requests.
                 Ok(())
             } else if client.flavor == AUTH_NONE {
-                Err(format!(
-                    "it carries no uid (AUTH_NONE), and only the owner's (uid {}) requests are served; {}",
-                    self.owner,
-                    self.how_to_let_in()
-                ))
+                Err(Refused::NoUid(self.owner))
             } else {
-                Err(format!(
-                    "its credential (flavor {}) is not AUTH_SYS",
-                    client.flavor
-                ))
+                Err(Refused::Flavor(client.flavor))
             };
         }
         if let Peer::Local { uid } = peer {
             if *uid != 0 && client.uid != *uid {
-                return Err(format!(
-                    "it claims uid {} on a socket of uid {uid}: a process speaks for its own uid only",
-                    client.uid
-                ));
+                return Err(Refused::Forged {
+                    claimed: client.uid,
+                    uid: *uid,
+                });
             }
         }
         if !self.allow_other && client.uid != self.owner {
-            return Err(format!(
-                "it is uid {}'s, and only the owner's (uid {}) requests are served; {}",
-                client.uid,
-                self.owner,
-                self.how_to_let_in()
-            ));
+            return Err(Refused::NotOwner {
+                uid: client.uid,
+                owner: self.owner,
+            });
         }
         Ok(())
-    }
-
-    fn how_to_let_in(&self) -> &'static str {
-        "`allow_other = true` in the manifest's [world] (or `wip serve-nfs --allow-other`, `wip mount --nfs -o allow_other`) lets other users in, each as itself"
     }
 
     /// What the server says of itself as it starts.
@@ -220,7 +229,10 @@ mod tests {
         for a in [root, alex] {
             assert!(a.connection(&Ok(Peer::Local { uid: 0 })).is_ok());
             assert!(a.connection(&Ok(Peer::Local { uid: a.owner })).is_ok());
-            let e = a.connection(&Ok(Peer::Local { uid: 1001 })).unwrap_err();
+            let e = a
+                .connection(&Ok(Peer::Local { uid: 1001 }))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("uid 1001") && e.contains("allow_other"), "{e}");
             assert!(a.connection(&Err("closed".into())).is_err());
             assert!(a.connection(&Ok(Peer::Remote { port: 40000 })).is_err());
@@ -237,7 +249,10 @@ mod tests {
         assert!(alex.request(&roots_socket, &client(0, AUTH_SYS)).is_err());
         let own = Peer::Local { uid: 1000 };
         assert!(alex.request(&own, &client(1000, AUTH_SYS)).is_ok());
-        let e = alex.request(&own, &client(0, AUTH_SYS)).unwrap_err();
+        let e = alex
+            .request(&own, &client(0, AUTH_SYS))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("claims uid 0 on a socket of uid 1000"), "{e}");
         assert!(root.request(&roots_socket, &client(0, 3)).is_err());
     }

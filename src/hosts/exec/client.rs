@@ -958,6 +958,8 @@ fn read_message<R: BufRead>(r: &mut R) -> Result<Option<Incoming>, String> {
             )
         };
         let text = std::str::from_utf8(&line).map_err(|_| junk("not UTF-8"))?;
-        return Incoming::parse(text).map(Some).map_err(|e| junk(&e));
+        return Incoming::parse(text)
+            .map(Some)
+            .map_err(|e| junk(&e.to_string()));
     }
 }

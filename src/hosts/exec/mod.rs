@@ -101,7 +101,7 @@ pub enum ExecError {
     #[error("command must name a program: command = [\"python3\", \"host.py\"]")]
     EmptyCommand,
     #[error("{0}")]
-    Connect(String),
+    Connect(#[from] transport::ConnectError),
     #[error("timeout_ms, start_timeout_ms, call_timeout_ms, max_children and page_size must be at least 1")]
     Zero,
 }
@@ -150,9 +150,7 @@ impl ExecHost {
                     cwd: ctx.launch_dir.clone(),
                 }
             }
-            (None, Some(c)) => {
-                Endpoint::parse_connect(c, &ctx.launch_dir).map_err(ExecError::Connect)?
-            }
+            (None, Some(c)) => Endpoint::parse_connect(c, &ctx.launch_dir)?,
             _ => return Err(ExecError::Transport),
         };
         let init = InitializeParams {

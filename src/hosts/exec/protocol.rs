@@ -84,16 +84,39 @@ pub enum Incoming {
     },
 }
 
+/// Why a line is not a JSON-RPC message.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRpc {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no \"jsonrpc\": \"2.0\"")]
+    NoVersion,
+    #[error("\"method\" is not a string")]
+    MethodNotAString,
+    #[error(
+        "an error with \"id\": null, which answers no request (the host could not read one?): {0}"
+    )]
+    AnswersNone(String),
+    #[error("a response without a numeric \"id\"")]
+    NoId,
+    #[error("malformed error object: {0}")]
+    MalformedError(#[source] serde_json::Error),
+    #[error("a response needs exactly one of \"result\" and \"error\"")]
+    NotOneOutcome,
+}
+
 impl Incoming {
     /// Parse one line; `Err` holds why it is not a JSON-RPC message.
-    pub fn parse(line: &str) -> Result<Incoming, String> {
-        let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-        let obj = v.as_object().ok_or("not a JSON object")?;
+    pub fn parse(line: &str) -> Result<Incoming, NotRpc> {
+        let v: Value = serde_json::from_str(line)?;
+        let obj = v.as_object().ok_or(NotRpc::NotAnObject)?;
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Err("no \"jsonrpc\": \"2.0\"".into());
+            return Err(NotRpc::NoVersion);
         }
         if let Some(method) = obj.get("method") {
-            let method = method.as_str().ok_or("\"method\" is not a string")?;
+            let method = method.as_str().ok_or(NotRpc::MethodNotAString)?;
             return Ok(Incoming::Message {
                 method: method.to_string(),
                 params: obj.get("params").cloned().unwrap_or(Value::Null),
@@ -102,29 +125,23 @@ impl Incoming {
         }
         if let (Some(Value::Null), Some(e)) = (obj.get("id"), obj.get("error")) {
             // JSON-RPC's answer to a request it could not read: it answers none of ours.
-            return Err(format!(
-                "an error with \"id\": null, which answers no request (the host could not read one?): {}",
-                one_line_json(e)
-            ));
+            return Err(NotRpc::AnswersNone(one_line_json(e)));
         }
-        let id = obj
-            .get("id")
-            .and_then(Value::as_u64)
-            .ok_or("a response without a numeric \"id\"")?;
+        let id = obj.get("id").and_then(Value::as_u64).ok_or(NotRpc::NoId)?;
         match (obj.get("result"), obj.get("error")) {
             (Some(r), None) => Ok(Incoming::Response {
                 id,
                 outcome: Ok(r.clone()),
             }),
             (None, Some(e)) => {
-                let e: RpcError = serde_json::from_value(e.clone())
-                    .map_err(|e| format!("malformed error object: {e}"))?;
+                let e: RpcError =
+                    serde_json::from_value(e.clone()).map_err(NotRpc::MalformedError)?;
                 Ok(Incoming::Response {
                     id,
                     outcome: Err(e),
                 })
             }
-            _ => Err("a response needs exactly one of \"result\" and \"error\"".into()),
+            _ => Err(NotRpc::NotOneOutcome),
         }
     }
 }
@@ -294,9 +311,18 @@ pub struct WireBodyWrite {
     pub arg: String,
 }
 
+/// Why a host's `body` answer is not a body.
+#[derive(Debug, thiserror::Error)]
+pub enum NotABody {
+    #[error("base64 is not standard base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("give exactly one of text and base64")]
+    NotOneOf,
+}
+
 impl WireBody {
     /// The body, or why the answer cannot be one.
-    pub fn into_body(self) -> Result<crate::host::Body, String> {
+    pub fn into_body(self) -> Result<crate::host::Body, NotABody> {
         use base64::Engine as _;
         let modified = self
             .modified
@@ -305,12 +331,10 @@ impl WireBody {
         let (bytes, binary) = match (self.text, self.base64) {
             (Some(t), None) => (t.into_bytes(), false),
             (None, Some(b)) => (
-                base64::engine::general_purpose::STANDARD
-                    .decode(b.trim())
-                    .map_err(|e| format!("base64 is not standard base64: {e}"))?,
+                base64::engine::general_purpose::STANDARD.decode(b.trim())?,
                 true,
             ),
-            _ => return Err("give exactly one of text and base64".to_string()),
+            _ => return Err(NotABody::NotOneOf),
         };
         let body = crate::host::Body::bytes(bytes).modified(modified);
         // An op's argument is a string: bytes that are not text cannot be written back.

@@ -150,7 +150,7 @@ fn incoming_lines_are_classified_or_refused_with_reasons() {
             "malformed",
         ),
     ] {
-        let err = Incoming::parse(junk).unwrap_err();
+        let err = Incoming::parse(junk).unwrap_err().to_string();
         assert!(err.contains(why), "{junk}: {err}");
     }
 }

@@ -28,12 +28,23 @@ pub enum Endpoint {
     Tcp(String),
 }
 
+/// Why `connect` names no endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connect = \"unix:\" needs a socket path")]
+    NoPath,
+    #[error("connect = {0:?}: expected tcp:HOST:PORT (e.g. tcp:127.0.0.1:7070)")]
+    NotHostPort(String),
+    #[error("connect = {0:?}: expected unix:PATH or tcp:HOST:PORT")]
+    Unknown(String),
+}
+
 impl Endpoint {
     /// Parse `unix:PATH` or `tcp:HOST:PORT`; relative unix paths are relative to `base`.
-    pub fn parse_connect(text: &str, base: &Path) -> Result<Endpoint, String> {
+    pub fn parse_connect(text: &str, base: &Path) -> Result<Endpoint, ConnectError> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
-                return Err("connect = \"unix:\" needs a socket path".into());
+                return Err(ConnectError::NoPath);
             }
             return Ok(Endpoint::Unix(base.join(path)));
         }
@@ -42,15 +53,11 @@ impl Endpoint {
                 .rsplit_once(':')
                 .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
-                return Err(format!(
-                    "connect = {text:?}: expected tcp:HOST:PORT (e.g. tcp:127.0.0.1:7070)"
-                ));
+                return Err(ConnectError::NotHostPort(text.to_string()));
             }
             return Ok(Endpoint::Tcp(addr.to_string()));
         }
-        Err(format!(
-            "connect = {text:?}: expected unix:PATH or tcp:HOST:PORT"
-        ))
+        Err(ConnectError::Unknown(text.to_string()))
     }
 
     /// How a message names it: the command line or the address.

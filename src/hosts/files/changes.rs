@@ -369,7 +369,7 @@ impl FilesHost {
             },
         };
         match self.target_in(&parent, &dir, to)? {
-            Err(words) => Ok(vec![Condition::policy("inside_root", false, words)]),
+            Err(outside) => Ok(vec![outside]),
             Ok(t) => {
                 let mut c = vec![self.inside(&t.display), self.writable(&t)];
                 if let Some(judged) = &slot.judged {

@@ -96,7 +96,7 @@ pub enum FilesError {
     #[error("page_size must be at least 1")]
     PageSize,
     #[error("unrecorded: {0}")]
-    Unrecorded(String),
+    Unrecorded(#[source] crate::host::glob::GlobError),
 }
 
 /// A local directory mounted as a host.

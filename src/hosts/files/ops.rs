@@ -499,14 +499,15 @@ impl FilesHost {
         )
     }
 
-    /// Resolve a `path` argument given to a directory's op. `Ok(Err(words))` is a refusal
-    /// by the `inside_root` policy.
+    /// Resolve a `path` argument given to a directory's op. `Ok(Err(condition))` is a
+    /// refusal: the failed `inside_root` policy condition.
     pub(super) fn target_in(
         &self,
         loc: &Located,
         dir: &Path,
         rel: &str,
-    ) -> HostResult<Result<Target, String>> {
+    ) -> HostResult<Result<Target, Condition>> {
+        let outside = |words: String| Ok(Err(Condition::policy("inside_root", false, words)));
         let here = self.display(&loc.segs);
         let root = self.root.display();
         if rel.is_empty() {
@@ -519,9 +520,9 @@ impl FilesHost {
         }
         let relp = Path::new(rel);
         if relp.is_absolute() {
-            return Ok(Err(format!(
+            return outside(format!(
                 "absolute path {rel} refused: give a path relative to {here} (root {root})"
-            )));
+            ));
         }
         // The text first: a `..` must never climb above the root, whatever the disk says.
         let mut view = loc.segs.clone();
@@ -532,7 +533,7 @@ impl FilesHost {
                 Component::ParentDir => {
                     climbs = true;
                     if view.pop().is_none() {
-                        return Ok(Err(format!("{here}/{rel}: `..` leaves the root {root}")));
+                        return outside(format!("{here}/{rel}: `..` leaves the root {root}"));
                     }
                 }
                 _ => {}
@@ -542,7 +543,7 @@ impl FilesHost {
         // Then the disk: every symlink on the way must stay inside.
         let walked = self.walk(dir, relp).map_err(|e| self.io_error(&shown, e))?;
         if let Some(problem) = &walked.problem {
-            return Ok(Err(problem.words(self, &shown)));
+            return outside(problem.words(self, &shown));
         }
         // After a `..` through a symlinked directory the text no longer names the file:
         // name it by where it is.
@@ -622,8 +623,8 @@ impl FilesHost {
                         }
                     }
                     Some(rel) => match self.target_in(loc, real, rel)? {
-                        Err(words) => {
-                            conditions.push(Condition::policy("inside_root", false, words));
+                        Err(outside) => {
+                            conditions.push(outside);
                             if writes && self.read_only {
                                 conditions.push(self.read_only_condition());
                             }

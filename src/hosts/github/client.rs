@@ -230,25 +230,42 @@ pub fn query_value(s: &str) -> String {
     seg(s)
 }
 
+/// Why the GitHub client cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot start the HTTP runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("base_uri {uri:?} is not a URI: {source}")]
+    BaseUri {
+        uri: String,
+        source: octocrab::Error,
+    },
+    #[error("cannot build the GitHub client: {0}")]
+    Build(#[source] octocrab::Error),
+}
+
 impl Client {
     pub fn new(
         base_uri: &str,
         token: Option<&str>,
         ttl: Duration,
         timeout: Duration,
-    ) -> Result<Client, String> {
+    ) -> Result<Client, ClientError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("github-http")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+            .map_err(ClientError::Runtime)?;
         // octocrab's service stack spawns onto the current runtime while it is built.
         let octo = {
             let _in = rt.enter();
             let mut b = Octocrab::builder()
                 .base_uri(base_uri)
-                .map_err(|e| format!("base_uri {base_uri:?} is not a URI: {e}"))?
+                .map_err(|source| ClientError::BaseUri {
+                    uri: base_uri.to_string(),
+                    source,
+                })?
                 // Never wait out a rate limit inside a call: we answer ETIMEDOUT instead.
                 .add_retry_config(RetryConfig::None)
                 .set_connect_timeout(Some(timeout))
@@ -257,8 +274,7 @@ impl Client {
             if let Some(t) = token {
                 b = b.personal_token(t.to_string());
             }
-            b.build()
-                .map_err(|e| format!("cannot build the GitHub client: {e}"))?
+            b.build().map_err(ClientError::Build)?
         };
         Ok(Client {
             octo,

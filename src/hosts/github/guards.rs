@@ -7,13 +7,25 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::client::{seg, GhResult, Page};
+use super::client::{seg, GhError, GhResult, Page};
 use super::ops::name;
 use super::tree::{check_path_name, day, is_merged, login, s};
 use super::{GithubHost, Kind, Node, Repo};
 use crate::host::text::{and_list, plural};
 use crate::host::{Condition, HostError, HostResult};
 use crate::hosts::lock;
+
+/// Why it is not known whom the token acts as.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Anonymous {
+    #[error("no token is configured")]
+    NoToken,
+    /// GitHub's own words (without the status).
+    #[error("{}", .0.message())]
+    Github(#[from] GhError),
+    #[error("GitHub did not say who the token belongs to")]
+    NoLogin,
+}
 
 /// How a guard reads GitHub's state: through the cache for the guard file, fresh for the
 /// check a call makes right before its change.
@@ -75,17 +87,17 @@ impl GithubHost {
     }
 
     /// The token's login (`GET /user`), asked once.
-    pub(super) fn me(&self) -> Result<String, String> {
+    pub(super) fn me(&self) -> Result<String, Anonymous> {
         if !self.has_token {
-            return Err("no token is configured".to_string());
+            return Err(Anonymous::NoToken);
         }
         if let Some(l) = lock(&self.login).clone() {
             return Ok(l);
         }
-        let p = self.client.get("/user").map_err(|e| e.message())?;
+        let p = self.client.get("/user")?;
         let l = s(&p.body, "login").to_string();
         if l.is_empty() {
-            return Err("GitHub did not say who the token belongs to".to_string());
+            return Err(Anonymous::NoLogin);
         }
         *lock(&self.login) = Some(l.clone());
         Ok(l)

@@ -100,7 +100,7 @@ pub enum GithubError {
     #[error("per_page must be 1..=100 and list_limit at least 1")]
     Paging,
     #[error("{0}")]
-    Client(String),
+    Client(#[from] client::ClientError),
 }
 
 /// Where the token came from (never the token itself).
@@ -404,8 +404,7 @@ impl GithubHost {
             token.as_deref(),
             ttl,
             Duration::from_secs(settings.timeout_secs.max(1)),
-        )
-        .map_err(GithubError::Client)?;
+        )?;
         Ok(GithubHost {
             client,
             paths,

@@ -1013,7 +1013,7 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     };
     let peer = running.peer().clone();
     if let Err(why) = first_catalog(shared, settings, &peer, timeout).await {
-        return why;
+        return why.to_string();
     }
     let closed = running.cancellation_token();
     let waiting = running.waiting();
@@ -1112,7 +1112,7 @@ async fn first_catalog(
     settings: &McpSettings,
     peer: &Peer<RoleClient>,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), ListError> {
     let info = peer.peer_info().map(|i| ServerInfo {
         name: i
             .server_info
@@ -1191,11 +1191,28 @@ enum Listed<T> {
     /// -32601: the server has no such list (a server may advertise `resources` and still
     /// answer `resources/templates/list` so): none.
     Missing,
-    Failed(String),
+    Failed(ListError),
+}
+
+/// Why a list of what the server offers was not had.
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error("{}", service_error_words(what, source))]
+    Service {
+        what: &'static str,
+        source: ServiceError,
+    },
+    #[error("{what}: no answer within {}", seconds(*timeout))]
+    NoAnswer {
+        what: &'static str,
+        timeout: Duration,
+    },
+    #[error("protocol error: tools/list: the server advertises tools but has no tools/list (code -32601)")]
+    NoToolsList,
 }
 
 async fn bounded<T>(
-    what: &str,
+    what: &'static str,
     timeout: Duration,
     fut: impl Future<Output = Result<T, ServiceError>>,
 ) -> Listed<T> {
@@ -1205,8 +1222,8 @@ async fn bounded<T>(
             tracing::debug!(target: "wip::mcp", "{what}: method not found; taken as none");
             Listed::Missing
         }
-        Ok(Err(e)) => Listed::Failed(service_error_words(what, &e)),
-        Err(_) => Listed::Failed(format!("{what}: no answer within {}", seconds(timeout))),
+        Ok(Err(source)) => Listed::Failed(ListError::Service { what, source }),
+        Err(_) => Listed::Failed(ListError::NoAnswer { what, timeout }),
     }
 }
 
@@ -1218,6 +1235,7 @@ fn optional<T: Default>(what: &str, listed: Listed<T>, slot: &mut T, warnings: &
         Listed::Got(v) => v,
         Listed::Missing => T::default(),
         Listed::Failed(why) => {
+            let why = why.to_string();
             let why = why
                 .strip_prefix("protocol error: ")
                 .unwrap_or(&why)
@@ -1238,7 +1256,7 @@ async fn list(
     timeout: Duration,
     catalog: &mut Catalog,
     capture: &Capture,
-) -> Result<(), String> {
+) -> Result<(), ListError> {
     let caps = peer.peer_info().map(|i| i.capabilities.clone());
     let has = |f: fn(&rmcp::model::ServerCapabilities) -> bool| caps.as_ref().is_some_and(f);
     match listing {
@@ -1247,12 +1265,7 @@ async fn list(
             let _capturing = capture.start();
             match bounded("tools/list", timeout, peer.list_all_tools()).await {
                 Listed::Got(tools) => catalog.tools = tools,
-                Listed::Missing => {
-                    return Err(
-                        "protocol error: tools/list: the server advertises tools but has no tools/list (code -32601)"
-                            .to_string(),
-                    )
-                }
+                Listed::Missing => return Err(ListError::NoToolsList),
                 Listed::Failed(why) => return Err(why),
             }
         }

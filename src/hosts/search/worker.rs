@@ -18,7 +18,28 @@ use tantivy::IndexWriter;
 
 use super::index::Engine;
 use super::store::{Change, Store};
+use crate::host::HostError;
 use crate::hosts::Peer;
+
+/// Why a pass failed as a whole (a source's own errors are collected instead).
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    /// The index at `what` (`""`, `" commit"`, `" merge"`, `" reload"`).
+    #[error("search index{what}: {source}")]
+    Index {
+        what: &'static str,
+        source: tantivy::TantivyError,
+    },
+    #[error("{0}")]
+    Store(#[from] HostError),
+    #[error("stopped")]
+    Stopped,
+}
+
+/// The index's error at `what`, for `map_err`.
+fn index(what: &'static str) -> impl Fn(tantivy::TantivyError) -> PassError {
+    move |source| PassError::Index { what, source }
+}
 
 /// What the indexer is doing and has done.
 #[derive(Debug, Default)]
@@ -187,7 +208,7 @@ impl Indexer<'_> {
                 }
                 Err(e) => {
                     tracing::warn!("search indexing failed: {e}");
-                    s.last_error = Some(e);
+                    s.last_error = Some(e.to_string());
                 }
             }
             self.shared.cv.notify_all();
@@ -200,14 +221,14 @@ impl Indexer<'_> {
         &self,
         full: bool,
         only: Option<&BTreeSet<String>>,
-    ) -> Result<(PassStats, Vec<String>), String> {
+    ) -> Result<(PassStats, Vec<String>), PassError> {
         // A full rebuild drops everything: it must read every source again.
         let only = only.filter(|_| !full);
         let mut writer: Option<IndexWriter> = None;
         let engine = self.engine;
-        let open = |w: &mut Option<IndexWriter>| -> Result<(), String> {
+        let open = |w: &mut Option<IndexWriter>| -> Result<(), PassError> {
             if w.is_none() {
-                *w = Some(engine.writer().map_err(|e| format!("search index: {e}"))?);
+                *w = Some(engine.writer().map_err(index(""))?);
             }
             Ok(())
         };
@@ -218,12 +239,11 @@ impl Indexer<'_> {
         if full {
             open(&mut writer)?;
             if let Some(w) = &writer {
-                w.delete_all_documents()
-                    .map_err(|e| format!("search index: {e}"))?;
+                w.delete_all_documents().map_err(index(""))?;
             }
         }
         // Sources no longer configured.
-        let known: Vec<String> = self.store.sources().map_err(|e| e.to_string())?;
+        let known: Vec<String> = self.store.sources()?;
         let dropped: Vec<String> = known
             .into_iter()
             .filter(|s| !self.sources.iter().any(|p| &p.path == s))
@@ -244,13 +264,13 @@ impl Indexer<'_> {
             let mut indexed = if full {
                 Default::default()
             } else {
-                self.store.versions(&peer.path).map_err(|e| e.to_string())?
+                self.store.versions(&peer.path)?
             };
             let mut cursor: Option<String> = None;
             let mut seen = 0usize;
             let complete = loop {
                 if self.shared.stopping() {
-                    return Err("stopped".to_string());
+                    return Err(PassError::Stopped);
                 }
                 let (docs, next) = match peer.host.documents(cursor.as_deref(), self.page_size) {
                     Ok(page) => page,
@@ -278,9 +298,7 @@ impl Indexer<'_> {
                     }
                     open(&mut writer)?;
                     if let Some(w) = &writer {
-                        engine
-                            .put(w, &peer.path, &path, &doc)
-                            .map_err(|e| format!("search index: {e}"))?;
+                        engine.put(w, &peer.path, &path, &doc).map_err(index(""))?;
                     }
                     stats.written += 1;
                     changes.push((peer.path.clone(), path, Some(doc.version)));
@@ -313,18 +331,12 @@ impl Indexer<'_> {
             }
         }
         if let Some(mut w) = writer {
-            w.commit()
-                .map_err(|e| format!("search index commit: {e}"))?;
+            w.commit().map_err(index(" commit"))?;
             // Merge segments now rather than let them pile up pass after pass.
-            w.wait_merging_threads()
-                .map_err(|e| format!("search index merge: {e}"))?;
-            engine
-                .reload()
-                .map_err(|e| format!("search index reload: {e}"))?;
+            w.wait_merging_threads().map_err(index(" merge"))?;
+            engine.reload().map_err(index(" reload"))?;
         }
-        self.store
-            .apply(full, &dropped, &changes)
-            .map_err(|e| e.to_string())?;
+        self.store.apply(full, &dropped, &changes)?;
         // Only now is what each source offered searchable.
         let mut s = self.shared.lock();
         for (source, start, took) in timings {

@@ -138,8 +138,8 @@ struct Pull {
 
 /// The demo project, read once from the data built into the binary.
 fn demo_data() -> HostResult<&'static Demo> {
-    static DEMO: OnceLock<Result<Demo, String>> = OnceLock::new();
-    DEMO.get_or_init(|| toml::from_str(include_str!("demo.toml")).map_err(|e| e.to_string()))
+    static DEMO: OnceLock<Result<Demo, toml::de::Error>> = OnceLock::new();
+    DEMO.get_or_init(|| toml::from_str(include_str!("demo.toml")))
         .as_ref()
         .map_err(|e| HostError::Backend(format!("the demo project's data is unreadable: {e}")))
 }

@@ -116,7 +116,7 @@ impl SharedDb {
             tls,
             described: security,
         } = tls::prepare(url, home.as_deref())
-            .map_err(|e| StateError::new(format!("{name} {shown}: {e}")))?;
+            .map_err(|e| StateError::new(format!("{name} {shown}: {e}")).caused_by(e))?;
         // One connection first: its error says what went wrong, where the pool's would
         // only say it timed out after retrying for seconds.
         if let Err(e) = config.connect(tls.clone()) {

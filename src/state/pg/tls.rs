@@ -28,6 +28,81 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 use rustls::{Error as TlsError, SignatureScheme};
 pub use tokio_postgres_rustls::MakeRustlsConnect;
 
+/// Why a state URL's TLS cannot be set up, in words for the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the parameter {0} is not supported (wip reads sslmode, sslrootcert, sslcert and sslkey); remove it")]
+    Unsupported(String),
+    #[error("{}", words(.0))]
+    Url(#[source] postgres::Error),
+    #[error("sslmode=allow (plaintext first, TLS if the server insists) is not supported: use prefer, require, verify-ca or verify-full, or disable")]
+    AllowMode,
+    #[error("sslmode={0} is not one of disable, prefer, require, verify-ca, verify-full")]
+    UnknownMode(String),
+    #[error("sslrootcert=system needs sslmode=verify-full (the system's roots trust certificates for any name), not sslmode={}", .0.as_str())]
+    SystemNeedsVerifyFull(SslMode),
+    #[error("the root certificates in {from} cannot be used: {source}")]
+    UnusableRoots {
+        from: String,
+        source: rustls::client::VerifierBuilderError,
+    },
+    #[error("TLS setup: {0}")]
+    Setup(#[source] TlsError),
+    #[error("the client certificate and key do not go together: {0}")]
+    KeyMismatch(#[source] TlsError),
+    #[error("sslmode={} needs root certificates, and there is no home directory ($HOME is not set) to find ~/.postgresql/root.crt in: give sslrootcert=PATH (a PEM file) or sslrootcert=system", .0.as_str())]
+    NoHome(SslMode),
+    /// No system root, with what the system's stores said (may be nothing).
+    #[error("sslrootcert=system: no trusted root certificates found on this system{}", in_parentheses(.0))]
+    NoSystemRoots(Vec<String>),
+    #[error("sslmode={}: root certificate file {} does not exist; provide the file (PEM), use the system's trusted roots with sslrootcert=system, or use sslmode=require to encrypt without verifying the server", .mode.as_str(), .path.display())]
+    NoRootFile { mode: SslMode, path: PathBuf },
+    #[error("root certificate file {}: {source}", .path.display())]
+    RootFile {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("root certificate file {}: {source}", .path.display())]
+    RootCert { path: PathBuf, source: TlsError },
+    #[error("root certificate file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)", .0.display())]
+    NoRootCert(PathBuf),
+    #[error("client certificate file {} (sslcert) does not exist", .0.display())]
+    NoCertFile(PathBuf),
+    #[error("sslkey={0} without a client certificate: give sslcert=PATH too")]
+    KeyWithoutCert(String),
+    #[error("client certificate {} without a key: give sslkey=PATH", .0.display())]
+    CertWithoutKey(PathBuf),
+    #[error("client certificate file {}: {source}", .path.display())]
+    CertFile {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("client certificate file {} holds no PEM certificate", .0.display())]
+    NoCert(PathBuf),
+    #[error("private key file {} (for {}): {source}", .key.display(), .cert.display())]
+    KeyFile {
+        key: PathBuf,
+        cert: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("private key file {}: {source}", .path.display())]
+    KeyMeta {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("private key file {} has group or world access (mode {mode:o}); it must be u=rw (0600) or less if owned by the current user, or u=rw,g=r (0640) or less if owned by root", .path.display())]
+    KeyTooOpen { path: PathBuf, mode: u32 },
+}
+
+/// ` (a; b)`, or nothing for no words.
+fn in_parentheses(words: &[String]) -> String {
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", words.join("; "))
+    }
+}
+
 /// libpq's `sslmode` values that wip follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SslMode {
@@ -44,27 +119,15 @@ pub enum SslMode {
 }
 
 impl SslMode {
-    fn parse(value: &str) -> Result<SslMode, String> {
+    fn parse(value: &str) -> Result<SslMode, SetupError> {
         Ok(match value {
             "disable" => SslMode::Disable,
             "prefer" => SslMode::Prefer,
             "require" => SslMode::Require,
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
-            "allow" => {
-                return Err(
-                    "sslmode=allow (plaintext first, TLS if the server insists) is \
-                            not supported: use prefer, require, verify-ca or verify-full, \
-                            or disable"
-                        .into(),
-                )
-            }
-            other => {
-                return Err(format!(
-                    "sslmode={other} is not one of disable, prefer, require, verify-ca, \
-                     verify-full"
-                ))
-            }
+            "allow" => return Err(SetupError::AllowMode),
+            other => return Err(SetupError::UnknownMode(other.to_string())),
         })
     }
 
@@ -160,15 +223,12 @@ pub struct Prepared {
 
 /// Parse `url` (without `postgresql://` checks: the caller did them) and build its TLS.
 /// `home` is where `~/.postgresql/` is looked for. Errors are words for the operator.
-pub fn prepare(url: &str, home: Option<&Path>) -> Result<Prepared, String> {
+pub fn prepare(url: &str, home: Option<&Path>) -> Result<Prepared, SetupError> {
     let (rest, params) = split_params(url);
     if let Some(key) = params.unsupported.first() {
-        return Err(format!(
-            "the parameter {key} is not supported (wip reads sslmode, sslrootcert, sslcert \
-             and sslkey); remove it"
-        ));
+        return Err(SetupError::Unsupported(key.clone()));
     }
-    let mut config: postgres::Config = rest.parse().map_err(|e| words(&e))?;
+    let mut config: postgres::Config = rest.parse().map_err(SetupError::Url)?;
     let given = params.sslmode.as_deref().map(SslMode::parse).transpose()?;
     let system = params.sslrootcert.as_deref() == Some("system");
     // libpq: the system's roots make verify-full the default and refuse anything weaker,
@@ -176,11 +236,7 @@ pub fn prepare(url: &str, home: Option<&Path>) -> Result<Prepared, String> {
     let mode = match (given, system) {
         (None, true) => SslMode::VerifyFull,
         (Some(m), true) if m != SslMode::VerifyFull => {
-            return Err(format!(
-                "sslrootcert=system needs sslmode=verify-full (the system's roots trust \
-                 certificates for any name), not sslmode={}",
-                m.as_str()
-            ))
+            return Err(SetupError::SystemNeedsVerifyFull(m))
         }
         (m, _) => m.unwrap_or(SslMode::Prefer),
     };
@@ -235,7 +291,10 @@ pub fn prepare(url: &str, home: Option<&Path>) -> Result<Prepared, String> {
             let webpki =
                 WebPkiServerVerifier::builder_with_provider(Arc::new(store), Arc::clone(&provider))
                     .build()
-                    .map_err(|e| format!("the root certificates in {from} cannot be used: {e}"))?;
+                    .map_err(|source| SetupError::UnusableRoots {
+                        from: from.clone(),
+                        source,
+                    })?;
             let verifier: Arc<dyn ServerCertVerifier> = if mode == SslMode::VerifyCa {
                 Arc::new(ChainOnly(webpki))
             } else {
@@ -276,27 +335,27 @@ type ClientAuth = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 fn builder(
     provider: &Arc<CryptoProvider>,
-) -> Result<rustls::client::danger::DangerousClientConfigBuilder, String> {
+) -> Result<rustls::client::danger::DangerousClientConfigBuilder, SetupError> {
     Ok(ClientConfig::builder_with_provider(Arc::clone(provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
+        .map_err(SetupError::Setup)?
         .dangerous())
 }
 
 fn finish(
     builder: rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>,
     auth: Option<ClientAuth>,
-) -> Result<ClientConfig, String> {
+) -> Result<ClientConfig, SetupError> {
     match auth {
         None => Ok(builder.with_no_client_auth()),
         Some((chain, key)) => builder
             .with_client_auth_cert(chain, key)
-            .map_err(|e| format!("the client certificate and key do not go together: {e}")),
+            .map_err(SetupError::KeyMismatch),
     }
 }
 
 /// Encryption without verification of the certificate (prefer, require).
-fn unverified_config(auth: Option<ClientAuth>) -> Result<ClientConfig, String> {
+fn unverified_config(auth: Option<ClientAuth>) -> Result<ClientConfig, SetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(AnyCertificate(Arc::clone(&provider)));
     finish(
@@ -306,54 +365,41 @@ fn unverified_config(auth: Option<ClientAuth>) -> Result<ClientConfig, String> {
 }
 
 /// The root certificates to verify with, and where they came from (for messages).
-fn load_roots(roots: Option<&Roots>, mode: SslMode) -> Result<(RootCertStore, String), String> {
+fn load_roots(roots: Option<&Roots>, mode: SslMode) -> Result<(RootCertStore, String), SetupError> {
     let mut store = RootCertStore::empty();
     match roots {
-        None => Err(format!(
-            "sslmode={} needs root certificates, and there is no home directory ($HOME is \
-             not set) to find ~/.postgresql/root.crt in: give sslrootcert=PATH (a PEM file) \
-             or sslrootcert=system",
-            mode.as_str()
-        )),
+        None => Err(SetupError::NoHome(mode)),
         Some(Roots::System) => {
             let found = rustls_native_certs::load_native_certs();
             let (added, _) = store.add_parsable_certificates(found.certs);
             if added == 0 {
-                let why: Vec<String> = found.errors.iter().map(|e| e.to_string()).collect();
-                return Err(format!(
-                    "sslrootcert=system: no trusted root certificates found on this system{}",
-                    if why.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", why.join("; "))
-                    }
-                ));
+                let why = found.errors.iter().map(|e| e.to_string()).collect();
+                return Err(SetupError::NoSystemRoots(why));
             }
             Ok((store, "the system's trusted roots".to_string()))
         }
         Some(Roots::File(path)) => {
             let shown = path.display();
             if !path.exists() {
-                return Err(format!(
-                    "sslmode={}: root certificate file {shown} does not exist; provide the \
-                     file (PEM), use the system's trusted roots with sslrootcert=system, or \
-                     use sslmode=require to encrypt without verifying the server",
-                    mode.as_str()
-                ));
+                return Err(SetupError::NoRootFile {
+                    mode,
+                    path: path.clone(),
+                });
             }
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("root certificate file {shown}: {e}"))?;
+                .map_err(|source| SetupError::RootFile {
+                    path: path.clone(),
+                    source,
+                })?;
             if certs.is_empty() {
-                return Err(format!(
-                    "root certificate file {shown} holds no PEM certificate \
-                     (-----BEGIN CERTIFICATE-----)"
-                ));
+                return Err(SetupError::NoRootCert(path.clone()));
             }
             for cert in certs {
-                store
-                    .add(cert)
-                    .map_err(|e| format!("root certificate file {shown}: {e}"))?;
+                store.add(cert).map_err(|source| SetupError::RootCert {
+                    path: path.clone(),
+                    source,
+                })?;
             }
             Ok((store, shown.to_string()))
         }
@@ -362,26 +408,21 @@ fn load_roots(roots: Option<&Roots>, mode: SslMode) -> Result<(RootCertStore, St
 
 /// The client certificate and key: `sslcert`/`sslkey`, else libpq's defaults
 /// `~/.postgresql/postgresql.crt` and `.key` when the certificate exists.
-fn client_cert(params: &Params, dot_pg: Option<&Path>) -> Result<Option<ClientAuth>, String> {
+fn client_cert(params: &Params, dot_pg: Option<&Path>) -> Result<Option<ClientAuth>, SetupError> {
     let cert_path = match (&params.sslcert, dot_pg) {
         (Some(p), _) => {
             let p = PathBuf::from(p);
             // libpq skips a missing certificate silently; a path given on purpose that
             // is not there is a mistake worth naming.
             if !p.exists() {
-                return Err(format!(
-                    "client certificate file {} (sslcert) does not exist",
-                    p.display()
-                ));
+                return Err(SetupError::NoCertFile(p));
             }
             p
         }
         (None, Some(d)) if d.join("postgresql.crt").exists() => d.join("postgresql.crt"),
         _ => {
             if let Some(k) = &params.sslkey {
-                return Err(format!(
-                    "sslkey={k} without a client certificate: give sslcert=PATH too"
-                ));
+                return Err(SetupError::KeyWithoutCert(k.clone()));
             }
             return Ok(None);
         }
@@ -389,38 +430,33 @@ fn client_cert(params: &Params, dot_pg: Option<&Path>) -> Result<Option<ClientAu
     let key_path = match (&params.sslkey, dot_pg) {
         (Some(k), _) => PathBuf::from(k),
         (None, Some(d)) => d.join("postgresql.key"),
-        (None, None) => {
-            return Err(format!(
-                "client certificate {} without a key: give sslkey=PATH",
-                cert_path.display()
-            ))
-        }
+        (None, None) => return Err(SetupError::CertWithoutKey(cert_path)),
     };
     let chain = CertificateDer::pem_file_iter(&cert_path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("client certificate file {}: {e}", cert_path.display()))?;
+        .map_err(|source| SetupError::CertFile {
+            path: cert_path.clone(),
+            source,
+        })?;
     if chain.is_empty() {
-        return Err(format!(
-            "client certificate file {} holds no PEM certificate",
-            cert_path.display()
-        ));
+        return Err(SetupError::NoCert(cert_path));
     }
     key_permissions(&key_path)?;
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
-        format!(
-            "private key file {} (for {}): {e}",
-            key_path.display(),
-            cert_path.display()
-        )
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| SetupError::KeyFile {
+        key: key_path.clone(),
+        cert: cert_path.clone(),
+        source,
     })?;
     Ok(Some((chain, key)))
 }
 
 /// libpq's rule: a private key readable by others is refused.
-fn key_permissions(path: &Path) -> Result<(), String> {
+fn key_permissions(path: &Path) -> Result<(), SetupError> {
     use std::os::unix::fs::MetadataExt;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("private key file {}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path).map_err(|source| SetupError::KeyMeta {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mode = meta.mode() & 0o777;
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
@@ -430,12 +466,10 @@ fn key_permissions(path: &Path) -> Result<(), String> {
         meta.uid() == 0 && mode & 0o037 != 0
     };
     if too_open {
-        return Err(format!(
-            "private key file {} has group or world access (mode {mode:o}); it must be \
-             u=rw (0600) or less if owned by the current user, or u=rw,g=r (0640) or less \
-             if owned by root",
-            path.display()
-        ));
+        return Err(SetupError::KeyTooOpen {
+            path: path.to_path_buf(),
+            mode,
+        });
     }
     Ok(())
 }
@@ -670,7 +704,7 @@ mod tests {
     fn err(url: &str, home: Option<&Path>) -> String {
         match prepare(url, home) {
             Ok(p) => panic!("{url} was accepted: {}", p.described),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 

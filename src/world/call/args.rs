@@ -294,11 +294,17 @@ fn declared_types(schema: &Value, key: &str) -> Vec<String> {
     }
 }
 
+/// What a `key=value` line's text was expected to be and is not: `an integer`, `one of
+/// integer, boolean`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Expected(pub String);
+
 /// The value a `key=value` line means for a property of these JSON Schema `types`: the
 /// first type the text can be, trying the others before `string` (so `true` is a boolean
 /// and `maybe` a string for `["boolean", "string"]`). Arrays are JSON or comma-separated;
 /// no declared type takes any JSON value, else the text. `Err` says what was expected.
-pub fn type_value(text: &str, types: &[String]) -> Result<Value, String> {
+pub fn type_value(text: &str, types: &[String]) -> Result<Value, Expected> {
     if types.is_empty() {
         return Ok(serde_json::from_str::<Value>(text.trim())
             .unwrap_or_else(|_| Value::String(text.to_string())));
@@ -332,11 +338,11 @@ pub fn type_value(text: &str, types: &[String]) -> Result<Value, String> {
         return Ok(Value::String(text.to_string()));
     }
     let names: Vec<&str> = types.iter().map(String::as_str).collect();
-    Err(match names.as_slice() {
+    Err(Expected(match names.as_slice() {
         [one] if one.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {one}"),
         [one] => format!("a {one}"),
         many => format!("one of {}", many.join(", ")),
-    })
+    }))
 }
 
 /// Validate against the schema, strictly: an object schema without `additionalProperties`
@@ -498,11 +504,11 @@ mod tests {
         assert_eq!(type_value("2.5", &types(&["number"])), Ok(json!(2.5)));
         assert_eq!(
             type_value("2.5", &types(&["integer"])),
-            Err("an integer".into())
+            Err(Expected("an integer".into()))
         );
         assert_eq!(
             type_value("x", &types(&["integer", "boolean"])),
-            Err("one of integer, boolean".into())
+            Err(Expected("one of integer, boolean".into()))
         );
         assert_eq!(
             type_value("a, b", &types(&["array"])),

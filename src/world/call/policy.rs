@@ -342,13 +342,18 @@ fn push_rule<'a>(rules: &mut Vec<&'a Rule>, rule: &'a Rule) {
     }
 }
 
+/// Why `expires_after` is not a duration a rule can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("expires_after {0:?} is not a duration: write a number and a unit (ms, s, m, h, d), e.g. \"24h\", \"30m\", \"1h30m\"")]
+    NotADuration(String),
+    #[error("expires_after {0:?} must be longer than zero")]
+    Zero(String),
+}
+
 /// A duration as manifests write it: `24h`, `30m`, `90s`, `500ms`, `2d`, `1h30m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!(
-            "expires_after {text:?} is not a duration: write a number and a unit (ms, s, m, h, d), e.g. \"24h\", \"30m\", \"1h30m\""
-        )
-    };
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let bad = || DurationError::NotADuration(text.to_string());
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(bad());
@@ -376,7 +381,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         rest = &rest[unit_len..];
     }
     if total.is_zero() {
-        return Err(format!("expires_after {text:?} must be longer than zero"));
+        return Err(DurationError::Zero(text.to_string()));
     }
     Ok(total)
 }
@@ -842,7 +847,7 @@ mod tests {
             ("a**/ops/b", "whole segments"),
             ("tracker/pulls/7/merge", "can never match an op"),
         ] {
-            let e = Glob::new(bad).unwrap_err();
+            let e = Glob::new(bad).unwrap_err().to_string();
             assert!(e.contains(words), "{bad:?}: {e}");
         }
     }
