@@ -121,6 +121,16 @@ fn locate_finds_an_issue_discovered_through_search() {
     }
 }
 
+/// A world of a files host over `root` and a search host indexing it.
+fn files_and_search(root: tempfile::TempDir) -> Mount {
+    let dir = std::fs::canonicalize(root.path()).unwrap();
+    let manifest = format!(
+        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
+         [[host]]\nkind = \"search\"\npath = \"search\"\n"
+    );
+    Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap())
+}
+
 /// Files whose names the tree reserves (`README.md`, `ops`, `description`, `body`) are
 /// found by search, and every path the search prints is the file's own, which exists.
 #[test]
@@ -135,12 +145,7 @@ fn hits_on_reserved_names_print_paths_that_exist() {
     ] {
         std::fs::write(root.path().join(file), format!("{text}\n")).unwrap();
     }
-    let dir = std::fs::canonicalize(root.path()).unwrap();
-    let manifest = format!(
-        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
-         [[host]]\nkind = \"search\"\npath = \"search\"\n"
-    );
-    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let m = files_and_search(root);
     wait_indexed(&m);
     let r = search(&m, "platypus");
     // `1. 0.42 files/ops/x.txt (line 1) — x.txt`: the world path is the third word.
@@ -287,12 +292,7 @@ fn a_quoted_identifier_finds_itself_only_and_each_hit_names_its_line() {
         "/* helgrind */\n#define _VG_USERREQ__HG_PTHREAD_BARRIER_WAIT_PRE 1\n/* a pthread barrier wait is checked */\n",
     )
     .unwrap();
-    let dir = std::fs::canonicalize(root.path()).unwrap();
-    let manifest = format!(
-        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
-         [[host]]\nkind = \"search\"\npath = \"search\"\n"
-    );
-    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let m = files_and_search(root);
     wait_indexed(&m);
     let hits = |r: &str| -> Vec<String> {
         r.lines()
@@ -338,12 +338,7 @@ fn the_search_description_says_indexing_until_the_index_is_done() {
             .unwrap();
         }
     }
-    let dir = std::fs::canonicalize(root.path()).unwrap();
-    let manifest = format!(
-        "[[host]]\nkind = \"files\"\npath = \"files\"\nroot = {dir:?}\n\
-         [[host]]\nkind = \"search\"\npath = \"search\"\n"
-    );
-    let m = Mount::start_in(Some(&manifest), root, tempfile::tempdir().unwrap());
+    let m = files_and_search(root);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {

@@ -22,7 +22,7 @@ use nfsserve::nfs::{
 use nfsserve::vfs::{DirEntry, ReadDirResult};
 
 use super::{time_of, Open, WorldNfs, Writing};
-use crate::host::tree::{Kind, RenameMode, SetAttr, Stat, TimeSet};
+use crate::host::tree::{Found, Kind, RenameMode, SetAttr, Stat, TimeSet};
 use crate::world::node::{NodeId, TreeRef};
 use crate::world::working::{Looked, TreeFile, Who};
 
@@ -128,6 +128,16 @@ impl WorldNfs {
             self.world.tree_forget(t, 1);
         }
         id
+    }
+
+    /// The id and attributes of what a change just made as `name` in `dir`.
+    fn made(&self, dirid: fileid3, dir: TreeRef, name: &OsStr, found: &Found) -> (fileid3, fattr3) {
+        let t = TreeRef {
+            host: dir.host,
+            node: found.node,
+        };
+        let id = self.tree_id(t, dirid, name);
+        (id, self.tree_fattr(id, &found.stat))
     }
 
     /// `name` in the tree folder `dir` (`NAME@` is its entry).
@@ -315,11 +325,7 @@ impl WorldNfs {
         let (id, mut st) = match self.world.tree_create(dir, name, mode, flags, who) {
             Ok((found, f)) => {
                 self.world.tree_release(&f);
-                let t = TreeRef {
-                    host: dir.host,
-                    node: found.node,
-                };
-                (self.tree_id(t, dirid, name), found.stat)
+                (self.made(dirid, dir, name, &found).0, found.stat)
             }
             // UNCHECKED: an existing file is opened as it is (and truncated if asked).
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !exclusive => {
@@ -356,12 +362,7 @@ impl WorldNfs {
             .world
             .tree_mkdir(dir, name, 0o755, self.who(client))
             .map_err(io_status)?;
-        let t = TreeRef {
-            host: dir.host,
-            node: found.node,
-        };
-        let id = self.tree_id(t, dirid, name);
-        Ok((id, self.tree_fattr(id, &found.stat)))
+        Ok(self.made(dirid, dir, name, &found))
     }
 
     pub(super) fn tree_symlink(
@@ -377,12 +378,7 @@ impl WorldNfs {
             .world
             .tree_symlink(dir, name, OsStr::from_bytes(target), self.who(client))
             .map_err(io_status)?;
-        let t = TreeRef {
-            host: dir.host,
-            node: found.node,
-        };
-        let id = self.tree_id(t, dirid, name);
-        Ok((id, self.tree_fattr(id, &found.stat)))
+        Ok(self.made(dirid, dir, name, &found))
     }
 
     /// REMOVE and RMDIR (the server sends both here): a folder is removed as one.
