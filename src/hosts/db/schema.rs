@@ -263,11 +263,9 @@ pub(super) fn view_exists(conn: &Connection, name: &str) -> HostResult<bool> {
     .map_err(db_err)
 }
 
-/// Names of a view's columns, or SQLite's words if it cannot be prepared (a broken view).
-pub(super) fn view_columns(conn: &Connection, name: &str) -> Result<Vec<String>, String> {
-    let stmt = conn
-        .prepare(&format!("SELECT * FROM {}", quote(name)))
-        .map_err(|e| super::sqlite_words(&e))?;
+/// Names of a view's columns, or SQLite's error if it cannot be prepared (a broken view).
+pub(super) fn view_columns(conn: &Connection, name: &str) -> rusqlite::Result<Vec<String>> {
+    let stmt = conn.prepare(&format!("SELECT * FROM {}", quote(name)))?;
     Ok(stmt.column_names().map(|c| c.to_string()).collect())
 }
 

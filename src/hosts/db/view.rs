@@ -354,7 +354,7 @@ impl DbHost {
                 }
                 match schema::view_columns(&conn, name) {
                     Ok(cols) => info(format!("view {name} · columns {}", truncate(&cols.join(", "), 600))),
-                    Err(words) => info(format!("view {name} · broken: {words}")),
+                    Err(e) => info(format!("view {name} · broken: {}", super::sqlite_words(&e))),
                 }
             }
             Node::ViewRows(name) => {

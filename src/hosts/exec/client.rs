@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::cache::EntryCache;
 use super::protocol::{
-    self, ChangedParams, Incoming, InitializeParams, InitializeResult, Request, RpcError,
+    self, ChangedParams, Incoming, InitializeParams, InitializeResult, NotRpc, Request, RpcError,
 };
 use super::transport::{self, Endpoint, Link, Socket};
 use crate::host::{Changes, HostError, HostResult, OpSpec, RunSignal};
@@ -375,7 +375,7 @@ impl Client {
 
     fn adopt(
         &self,
-        opened: Result<(Arc<Conn>, InitializeResult), String>,
+        opened: Result<(Arc<Conn>, InitializeResult), Unopened>,
     ) -> HostResult<Arc<Conn>> {
         match opened {
             Ok((conn, hello)) => {
@@ -405,7 +405,7 @@ impl Client {
                 Ok(conn)
             }
             Err(reason) => {
-                self.record_failure(reason.clone());
+                self.record_failure(reason.to_string());
                 Err(HostError::Backend(format!(
                     "host {} is down: {reason}",
                     self.name
@@ -451,10 +451,14 @@ impl Client {
     }
 
     /// Start or connect to the host and shake hands.
-    fn open(self: &Arc<Self>) -> Result<(Arc<Conn>, InitializeResult), String> {
+    fn open(self: &Arc<Self>) -> Result<(Arc<Conn>, InitializeResult), Unopened> {
         let where_ = self.endpoint.describe();
-        let link = transport::open(&self.endpoint, self.start_timeout)
-            .map_err(|e| format!("cannot start or reach {where_}: {e}"))?;
+        let link = transport::open(&self.endpoint, self.start_timeout).map_err(|source| {
+            Unopened::Unreachable {
+                at: where_.clone(),
+                source,
+            }
+        })?;
         let Link {
             reader,
             writer,
@@ -480,39 +484,34 @@ impl Client {
             .and_then(|_| self.spawn_reader(reader, &conn))
             .map_err(|e| {
                 conn.drop_with("cannot start threads");
-                format!("cannot start threads for the host: {e}")
+                Unopened::Threads(e)
             })?;
-        let params = serde_json::to_value(&self.init).map_err(|e| e.to_string())?;
+        let params = serde_json::to_value(&self.init).map_err(Unopened::Params)?;
+        let at = where_.clone();
         let hello = match self.send_and_wait(&conn, "initialize", params, self.start_timeout) {
-            Ok(v) => serde_json::from_value::<InitializeResult>(v).map_err(|e| {
-                format!("{where_} answered initialize with a result of the wrong shape: {e}")
+            Ok(v) => serde_json::from_value::<InitializeResult>(v)
+                .map_err(|source| Unopened::Shape { at, source }),
+            Err(Waited::Error(e)) => Err(Unopened::Refused { at, error: e }),
+            Err(Waited::Lost(why)) => Err(Unopened::Lost(why)),
+            Err(Waited::TimedOut) => Err(Unopened::Silent {
+                at,
+                ms: self.start_timeout.as_millis(),
             }),
-            Err(Waited::Error(e)) => Err(format!(
-                "{where_} refused initialize (code {}): {}",
-                e.code, e.message
-            )),
-            Err(Waited::Lost(why)) => Err(format!("{why} during initialize")),
-            Err(Waited::TimedOut) => Err(format!(
-                "{where_} sent no answer to initialize within {} ms",
-                self.start_timeout.as_millis()
-            )),
         };
         let hello = match hello {
             Ok(h) if h.protocol != protocol::PROTOCOL || h.version != protocol::VERSION => {
-                Err(format!(
-                    "{where_} speaks {} version {}, this runtime speaks {} version {}",
-                    h.protocol,
-                    h.version,
-                    protocol::PROTOCOL,
-                    protocol::VERSION
-                ))
+                Err(Unopened::Version {
+                    at: where_,
+                    protocol: h.protocol,
+                    version: h.version,
+                })
             }
             other => other,
         };
         match hello {
             Ok(h) => Ok((conn, h)),
             Err(why) => {
-                conn.drop_with(&why);
+                conn.drop_with(&why.to_string());
                 Err(why)
             }
         }
@@ -577,7 +576,7 @@ impl Client {
                             c.on_message(&conn, &method, params, id);
                         }
                         Ok(None) => break Some(conn.end_reason()),
-                        Err(why) => break Some(why),
+                        Err(why) => break Some(why.to_string()),
                     }
                 };
                 if let (Some(c), Some(why)) = (client.upgrade(), why) {
@@ -936,30 +935,71 @@ enum Waited {
     TimedOut,
 }
 
+/// Why no connection to the host was opened (the reason its root shows while it is down).
+#[derive(Debug, thiserror::Error)]
+enum Unopened {
+    #[error("cannot start or reach {at}: {source}")]
+    Unreachable { at: String, source: std::io::Error },
+    #[error("cannot start threads for the host: {0}")]
+    Threads(#[source] std::io::Error),
+    #[error("{0}")]
+    Params(#[source] serde_json::Error),
+    #[error("{at} answered initialize with a result of the wrong shape: {source}")]
+    Shape {
+        at: String,
+        source: serde_json::Error,
+    },
+    #[error("{at} refused initialize (code {}): {}", .error.code, .error.message)]
+    Refused { at: String, error: RpcError },
+    #[error("{0} during initialize")]
+    Lost(String),
+    #[error("{at} sent no answer to initialize within {ms} ms")]
+    Silent { at: String, ms: u128 },
+    #[error(
+        "{at} speaks {protocol} version {version}, this runtime speaks {} version {}",
+        protocol::PROTOCOL,
+        protocol::VERSION
+    )]
+    Version {
+        at: String,
+        protocol: String,
+        version: u32,
+    },
+}
+
+/// Why the stream from the host is unusable.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// A line too long, or the like (`transport::read_line`'s words).
+    #[error("the host sent {0}")]
+    BadData(#[source] std::io::Error),
+    #[error("cannot read from the host: {0}")]
+    Read(#[source] std::io::Error),
+    /// The start of the line (at most `QUOTE` bytes), and why it is not a message.
+    #[error("the host sent a line that is not JSON-RPC (not UTF-8): {0}")]
+    NotUtf8(String),
+    #[error("the host sent a line that is not JSON-RPC ({source}): {shown}")]
+    NotRpc { shown: String, source: NotRpc },
+}
+
 /// Read and parse the next message; `Err` says why the stream is unusable.
-fn read_message<R: BufRead>(r: &mut R) -> Result<Option<Incoming>, String> {
+fn read_message<R: BufRead>(r: &mut R) -> Result<Option<Incoming>, Unreadable> {
     loop {
         let line = match transport::read_line(r, transport::MAX_LINE) {
             Ok(Some(l)) => l,
             Ok(None) => return Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(format!("the host sent {e}"))
+                return Err(Unreadable::BadData(e))
             }
-            Err(e) => return Err(format!("cannot read from the host: {e}")),
+            Err(e) => return Err(Unreadable::Read(e)),
         };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let junk = |why: &str| {
-            let shown = &line[..line.len().min(QUOTE)];
-            format!(
-                "the host sent a line that is not JSON-RPC ({why}): {}",
-                String::from_utf8_lossy(shown)
-            )
-        };
-        let text = std::str::from_utf8(&line).map_err(|_| junk("not UTF-8"))?;
+        let shown = String::from_utf8_lossy(&line[..line.len().min(QUOTE)]).into_owned();
+        let text = std::str::from_utf8(&line).map_err(|_| Unreadable::NotUtf8(shown.clone()))?;
         return Incoming::parse(text)
             .map(Some)
-            .map_err(|e| junk(&e.to_string()));
+            .map_err(|source| Unreadable::NotRpc { shown, source });
     }
 }

@@ -229,12 +229,12 @@ impl GithubHost {
 
     /// Branch protection of the base branch: `Ok(None)` when it is not protected, `Err` with
     /// GitHub's words when it cannot be read.
-    fn protection(&self, r: &Repo, base: &str, read: Read) -> Result<Option<Value>, String> {
+    fn protection(&self, r: &Repo, base: &str, read: Read) -> GhResult<Option<Value>> {
         let path = format!("{}/branches/{}/protection", r.api(), seg(base));
         match self.get_read(&path, read) {
             Ok(p) => Ok(Some(p.body.clone())),
             Err(e) if e.status() == Some(404) && e.message().contains("not protected") => Ok(None),
-            Err(e) => Err(e.message()),
+            Err(e) => Err(e),
         }
     }
 
@@ -243,7 +243,7 @@ impl GithubHost {
         node: &Node,
         r: &Repo,
         v: &Value,
-        protection: &Result<Option<Value>, String>,
+        protection: &GhResult<Option<Value>>,
         read: Read,
     ) -> HostResult<Condition> {
         let sha = s(&v["head"], "sha");
@@ -329,7 +329,7 @@ impl GithubHost {
         r: &Repo,
         n: u64,
         v: &Value,
-        protection: &Result<Option<Value>, String>,
+        protection: &GhResult<Option<Value>>,
         read: Read,
     ) -> HostResult<Condition> {
         let path = self.paged(&format!("{}/pulls/{n}/reviews", r.api()));
@@ -393,7 +393,8 @@ impl GithubHost {
             Err(e) => (
                 1,
                 format!(
-                    "branch protection of {base} could not be read (GitHub said: {e}), so at least"
+                    "branch protection of {base} could not be read (GitHub said: {}), so at least",
+                    e.message()
                 ),
             ),
         };

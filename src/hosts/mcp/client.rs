@@ -968,7 +968,7 @@ async fn ended_words(child: &mut Box<dyn ChildWrapper>, otherwise: String) -> St
 async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duration) -> String {
     let mut child = match spawn_server(settings) {
         Ok(c) => c,
-        Err(why) => return why,
+        Err(why) => return why.to_string(),
     };
     let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
         let _ = Box::into_pin(child.kill()).await;
@@ -1037,11 +1037,23 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     }
 }
 
+/// Why the server's command did not start.
+#[derive(Debug, thiserror::Error)]
+enum Unspawned {
+    #[error("no command")]
+    NoCommand,
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+}
+
 /// Start the server's command in a process group of its own, its three streams piped, its
 /// signals plain (see `children`).
-fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, String> {
+fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, Unspawned> {
     let Some((program, args)) = settings.command.split_first() else {
-        return Err("no command".to_string());
+        return Err(Unspawned::NoCommand);
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -1058,11 +1070,9 @@ fn spawn_server(settings: &McpSettings) -> Result<Box<dyn ChildWrapper>, String>
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = wrap.spawn().map_err(|e| {
-        format!(
-            "cannot start `{}`: {e}",
-            crate::secrets::shown_command(&settings.command)
-        )
+    let child = wrap.spawn().map_err(|source| Unspawned::Spawn {
+        command: crate::secrets::shown_command(&settings.command),
+        source,
     })?;
     if let Some(pid) = child.id() {
         crate::children::own(pid);

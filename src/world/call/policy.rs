@@ -567,17 +567,13 @@ impl Pipeline {
         target: &Target,
         op: &str,
         args: Option<&Value>,
-    ) -> Result<Vec<(EntryRef, Subjects)>, String> {
+    ) -> WorldResult<Vec<(EntryRef, Subjects)>> {
         let Target::Entry(e) = target else {
             return Ok(Vec::new());
         };
         let mut places = vec![(e.clone(), self.entries.subjects(e, op, false))];
-        let host = self.entries.host(e).map_err(|err| err.to_string())?;
-        for p in host
-            .host
-            .acts_on(&e.path, op, args)
-            .map_err(|err| err.to_string())?
-        {
+        let host = self.entries.host(e)?;
+        for p in host.host.acts_on(&e.path, op, args)? {
             let at = EntryRef::new(e.host, p.path);
             let subjects = self.entries.subjects(&at, op, p.subtree);
             places.push((at, subjects));
@@ -609,7 +605,7 @@ impl Pipeline {
             // The entry itself is still judged; the call is refused for what is unknown.
             Err(why) => (
                 policy.judge(&[Subjects::op(self.op_world_path(target, op))], op, args),
-                Some(why),
+                Some(why.message),
             ),
         }
     }
