@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::world::call::policy::{self, Action, Glob, Policy, Rule};
 /// The world's own settings, as `[world]` and `[identity]` give them.
-pub use crate::world::settings::{Identity, Role, WorldSettings};
+pub use crate::host::identity::{Identity, Role};
+use crate::world::call::policy::{self, Action, Glob, Policy, Rule};
+pub use crate::world::settings::WorldSettings;
 
 /// The manifest of the embedded default world (tracker + files).
 pub const DEFAULT_MANIFEST: &str = include_str!("../mounts/default.toml");

@@ -6,6 +6,7 @@
 //! `op` declares an op once (`Decl`), with its arguments' type, schema and guard.
 
 pub mod glob;
+pub mod identity;
 pub mod names;
 pub mod op;
 pub mod signal;

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::host::identity::Identity;
 use crate::host::names::Paths;
 use crate::host::{Changes, Host};
-use crate::manifest::{HostSpec, Identity, ManifestError};
+use crate::manifest::{HostSpec, ManifestError};
 
 pub mod agent;
 pub mod db;

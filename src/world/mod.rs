@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::host::identity::Identity;
 use crate::host::{Host, OpSpec};
 use crate::state::{Journal, Known};
-use crate::world::settings::{Identity, WorldSettings};
+use crate::world::settings::WorldSettings;
 use call::policy::Policy;
 pub use call::{BodyDoc, CallDoc, CallReport, Decided, Person, Pipeline, Verb};
 pub use content::Snapshot;
@@ -124,30 +125,13 @@ pub struct WorldParts<'a> {
     pub policy: Policy,
 }
 
-/// The journal as the world holds it: the engine's answers (through `Deref`), and `sync`
-/// in the world's error, which `fsync` of a working tree returns (`World::sync_runs`).
-struct HeldJournal(Arc<dyn Journal>);
-
-impl std::ops::Deref for HeldJournal {
-    type Target = dyn Journal;
-    fn deref(&self) -> &Self::Target {
-        self.0.as_ref()
-    }
-}
-
-impl HeldJournal {
-    fn sync(&self) -> WorldResult<()> {
-        Ok(self.0.sync()?)
-    }
-}
-
 /// The world: the tree of hosts, entries, ops and runs with their files, and the call
 /// pipeline that runs what is written into them.
 pub struct World {
     settings: WorldSettings,
     identity: Identity,
     entries: Arc<Entries>,
-    journal: HeldJournal,
+    journal: Arc<dyn Journal>,
     calls: Arc<Pipeline>,
     config_text: String,
     /// The change feed's cursor when this mount started (`.wip/events` shows what follows).
@@ -216,7 +200,7 @@ impl World {
             settings: parts.settings,
             identity: parts.identity,
             entries,
-            journal: HeldJournal(journal),
+            journal,
             calls,
             config_text: parts.config_text,
             events_start,

@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 
 use super::node::{intern, EntryRef, Target};
 use super::{CallDoc, Mounted, World};
+use crate::host::identity::Identity;
 use crate::host::*;
-use crate::world::settings::{Identity, WorldSettings};
+use crate::world::settings::WorldSettings;
 
 /// A host with one root entry and a few ops:
 /// `note(text)` keeps its text; `close` needs the entry open; `meet(n)` waits until `n`

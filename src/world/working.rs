@@ -147,7 +147,7 @@ impl World {
     /// Every run recorded so far, made durable (`fsync` of a folder).
     pub fn sync_runs(&self) -> super::error::WorldResult<()> {
         self.calls.grouped.flush();
-        self.journal.sync()
+        Ok(self.journal.sync()?)
     }
 
     /// How long the kernel may keep what it was told of the tree of `host`.
@@ -319,7 +319,7 @@ impl World {
         op: &str,
         places: &[(Vec<OsString>, bool)],
         args: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::call::policy::ChangeRefused> {
         let places: Vec<(Vec<String>, bool)> = places.iter().map(|(p, s)| (lossy(p), *s)).collect();
         self.calls.judge_change(host, op, &places, args)
     }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::store::{args, Row, Store};
 use super::{Kind, Node};
+use crate::host::identity::Identity;
 use crate::host::HostResult;
-use crate::manifest::Identity;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS project (

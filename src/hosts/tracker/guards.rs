@@ -6,9 +6,9 @@ use super::store::Store;
 use super::db::{self, Item};
 use super::ops::name;
 use super::{Node, TrackerHost};
+use crate::host::identity::Role;
 use crate::host::text::{and_list, plural};
 use crate::host::{Condition, HostResult};
-use crate::manifest::Role;
 
 impl TrackerHost {
     fn you(&self) -> String {

@@ -32,13 +32,13 @@ use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::host::identity::Identity;
 use crate::host::names::{canonical_number, Paths};
 use crate::host::{
     Body, CallOutcome, Caller, Child, DocumentPage, EntryInfo, Guard, Host, HostError, HostResult,
     OpSpec,
 };
 use crate::hosts::HostContext;
-use crate::manifest::Identity;
 use crate::state::pg::{is_postgres_url, redact_url, SharedDb};
 use ops::{Here, OPS};
 use store::Store;

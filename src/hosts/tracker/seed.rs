@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::db;
 use super::store::{args, Store};
+use crate::host::identity::Identity;
 use crate::host::{HostError, HostResult};
-use crate::manifest::Identity;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Seed {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::host::identity::Role;
 use crate::host::{Caller, Condition};
-use crate::manifest::Role;
 use crate::state::pg::TestDb;
 use store::Engine;
 

@@ -160,6 +160,12 @@ impl Subjects {
 }
 
 /// The manifest's rules, in order.
+/// Why the policy refuses a change through a working tree: the words its run's `result`
+/// and the op's `guard` show.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ChangeRefused(pub String);
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Policy {
     rules: Vec<Rule>,
@@ -703,7 +709,7 @@ impl Pipeline {
         op: &str,
         places: &[(Vec<String>, bool)],
         args: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), ChangeRefused> {
         let Some((first, _)) = places.first() else {
             return Ok(());
         };
@@ -730,25 +736,25 @@ impl Pipeline {
         match verdict.rule {
             Some(r) => match r.action {
                 Action::Allow => Ok(()),
-                Action::Deny | Action::Hide => Err(format!(
+                Action::Deny | Action::Hide => Err(ChangeRefused(format!(
                     "denied by rule {} ({}){}",
                     r.number,
                     r.describe(),
                     why(r)
-                )),
+                ))),
                 Action::Approve => {
                     let explicit = match op {
                         "remove" | "rename" | "mkdir" => op,
                         _ => "write",
                     };
                     let entry = self.entries.entry_path(host, &at.path);
-                    Err(format!(
+                    Err(ChangeRefused(format!(
                         "needs a person's sign-off (rule {} ({}){}); a change through the file system cannot wait for one: call {}/ops/{explicit}/call instead, which waits as a pending run",
                         r.number,
                         r.describe(),
                         why(r),
                         names::shown(&self.entries.absolute(&entry))
-                    ))
+                    )))
                 }
             },
             None => match self
@@ -757,7 +763,7 @@ impl Pipeline {
                 .get(host)
                 .and_then(|m| m.host.policy_default(&at.path, op))
             {
-                Some(d) if !d.allowed => Err(d.words),
+                Some(d) if !d.allowed => Err(ChangeRefused(d.words)),
                 _ => Ok(()),
             },
         }
