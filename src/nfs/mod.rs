@@ -73,7 +73,7 @@ const LISTINGS_MAX: usize = 64;
 /// An open connection: who is at its other end, and the refusals already logged.
 struct Connection {
     addr: std::net::SocketAddr,
-    peer: Result<Peer, String>,
+    peer: Result<Peer, access::Unknown>,
     /// (uid, flavor) of requests refused and logged once (at most `WARNED_MAX`).
     warned: Vec<(u32, u32)>,
 }
