@@ -462,6 +462,64 @@ action = "hide"
     );
 }
 
+/// A hidden path is no search hit, no known entry and no `locate` answer, and a folder
+/// holding one cannot be removed or moved without showing it.
+#[test]
+fn a_hidden_subtree_is_no_search_hit_nor_known_and_its_folder_stays_put() {
+    let manifest = r#"
+[[host]]
+kind = "files"
+path = "files"
+
+[[host]]
+kind = "search"
+path = "search"
+
+[[policy]]
+match = "files/box/inner/**"
+action = "hide"
+"#;
+    let root = tempfile::tempdir().unwrap();
+    project(root.path());
+    std::fs::create_dir_all(root.path().join("box/inner")).unwrap();
+    std::fs::write(root.path().join("box/inner/s.txt"), "zebrafish secret\n").unwrap();
+    std::fs::write(root.path().join("box/open.txt"), "zebrafish open\n").unwrap();
+    let m = Mount::start_in(Some(manifest), root, tempfile::tempdir().unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !m.read("search/description").contains("up to date") {
+        assert!(std::time::Instant::now() < deadline, "never indexed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    m.ok("echo zebrafish > search/ops/search/call");
+    let hits = m.ok("cat search/ops/search/result");
+    assert!(hits.contains("files/box/open.txt"), "{hits}");
+    assert!(
+        !hits.contains("inner") && !hits.contains("secret"),
+        "{hits}"
+    );
+    m.ok("cat files/box/open.txt@/description > /dev/null; echo zebra > ops/locate/call");
+    let known = m.ok("cat .wip/known; cat ops/locate/result");
+    assert!(!known.contains("inner"), "{known}");
+    // The folder that holds it looks as if it held only open.txt, yet cannot go unseen.
+    assert_eq!(m.ok("ls -A files/box"), "open.txt\n");
+    for (what, script) in [
+        ("rm -rf", "rm -rf files/box"),
+        ("mv", "mv files/box files/moved"),
+    ] {
+        let out = m.sh(script);
+        assert!(!out.status.success(), "{what} went through");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Permission denied"), "{what}: {err}");
+    }
+    let said =
+        m.ok("cat files/box@/ops/rmdir/result files/box@/ops/rename/result 2>/dev/null; true");
+    assert!(said.contains("hides"), "the words say why: {said}");
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("box/inner/s.txt")).unwrap(),
+        "zebrafish secret\n"
+    );
+}
+
 #[test]
 fn unrecorded_paths_are_judged_but_not_journaled() {
     let manifest = r#"
