@@ -542,3 +542,43 @@ unrecorded = ["crate/target/**", "**/__pycache__/**"]
         "{runs:#?}"
     );
 }
+
+/// Eight agents at once in one folder, each making, appending to and renaming its own
+/// files and then removing them by a glob: each glob sees exactly the agent's own files
+/// (a listing paged by one walk is never another's), nothing is left, and every change
+/// is one run.
+#[test]
+fn eight_agents_changing_one_folder_at_once_each_see_their_own_files() {
+    let m = mount_project(None);
+    let out = m.sh(
+        "cd files && mkdir shared && cd shared && \
+         for a in 1 2 3 4 5 6 7 8; do \
+           ( for i in $(seq 1 60); do echo \"agent $a line $i\" > a$a-$i.txt; echo more >> a$a-$i.txt; \
+               mv a$a-$i.txt b$a-$i.txt; done; ls b$a-*.txt | wc -l; rm b$a-*.txt ) & \
+         done; wait; ls -A | wc -l",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.is_empty(), "{text}{err}");
+    let counts: Vec<&str> = text.lines().collect();
+    assert_eq!(counts.len(), 9, "{text}");
+    assert!(
+        counts[..8].iter().all(|c| *c == "60"),
+        "each agent saw its 60 files: {text}"
+    );
+    assert_eq!(counts[8], "0", "nothing left: {text}");
+    assert_eq!(std::fs::read_dir(m.root.join("shared")).unwrap().count(), 0);
+    let runs = runs(&m);
+    for (op, want) in [
+        ("create", 480),
+        ("write", 960),
+        ("rename", 480),
+        ("remove", 480),
+    ] {
+        let n = runs
+            .iter()
+            .filter(|(p, o, _, s)| p.starts_with("/files/shared/") && o == op && s == "ok")
+            .count();
+        assert_eq!(n, want, "{op} runs");
+    }
+}

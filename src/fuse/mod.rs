@@ -250,8 +250,9 @@ pub struct WorldFs {
     backings: Mutex<Backings>,
     inv: Invalidator,
     handles: Mutex<HashMap<u64, Handle>>,
-    listings: TtlCache<u64, Listing>,
-    tree_listings: TtlCache<u64, tree::TreeListing>,
+    /// Listings being paged through, by folder and open (see `listing`).
+    listings: TtlCache<(u64, u64), Listing>,
+    tree_listings: TtlCache<(u64, u64), tree::TreeListing>,
     next_fh: AtomicU64,
     uid: u32,
     gid: u32,
@@ -404,17 +405,20 @@ impl WorldFs {
         !holders::still_open(pid, opened, ino, &self.mount, mnt_id)
     }
 
-    /// The listing of directory `ino`: computed afresh when a walk starts (offset 0) and
-    /// reused while it continues, so a long listing is not recomputed per 4 KiB of replies.
-    fn listing(&self, ino: INodeNo, offset: u64) -> Result<Listing, Errno> {
+    /// The listing of directory `ino` for the open folder `fh`: computed afresh when its
+    /// walk starts (offset 0) and reused while it continues, so a long listing is not
+    /// recomputed per 4 KiB of replies. Each open pages through its own (sharing one per
+    /// folder, a walk went on in another's and skipped or repeated names while the folder
+    /// changed).
+    fn listing(&self, ino: INodeNo, fh: u64, offset: u64) -> Result<Listing, Errno> {
         if offset > 0 {
-            if let Some(l) = self.listings.get(&ino.0) {
+            if let Some(l) = self.listings.get(&(ino.0, fh)) {
                 return Ok(l);
             }
         }
         let node = self.node(ino)?;
         let listing: Listing = Arc::new(self.world.list(&node).map_err(|e| errno("listing", &e))?);
-        self.listings.insert(ino.0, Arc::clone(&listing));
+        self.listings.insert((ino.0, fh), Arc::clone(&listing));
         Ok(listing)
     }
 
@@ -909,25 +913,49 @@ impl Filesystem for WorldFs {
         reply.ok();
     }
 
-    /// Directories need no handle: answering ENOSYS makes the kernel stop sending
-    /// OPENDIR/RELEASEDIR and cache every listing (FOPEN_CACHE_DIR) until we invalidate
-    /// it, which is what makes a warm `find` cost no round trips.
-    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(refused("opendir", Errno::ENOSYS));
+    /// Directories need no handle, but how the kernel may cache their listings differs:
+    /// the world's folders keep theirs (FOPEN_CACHE_DIR with KEEP_CACHE) until we
+    /// invalidate them, which is what makes a warm `find` cost no listing round trips; a
+    /// working tree's folders are listed afresh at every open, because the kernel's
+    /// cached listing went stale while many processes changed one folder at once (eight
+    /// agents renaming in one folder: a glob of one's own files missed some). Answering
+    /// ENOSYS instead (no OPENDIR at all) is per connection, so it would cost the tree
+    /// that freshness.
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let flags = match self.node(ino).as_deref() {
+            Ok(NodeId::Tree(_)) => FopenFlags::empty(),
+            _ => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+        };
+        // A handle of its own per open, so that each walk pages through its own listing.
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        reply.opened(FileHandle(fh), flags);
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.listings.forget(&(ino.0, fh.0));
+        self.tree_listings.forget(&(ino.0, fh.0));
+        reply.ok();
     }
 
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         if let Ok(NodeId::Tree(dir)) = self.node(ino).as_deref() {
-            return self.tree_readdir(ino.0, *dir, offset, reply);
+            return self.tree_readdir(ino.0, *dir, fh.0, offset, reply);
         }
-        let entries = match self.listing(ino, offset) {
+        let entries = match self.listing(ino, fh.0, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
@@ -957,14 +985,14 @@ impl Filesystem for WorldFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
         if let Ok(NodeId::Tree(dir)) = self.node(ino).as_deref() {
-            return self.tree_readdirplus(ino.0, *dir, offset, reply);
+            return self.tree_readdirplus(ino.0, *dir, fh.0, offset, reply);
         }
-        let entries = match self.listing(ino, offset) {
+        let entries = match self.listing(ino, fh.0, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };

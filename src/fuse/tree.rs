@@ -232,11 +232,18 @@ impl WorldFs {
 pub(super) type TreeListing = Arc<Vec<crate::host::tree::DirEntry>>;
 
 impl WorldFs {
-    /// The listing of tree folder `dir` at `ino`: read afresh when a walk starts (offset
-    /// 0), reused while it continues.
-    fn tree_listing(&self, ino: u64, dir: TreeRef, offset: u64) -> Result<TreeListing, Errno> {
+    /// The listing of tree folder `dir` at `ino` for the open folder `fh`: read afresh
+    /// when its walk starts (offset 0), reused while it continues (see `listing`: each
+    /// open keeps its own).
+    fn tree_listing(
+        &self,
+        ino: u64,
+        dir: TreeRef,
+        fh: u64,
+        offset: u64,
+    ) -> Result<TreeListing, Errno> {
         if offset > 0 {
-            if let Some(l) = self.tree_listings.get(&ino) {
+            if let Some(l) = self.tree_listings.get(&(ino, fh)) {
                 return Ok(l);
             }
         }
@@ -245,7 +252,7 @@ impl WorldFs {
                 .tree_list(dir)
                 .map_err(|e| io_errno("readdir", &e))?,
         );
-        self.tree_listings.insert(ino, Arc::clone(&listing));
+        self.tree_listings.insert((ino, fh), Arc::clone(&listing));
         Ok(listing)
     }
 
@@ -253,10 +260,11 @@ impl WorldFs {
         &self,
         ino: u64,
         dir: TreeRef,
+        fh: u64,
         offset: u64,
         mut reply: fuser::ReplyDirectory,
     ) {
-        let names = match self.tree_listing(ino, dir, offset) {
+        let names = match self.tree_listing(ino, dir, fh, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
@@ -289,10 +297,11 @@ impl WorldFs {
         &self,
         ino: u64,
         dir: TreeRef,
+        fh: u64,
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let names = match self.tree_listing(ino, dir, offset) {
+        let names = match self.tree_listing(ino, dir, fh, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
