@@ -1001,3 +1001,29 @@ echo "@@ caller $(cat files/d/moved.txt@/ops/chmod/runs/1/caller | tr '\n' ' ')"
         "{runs:#?}"
     );
 }
+
+/// A working tree's large folder comes in many pages by cookie, each name once, the names
+/// exactly the folder's.
+#[test]
+fn a_working_tree_folder_pages_by_cookie_and_loses_no_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("files/big");
+    std::fs::create_dir_all(&big).unwrap();
+    for i in 0..1500 {
+        std::fs::write(big.join(format!("file-{i:04}.txt")), "x\n").unwrap();
+    }
+    let s = Served::start_in(dir);
+    let (ok, out) = s.client(&["ls", "files/big"]);
+    assert!(ok, "{out}");
+    let pages: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pages "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(pages > 3, "the listing came in pages: {out}");
+    let mut names: Vec<&str> = out.lines().filter(|l| !l.starts_with("pages ")).collect();
+    names.retain(|n| *n != "." && *n != "..");
+    names.sort();
+    let want: Vec<String> = (0..1500).map(|i| format!("file-{i:04}.txt")).collect();
+    assert_eq!(names, want, "each name once, no other");
+}

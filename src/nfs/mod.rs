@@ -57,6 +57,8 @@ pub struct WorldNfs {
     writing: Mutex<HashMap<(String, fileid3), Open>>,
     /// The last listing of each folder read page by page (see `listing`).
     listings: TtlCache<fileid3, Pages>,
+    /// The same for a working tree's folders: names as bytes, ids and attributes.
+    tree_pages: TtlCache<fileid3, tree::TreePages>,
     started: SystemTime,
 }
 
@@ -126,6 +128,7 @@ impl WorldNfs {
             peers: Mutex::new(HashMap::new()),
             writing: Mutex::new(HashMap::new()),
             listings: TtlCache::new(LISTING_KEPT, LISTINGS_MAX),
+            tree_pages: TtlCache::new(LISTING_KEPT, LISTINGS_MAX),
             started: SystemTime::now(),
         }
     }

@@ -26,6 +26,9 @@ use crate::host::tree::{Found, Kind, RenameMode, SetAttr, Stat, TimeSet};
 use crate::world::node::{NodeId, TreeRef};
 use crate::world::working::{Looked, TreeFile, Who};
 
+/// A working-tree folder's listing, paged by cookie: each name, its id and attributes.
+pub(super) type TreePages = Arc<Vec<(Vec<u8>, fileid3, fattr3)>>;
+
 /// The NFS status of a working tree's error: its errno.
 pub(super) fn io_status(e: std::io::Error) -> nfsstat3 {
     super::status_of_errno(e.raw_os_error().unwrap_or(libc::EIO))
@@ -186,6 +189,9 @@ impl WorldNfs {
     }
 
     /// A page of the tree folder `dir`: after the entry whose id is `after` (0: the first).
+    /// A first page lists the folder (one lookup per name); the pages that follow are
+    /// served from that listing while it is recent (`LISTING_KEPT`), so a large folder
+    /// costs one pass, not one per page.
     pub(super) fn tree_readdir(
         &self,
         dirid: fileid3,
@@ -193,37 +199,47 @@ impl WorldNfs {
         after: fileid3,
         max: usize,
     ) -> Result<ReadDirResult, nfsstat3> {
-        let names = self.world.tree_list(dir).map_err(io_status)?;
-        let mut entries = Vec::new();
-        let mut skipping = after != 0;
-        let mut seen_after = after == 0;
-        let mut end = true;
-        for n in names {
-            // A name gone since the listing is left out.
-            let Ok(Looked::Tree(t, st)) = self.world.tree_lookup(dir, &n.name) else {
-                continue;
-            };
-            let id = self.tree_id(t, dirid, &n.name);
-            if skipping {
-                if id == after {
-                    skipping = false;
-                    seen_after = true;
+        let kept = match after {
+            0 => None,
+            _ => self.tree_pages.get(&dirid),
+        };
+        let listing = match kept {
+            Some(l) => l,
+            None => {
+                let mut made = Vec::new();
+                for n in self.world.tree_list(dir).map_err(io_status)? {
+                    // A name gone since the listing is left out.
+                    let Ok(Looked::Tree(t, st)) = self.world.tree_lookup(dir, &n.name) else {
+                        continue;
+                    };
+                    let id = self.tree_id(t, dirid, &n.name);
+                    made.push((n.name.into_vec(), id, self.tree_fattr(id, &st)));
                 }
-                continue;
+                let made = Arc::new(made);
+                self.tree_pages.insert(dirid, Arc::clone(&made));
+                made
             }
-            if entries.len() == max {
-                end = false;
-                break;
-            }
-            entries.push(DirEntry {
-                fileid: id,
-                name: n.name.into_vec().into(),
-                attr: self.tree_fattr(id, &st),
-            });
-        }
-        if !seen_after {
-            return Err(nfsstat3::NFS3ERR_BAD_COOKIE);
-        }
+        };
+        // A cookie is the id of the last entry the client saw (ids are stable, so a page
+        // boundary survives a new listing).
+        let from = match after {
+            0 => 0,
+            after => match listing.iter().position(|(_, id, _)| *id == after) {
+                Some(p) => p + 1,
+                None => return Err(nfsstat3::NFS3ERR_BAD_COOKIE),
+            },
+        };
+        let entries: Vec<DirEntry> = listing
+            .iter()
+            .skip(from)
+            .take(max)
+            .map(|(name, id, attr)| DirEntry {
+                fileid: *id,
+                name: name.clone().into(),
+                attr: *attr,
+            })
+            .collect();
+        let end = from + entries.len() >= listing.len();
         Ok(ReadDirResult { entries, end })
     }
 
