@@ -351,15 +351,16 @@ impl WorldNfs {
             }
             Err(e) => return Err(io_status(e)),
         };
-        let rest = sattr3 {
+        // What else the client asked of the file (the mode was the create's own).
+        let rest = set_attr(&sattr3 {
             mode: set_mode3::Void,
             ..*attr
-        };
-        if set_attr(&rest) != SetAttr::default() {
+        });
+        if rest != SetAttr::default() {
             if let Some(t) = self.tree_node(id)? {
                 st = self
                     .world
-                    .tree_setattr(t, &set_attr(&rest), None, who)
+                    .tree_setattr(t, &rest, None, who)
                     .map_err(io_status)?;
             }
         }
