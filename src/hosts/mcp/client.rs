@@ -162,12 +162,9 @@ impl Capture {
         self.active.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
-    /// One JSON line of the server's: a response is kept for its waiter; a tool listing
+    /// One JSON message of the server's: a response is kept for its waiter; a tool listing
     /// says which tools run as tasks.
-    fn line(&self, text: &[u8]) {
-        let Ok(msg) = serde_json::from_slice::<Value>(text) else {
-            return;
-        };
+    fn take_line(&self, msg: Value) {
         let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) else {
             return;
         };
@@ -210,11 +207,109 @@ impl Capture {
 
 /// Tool calls in flight by progress token: the server's `notifications/progress` go to
 /// their run.
-type ProgressRuns = Arc<Mutex<HashMap<ProgressToken, RunSignal>>>;
+type ProgressRuns = Arc<Mutex<Progress>>;
+
+#[derive(Default)]
+struct Progress {
+    runs: HashMap<ProgressToken, RunSignal>,
+    /// Requests being sent, whose token is not routed yet.
+    sending: usize,
+    /// Progress a fast server sent before its request's token was routed, oldest first.
+    early: VecDeque<ProgressNotificationParam>,
+}
+
+/// How many progress notifications are kept for a token not routed yet.
+const EARLY_MAX: usize = 64;
+
+impl Progress {
+    fn apply(&mut self, params: ProgressNotificationParam) {
+        match self.runs.get(&params.progress_token) {
+            Some(run) => run.progress(params.progress, params.total, params.message),
+            None if self.sending > 0 => {
+                if self.early.len() >= EARLY_MAX {
+                    self.early.pop_front();
+                }
+                self.early.push_back(params);
+            }
+            None => {}
+        }
+    }
+
+    fn sent(&mut self) {
+        self.sending = self.sending.saturating_sub(1);
+        if self.sending == 0 {
+            self.early.clear();
+        }
+    }
+
+    /// Route `token` to `run`, with whatever progress came for it already.
+    fn route(&mut self, token: ProgressToken, run: RunSignal) {
+        let (mine, rest) = std::mem::take(&mut self.early)
+            .into_iter()
+            .partition::<Vec<_>, _>(|p| p.progress_token == token);
+        for p in mine {
+            run.progress(p.progress, p.total, p.message);
+        }
+        self.early = rest.into();
+        self.runs.insert(token, run);
+    }
+}
+
+/// A request being sent as a run's (see `Progress::sending`).
+struct Sending<'a>(&'a ProgressRuns);
+
+impl<'a> Sending<'a> {
+    fn new(runs: &'a ProgressRuns) -> Self {
+        crate::hosts::lock(runs).sending += 1;
+        Sending(runs)
+    }
+
+    fn route(self, token: ProgressToken, run: RunSignal) {
+        crate::hosts::lock(self.0).route(token, run);
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        crate::hosts::lock(self.0).sent();
+    }
+}
 
 impl Shared {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         crate::hosts::lock(&self.state)
+    }
+
+    /// Whether the server's lines are read here as they pass: while a capture wants them
+    /// or a tool call is in flight (its progress).
+    fn keeps_lines(&self) -> bool {
+        self.capture.active() || {
+            let p = crate::hosts::lock(&self.runs);
+            !p.runs.is_empty() || p.sending > 0
+        }
+    }
+
+    /// One JSON line of the server's, before rmcp reads it. Progress goes to its run here,
+    /// in the order the server wrote it: rmcp hands each notification to a task of its
+    /// own, so through `on_progress` a call's last progress could land after its answer
+    /// (and after the run stopped listening), and an earlier step after a later one.
+    fn line(&self, text: &[u8]) {
+        if let Ok(msg) = serde_json::from_slice::<Value>(text) {
+            if msg.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+                let Some(params) = msg
+                    .get("params")
+                    .cloned()
+                    .and_then(|p| serde_json::from_value::<ProgressNotificationParam>(p).ok())
+                else {
+                    return;
+                };
+                crate::hosts::lock(&self.runs).apply(params);
+                return;
+            }
+            if self.capture.active() {
+                self.capture.take_line(msg);
+            }
+        }
     }
 
     fn set_phase(&self, phase: Phase) {
@@ -280,7 +375,7 @@ impl<R> WatchedStdout<R> {
             match &mut self.line {
                 LineState::Start => match b {
                     b' ' | b'\t' | b'\r' | b'\n' => {}
-                    b'{' | b'[' if self.shared.capture.active() => {
+                    b'{' | b'[' if self.shared.keeps_lines() => {
                         self.line = LineState::Kept(vec![b])
                     }
                     b'{' | b'[' => self.line = LineState::Json,
@@ -292,7 +387,7 @@ impl<R> WatchedStdout<R> {
                     if let LineState::Kept(text) =
                         std::mem::replace(&mut self.line, LineState::Start)
                     {
-                        self.shared.capture.line(&text);
+                        self.shared.line(&text);
                     }
                 }
                 LineState::Kept(text) if text.len() >= KEPT_MAX => {
@@ -433,7 +528,6 @@ enum Listing {
 /// for a model (sampling) or a person (elicitation) get an error saying why, at once.
 struct Handler {
     events: mpsc::UnboundedSender<Listing>,
-    runs: ProgressRuns,
 }
 
 // Sampling is deprecated by the protocol, but servers still ask for it: answer with words.
@@ -465,15 +559,10 @@ impl ClientHandler for Handler {
 
     async fn on_progress(
         &self,
-        params: ProgressNotificationParam,
+        _params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let run = crate::hosts::lock(&self.runs)
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(run) = run {
-            run.progress(params.progress, params.total, params.message);
-        }
+        // Routed as the server's stdout passes (`Shared::line`), in order.
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -771,7 +860,7 @@ struct Routed {
 
 impl Drop for Routed {
     fn drop(&mut self) {
-        crate::hosts::lock(&self.runs).remove(&self.token);
+        crate::hosts::lock(&self.runs).runs.remove(&self.token);
     }
 }
 
@@ -783,11 +872,14 @@ async fn send_as_run(
     run: &RunSignal,
     runs: ProgressRuns,
 ) -> HostResult<(rmcp::service::RequestHandle<RoleClient>, Routed)> {
+    // Counted as sending before it is sent, so its progress is kept even if it comes
+    // before rmcp tells the token (and uncounted however this ends).
+    let sending = Sending::new(&runs);
     let handle = peer
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await
         .map_err(|e| HostError::Backend(service_error_words(what, &e)))?;
-    crate::hosts::lock(&runs).insert(handle.progress_token.clone(), run.clone());
+    sending.route(handle.progress_token.clone(), run.clone());
     let stop = Arc::new(Notify::new());
     {
         let stop = Arc::clone(&stop);
@@ -986,31 +1078,23 @@ async fn run_once(shared: &Arc<Shared>, settings: &McpSettings, timeout: Duratio
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let startup = Duration::from_millis(settings.startup_timeout_ms);
-    let running = match tokio::time::timeout(
-        startup,
-        Handler {
-            events: tx,
-            runs: Arc::clone(&shared.runs),
-        }
-        .serve((stdout, stdin)),
-    )
-    .await
-    {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            let failed = format!("the server failed to initialize: {e}");
-            return match exit_status(&mut child).await {
-                Some(status) => format!("{failed}; it {}", exit_words(status)),
-                None => failed,
-            };
-        }
-        Err(_) => {
-            return format!(
-                "the server did not initialize within {} (startup_timeout_ms)",
-                seconds(startup)
-            )
-        }
-    };
+    let running =
+        match tokio::time::timeout(startup, Handler { events: tx }.serve((stdout, stdin))).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let failed = format!("the server failed to initialize: {e}");
+                return match exit_status(&mut child).await {
+                    Some(status) => format!("{failed}; it {}", exit_words(status)),
+                    None => failed,
+                };
+            }
+            Err(_) => {
+                return format!(
+                    "the server did not initialize within {} (startup_timeout_ms)",
+                    seconds(startup)
+                )
+            }
+        };
     let peer = running.peer().clone();
     if let Err(why) = first_catalog(shared, settings, &peer, timeout).await {
         return why.to_string();
