@@ -168,6 +168,17 @@ pub struct Found {
     pub stat: Stat,
 }
 
+/// A before-image: the content a change replaced, kept by the tree for undo, named by its
+/// sha256 (content-addressed: the same bytes are kept once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept {
+    pub sha256: String,
+    pub size: u64,
+    /// Made for this change (not there before): `unkeep` may drop it if the change made
+    /// nothing.
+    pub fresh: bool,
+}
+
 /// The working tree of a host. Every method may be called from many threads at once.
 pub trait Tree: Send + Sync {
     /// The root directory's node (held for the host's life: no reference to count).
@@ -282,6 +293,46 @@ pub trait Tree: Send + Sync {
     /// `node` is changing through the mount (a write through its open descriptor, which
     /// never reaches the host): the watch of outside changes does not report it back.
     fn own_change(&self, node: NodeNo);
+
+    /// Whether this tree keeps before-images (`keep_before` above 0).
+    fn keeps_before(&self) -> bool {
+        false
+    }
+
+    /// Keep the content of the regular file `node` as it is now (a copy; a reflink where
+    /// the file system offers one). `None`: none kept (not a regular file, or no store).
+    fn keep_content(&self, _node: NodeNo) -> io::Result<Option<Kept>> {
+        Ok(None)
+    }
+
+    /// Keep the content of the regular file `name` in `dir`, about to be unlinked or
+    /// replaced: its inode itself where it is the name's alone and on the same file
+    /// system (no copy), else a copy.
+    fn keep_named(&self, _dir: NodeNo, _name: &OsStr) -> io::Result<Option<Kept>> {
+        Ok(None)
+    }
+
+    /// A fresh before-image its change did not need (nothing changed).
+    fn unkeep(&self, _kept: &Kept) {}
+
+    /// A kept before-image, to read (`NotFound`: dropped by the budget, or never kept).
+    fn kept(&self, _sha256: &str) -> io::Result<File> {
+        Err(io::Error::from_raw_os_error(libc::ENOENT))
+    }
+
+    /// Hold kept images `shas` from the budget while a revert may need them (`false`:
+    /// release them).
+    fn pin_kept(&self, _shas: &[String], _pin: bool) {}
+
+    /// Where the tree keeps what a revert must finish after a crash (its intent log).
+    fn intent_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// What `keep_before` allows, in bytes, for messages.
+    fn keep_budget(&self) -> u64 {
+        0
+    }
 }
 
 /// A node's attributes from a `statx` or `stat`, with `ino` as the node shows it.

@@ -16,6 +16,7 @@
 //! to step onto it before touching the disk, so nothing here ever calls back into our own
 //! FUSE mount.
 
+mod before;
 mod beneath;
 mod changes;
 mod describe;
@@ -64,6 +65,18 @@ pub struct FilesSettings {
     /// are judged by the policy but not journaled (build outputs).
     #[serde(default)]
     pub unrecorded: Vec<String>,
+    /// How much the before-images of changes (for undo) may hold in the state directory:
+    /// `1 GiB` (the default), `200 MiB`, a number of bytes; `0` keeps none.
+    #[serde(default)]
+    pub keep_before: Option<KeepBefore>,
+}
+
+/// `keep_before`: a number of bytes or a size in words.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum KeepBefore {
+    Bytes(u64),
+    Words(String),
 }
 
 fn default_page_size() -> usize {
@@ -78,6 +91,7 @@ impl Default for FilesSettings {
             page_size: default_page_size(),
             refuse_hard_links: false,
             unrecorded: Vec::new(),
+            keep_before: None,
         }
     }
 }
@@ -97,6 +111,13 @@ pub enum FilesError {
     PageSize,
     #[error("unrecorded: {0}")]
     Unrecorded(#[source] crate::host::glob::GlobError),
+    #[error("keep_before {0:?} is not a size (write `1 GiB`, `200 MiB`, a number of bytes, or 0)")]
+    KeepBefore(String),
+    #[error("the before-images of {path} cannot be kept: {source}")]
+    BeforeStore {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A local directory mounted as a host.
@@ -126,6 +147,8 @@ pub struct FilesHost {
     store: tree::Store,
     /// Paths whose changes are not journaled (`unrecorded`).
     unrecorded: Vec<crate::host::glob::Glob>,
+    /// Before-images of changes, for undo (`None`: `keep_before = 0`).
+    before: Option<before::BeforeStore>,
 }
 
 impl FilesHost {
@@ -141,6 +164,13 @@ impl FilesHost {
             .map(|g| crate::host::glob::Glob::parse(g))
             .collect::<Result<Vec<_>, _>>()
             .map_err(FilesError::Unrecorded)?;
+        let budget = match &settings.keep_before {
+            None => before::DEFAULT_BUDGET,
+            Some(KeepBefore::Bytes(n)) => *n,
+            Some(KeepBefore::Words(w)) => {
+                before::parse_size(w).ok_or_else(|| FilesError::KeepBefore(w.clone()))?
+            }
+        };
         let wanted = match &settings.root {
             Some(r) if r.is_absolute() => r.clone(),
             Some(r) => ctx.launch_dir.join(r),
@@ -187,6 +217,21 @@ impl FilesHost {
             path: root.clone(),
             source,
         })?;
+        let before = if budget == 0 {
+            None
+        } else {
+            // One store per host, by where it is mounted in the world.
+            let name = if ctx.mount.is_empty() {
+                "files".to_string()
+            } else {
+                ctx.mount.replace('/', "%")
+            };
+            let dir = ctx.state_dir.join("before").join(name);
+            Some(
+                before::BeforeStore::open(&dir, budget)
+                    .map_err(|source| FilesError::BeforeStore { path: dir, source })?,
+            )
+        };
         let host = FilesHost {
             paths: ctx.tree_paths(),
             root,
@@ -201,6 +246,7 @@ impl FilesHost {
             resolved: resolve::Resolved::default(),
             store,
             unrecorded,
+            before,
         };
         host.watch.dir(&[], || host.beneath.dir(&host.root));
         Ok(host)

@@ -976,7 +976,7 @@ fn sized(mut get: impl FnMut(*mut libc::c_void, usize) -> isize) -> io::Result<V
 }
 
 use super::FilesHost;
-use crate::host::tree::Tree;
+use crate::host::tree::{Kept, Tree};
 
 impl FilesHost {
     /// A directory the kernel is shown (looked up or listed): watch it for outside changes.
@@ -1206,5 +1206,57 @@ impl Tree for FilesHost {
             self.watch.own(dir, Some(&name));
         }
         self.watch.own(node, None);
+    }
+
+    fn keeps_before(&self) -> bool {
+        self.before.is_some()
+    }
+
+    fn keep_content(&self, node: NodeNo) -> io::Result<Option<Kept>> {
+        let Some(store) = &self.before else {
+            return Ok(None);
+        };
+        let (_, kind) = self.store.fd(node)?;
+        if kind != Kind::File {
+            return Ok(None);
+        }
+        let file = self.store.open(node, libc::O_RDONLY)?;
+        store.keep_copy(&file).map(Some)
+    }
+
+    fn keep_named(&self, dir: NodeNo, name: &OsStr) -> io::Result<Option<Kept>> {
+        let Some(store) = &self.before else {
+            return Ok(None);
+        };
+        valid_name(name)?;
+        let dfd = self.store.dir_fd(dir)?;
+        store.keep_named(dfd.as_fd(), name)
+    }
+
+    fn unkeep(&self, kept: &Kept) {
+        if let Some(store) = &self.before {
+            store.unkeep(kept);
+        }
+    }
+
+    fn kept(&self, sha256: &str) -> io::Result<File> {
+        match &self.before {
+            Some(store) => store.open_kept(sha256),
+            None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+        }
+    }
+
+    fn pin_kept(&self, shas: &[String], pin: bool) {
+        if let Some(store) = &self.before {
+            store.pin(shas, pin);
+        }
+    }
+
+    fn intent_dir(&self) -> Option<std::path::PathBuf> {
+        self.before.as_ref().map(|s| s.dir().join("intents"))
+    }
+
+    fn keep_budget(&self) -> u64 {
+        self.before.as_ref().map_or(0, |s| s.budget())
     }
 }
