@@ -685,7 +685,12 @@ impl Filesystem for WorldFs {
                 Ok(f) => f,
                 Err(e) => return reply.error(tree::io_errno("open", &e)),
             };
-            let backing = self.tree_backing(ino.0, t, file.writable(), |f| reply.open_backing(f));
+            // A writer whose before-image is taken at its first write is served here.
+            let backing = if file.writes_through_daemon() {
+                None
+            } else {
+                self.tree_backing(ino.0, t, file.writable(), |f| reply.open_backing(f))
+            };
             if let Some(b) = backing {
                 let fh = self.tree_opened(tree::TreeOpen {
                     file,

@@ -23,7 +23,7 @@ use super::node::{intern, EntryRef, NodeId, OpFile, Target, TreeRef};
 use super::World;
 use crate::host::names;
 use crate::host::tree::{
-    Creds, DirEntry, Found, FsStat, Kind, RenameMode, SetAttr, Stat, TimeSet, Tree,
+    Creds, DirEntry, Found, FsStat, Kept, Kind, RenameMode, SetAttr, Stat, TimeSet, Tree,
 };
 use crate::host::Caller;
 use crate::state::Ended;
@@ -88,11 +88,77 @@ struct Writing {
     before: Option<(u64, SystemTime)>,
     /// Written through the daemon (passthrough writes never reach it).
     wrote: AtomicBool,
+    /// The file as this open made it (created by it), for undo.
+    created: Option<Stat>,
+    /// The before-image of what this descriptor changes: taken at open (`O_TRUNC`) or at
+    /// its first change through the daemon (`lazy`); `Err`: none could be kept, why.
+    image: OnceLock<Result<(Kept, Stat), String>>,
+    /// The image is taken at the first change: this open's writes go through the daemon.
+    lazy: bool,
 }
 
 impl TreeFile {
     pub fn writable(&self) -> bool {
         self.writing.is_some()
+    }
+
+    /// Whether this open's writes must reach the daemon (no passthrough): its before-image
+    /// is taken at its first change, which passthrough would hide.
+    pub fn writes_through_daemon(&self) -> bool {
+        self.writing.as_ref().is_some_and(|w| w.lazy)
+    }
+}
+
+/// No before-image for this change.
+fn nothing(_: &mut Value) -> Vec<Kept> {
+    Vec::new()
+}
+
+/// Nanoseconds since the epoch (negative before it).
+pub(super) fn ns(t: SystemTime) -> i64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
+}
+
+/// What a change left at its path, as undo compares it (never by hashing).
+pub(super) fn state_of(s: &Stat) -> Value {
+    json!({"ino": s.ino, "size": s.size, "mtime_ns": ns(s.mtime)})
+}
+
+/// What a path was before a change, as undo restores it (with `sha256` where its bytes
+/// were kept).
+fn was_of(s: &Stat) -> Value {
+    json!({
+        "kind": s.kind.name(),
+        "mode": mode_words(u32::from(s.perm)),
+        "uid": s.uid,
+        "gid": s.gid,
+        "size": s.size,
+        "atime_ns": ns(s.atime),
+        "mtime_ns": ns(s.mtime),
+    })
+}
+
+/// `args.before` of an attribute change: the attributes it replaces.
+fn was(tree: &dyn Tree, t: TreeRef, args: &mut Value) -> Vec<Kept> {
+    if let Ok(s) = tree.stat(t.node) {
+        args["before"] = was_of(&s);
+    }
+    Vec::new()
+}
+
+/// A kept image in the args: its sha256 with the attributes it is restored with.
+fn image_value(kept: &Result<(Kept, Stat), String>) -> Value {
+    match kept {
+        Ok((k, s)) => {
+            let mut v = was_of(s);
+            v["sha256"] = json!(k.sha256);
+            v["size"] = json!(k.size);
+            v
+        }
+        Err(why) => json!({"missing": why}),
     }
 }
 
@@ -404,7 +470,9 @@ impl World {
         ]);
     }
 
-    /// Judge a change, make it, record it: `act` makes it; `words` says what it did.
+    /// Judge a change, make it, record it: `keep` keeps what it is about to replace (its
+    /// before-images, named in the args), `act` makes it; `words` says what it did (and
+    /// may add to the args what the change left, for undo).
     #[allow(clippy::too_many_arguments)]
     fn change<T>(
         &self,
@@ -412,9 +480,10 @@ impl World {
         op: &str,
         places: &[(Vec<OsString>, bool)],
         who: Who,
-        args: Value,
+        mut args: Value,
+        keep: impl FnOnce(&mut Value) -> Vec<Kept>,
         act: impl FnOnce() -> io::Result<T>,
-        words: impl FnOnce(&T) -> String,
+        words: impl FnOnce(&T, &mut Value) -> String,
     ) -> io::Result<T> {
         let Some((at, _)) = places.first() else {
             return Err(err(libc::EINVAL));
@@ -434,8 +503,24 @@ impl World {
             self.record(host, at, op, self.caller_of(who), args, libc::EACCES, words);
             return Err(err(libc::EACCES));
         }
-        let done = act()?;
-        let words = words(&done);
+        let recorded = self
+            .tree(host)
+            .is_ok_and(|t| t.keeps_before() && !t.unrecorded(at));
+        let kept = if recorded {
+            keep(&mut args)
+        } else {
+            Vec::new()
+        };
+        let done = match act() {
+            Ok(done) => done,
+            Err(e) => {
+                if let Ok(tree) = self.tree(host) {
+                    kept.iter().for_each(|k| tree.unkeep(k));
+                }
+                return Err(e);
+            }
+        };
+        let words = words(&done, &mut args);
         self.record(host, at, op, self.caller_of(who), args, 0, words);
         Ok(done)
     }
@@ -465,8 +550,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"mode": mode_words(mode)}),
+            nothing,
             || tree.create(dir.node, name, mode, flags, who.creds()),
-            |_| {
+            |(found, _), args| {
+                args["after"] = state_of(&found.stat);
                 format!(
                     "created {} (mode {})",
                     self.shown(dir.host, &path),
@@ -483,6 +570,9 @@ impl World {
             path: Some(path),
             before: None,
             wrote: AtomicBool::new(false),
+            created: Some(found.stat),
+            image: OnceLock::new(),
+            lazy: false,
         });
         let f = TreeFile {
             t,
@@ -502,8 +592,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"mode": mode_words(mode)}),
+            nothing,
             || tree.mkdir(dir.node, name, mode, who.creds()),
-            |_| {
+            |found, args| {
+                args["after"] = state_of(&found.stat);
                 format!(
                     "made directory {} (mode {})",
                     self.shown(dir.host, &path),
@@ -536,8 +628,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"kind": kind.name(), "mode": mode_words(mode), "rdev": rdev}),
+            nothing,
             || tree.mknod(dir.node, name, mode, rdev, who.creds()),
-            |_| {
+            |found, args| {
+                args["after"] = state_of(&found.stat);
                 format!(
                     "made {} {} (mode {})",
                     kind.name(),
@@ -564,8 +658,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"target": shown_target}),
+            nothing,
             || tree.symlink(dir.node, name, target, who.creds()),
-            |_| {
+            |found, args| {
+                args["after"] = state_of(&found.stat);
                 format!(
                     "made symlink {} → {shown_target}",
                     self.shown(dir.host, &path)
@@ -589,8 +685,12 @@ impl World {
             &[(path.clone(), false), (from.clone(), false)],
             who,
             json!({"to": String::from_utf8_lossy(&lossy(&from).join("/").into_bytes())}),
+            nothing,
             || tree.link(t.node, dir.node, name),
-            |_| format!("linked {} to {from_shown}", self.shown(dir.host, &path)),
+            |found, args| {
+                args["after"] = state_of(&found.stat);
+                format!("linked {} to {from_shown}", self.shown(dir.host, &path))
+            },
         )
     }
 
@@ -641,8 +741,9 @@ impl World {
                 Some(s) => json!({"kind": s.kind.name(), "size": s.size}),
                 None => json!({}),
             },
+            |args| self.keep_removed(tree, dir, name, what.as_ref(), args, "before"),
             || tree.unlink(dir.node, name),
-            |_| match &what {
+            |_, _| match &what {
                 Some(s) if s.kind == Kind::File => {
                     format!("removed {} ({} bytes)", self.shown(dir.host, &path), s.size)
                 }
@@ -689,8 +790,15 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({}),
+            |args| {
+                if let Ok(found) = tree.lookup(dir.node, name) {
+                    tree.forget(found.node, 1);
+                    args["before"] = was_of(&found.stat);
+                }
+                Vec::new()
+            },
             || tree.rmdir(dir.node, name),
-            |_| format!("removed directory {}", self.shown(dir.host, &path)),
+            |_, _| format!("removed directory {}", self.shown(dir.host, &path)),
         )
     }
 
@@ -745,18 +853,34 @@ impl World {
             &places,
             who,
             args,
-            || tree.rename(dir.node, name, to_dir.node, to_name, mode),
-            |_| match (&replaced, mode) {
-                (Some(_), RenameMode::Exchange) => {
-                    format!("exchanged {} and {to_shown}", self.shown(dir.host, &from))
+            |args| match (&replaced, mode) {
+                (Some(r), RenameMode::Replace) => {
+                    let mut sub = args["replaced"].take();
+                    let kept =
+                        self.keep_removed(tree, to_dir, to_name, Some(r), &mut sub, "before");
+                    args["replaced"] = sub;
+                    kept
                 }
-                (Some(r), _) => format!(
-                    "renamed {} to {to_shown}, replacing a {} of {} bytes",
-                    self.shown(dir.host, &from),
-                    r.kind.name(),
-                    r.size
-                ),
-                (None, _) => format!("renamed {} to {to_shown}", self.shown(dir.host, &from)),
+                _ => Vec::new(),
+            },
+            || tree.rename(dir.node, name, to_dir.node, to_name, mode),
+            |_, args| {
+                if let Ok(found) = tree.lookup(to_dir.node, to_name) {
+                    tree.forget(found.node, 1);
+                    args["after"] = state_of(&found.stat);
+                }
+                match (&replaced, mode) {
+                    (Some(_), RenameMode::Exchange) => {
+                        format!("exchanged {} and {to_shown}", self.shown(dir.host, &from))
+                    }
+                    (Some(r), _) => format!(
+                        "renamed {} to {to_shown}, replacing a {} of {} bytes",
+                        self.shown(dir.host, &from),
+                        r.kind.name(),
+                        r.size
+                    ),
+                    (None, _) => format!("renamed {} to {to_shown}", self.shown(dir.host, &from)),
+                }
             },
         )
     }
@@ -787,8 +911,12 @@ impl World {
                 &places,
                 who,
                 json!({"size": size}),
+                |args| self.keep_in_place(tree, t, file, args),
                 || tree.setattr(t.node, &only, own_file),
-                |_| format!("truncated {shown} to {size} bytes"),
+                |s, args| {
+                    args["after"] = state_of(s);
+                    format!("truncated {shown} to {size} bytes")
+                },
             )?);
             if let Some(w) = file.and_then(|f| f.writing.as_ref()) {
                 w.wrote.store(true, Ordering::Relaxed);
@@ -805,8 +933,12 @@ impl World {
                 &places,
                 who,
                 json!({"mode": mode_words(mode)}),
+                |args| was(tree, t, args),
                 || tree.setattr(t.node, &only, None),
-                |_| format!("mode of {shown} set to {}", mode_words(mode)),
+                |s, args| {
+                    args["after"] = state_of(s);
+                    format!("mode of {shown} set to {}", mode_words(mode))
+                },
             )?);
         }
         if set.uid.is_some() || set.gid.is_some() {
@@ -821,8 +953,10 @@ impl World {
                 &places,
                 who,
                 json!({"uid": set.uid, "gid": set.gid}),
+                |args| was(tree, t, args),
                 || tree.setattr(t.node, &only, None),
-                |_| {
+                |s, args| {
+                    args["after"] = state_of(s);
                     format!(
                         "owner of {shown} set to {}{}",
                         set.uid.map(|u| format!("uid {u}")).unwrap_or_default(),
@@ -848,8 +982,12 @@ impl World {
                 &places,
                 who,
                 json!({"atime": time(set.atime), "mtime": time(set.mtime)}),
+                |args| was(tree, t, args),
                 || tree.setattr(t.node, &only, None),
-                |s| format!("times of {shown} set (modified {})", iso(s.mtime)),
+                |s, args| {
+                    args["after"] = state_of(s);
+                    format!("times of {shown} set (modified {})", iso(s.mtime))
+                },
             )?);
         }
         match last {
@@ -875,8 +1013,9 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"name": shown_name, "size": value.len()}),
+            nothing,
             || tree.setxattr(t.node, name, value, flags),
-            |_| {
+            |_, _| {
                 format!(
                     "set xattr {shown_name} of {} ({} bytes)",
                     self.shown(t.host, &path),
@@ -896,8 +1035,9 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"name": shown_name}),
+            nothing,
             || tree.removexattr(t.node, name),
-            |_| {
+            |_, _| {
                 format!(
                     "removed xattr {shown_name} of {}",
                     self.shown(t.host, &path)
@@ -940,7 +1080,21 @@ impl World {
             return Err(err(libc::EACCES));
         }
         let st = tree.stat(t.node)?;
-        let file = tree.open(t.node, flags)?;
+        let keeps = st.kind == Kind::File && tree.keeps_before() && !tree.unrecorded(&path);
+        let image = OnceLock::new();
+        if keeps && flags & libc::O_TRUNC != 0 {
+            // The truncation is the open's own: its bytes are kept before it.
+            let _ = image.set(keep_now(tree, t, st));
+        }
+        let file = match tree.open(t.node, flags) {
+            Ok(f) => f,
+            Err(e) => {
+                if let Some(Ok((k, _))) = image.get() {
+                    tree.unkeep(k);
+                }
+                return Err(e);
+            }
+        };
         tree.own_change(t.node);
         Ok(TreeFile {
             t,
@@ -951,6 +1105,9 @@ impl World {
                 path: Some(path),
                 before: Some((st.size, st.mtime)),
                 wrote: AtomicBool::new(false),
+                created: None,
+                lazy: keeps && image.get().is_none(),
+                image,
             }),
         })
     }
@@ -981,6 +1138,9 @@ impl World {
         // Created by this open: its `create` run is recorded; a write run only for bytes.
         let created_empty = w.before.is_none() && st.size == 0;
         if !moved || created_empty {
+            if let Some(Ok((k, _))) = w.image.get() {
+                tree.unkeep(k);
+            }
             return;
         }
         tree.own_change(f.t.node);
@@ -992,6 +1152,21 @@ impl World {
             },
         };
         let mut args = json!({"size": st.size, "mtime": iso(st.mtime)});
+        if tree.keeps_before() && !tree.unrecorded(&path) {
+            args["before"] = match (w.image.get(), &w.created) {
+                (Some(image), _) => image_value(image),
+                (None, Some(created)) => {
+                    let mut v = was_of(created);
+                    v["size"] = json!(0);
+                    v["empty"] = json!(true);
+                    v
+                }
+                (None, None) => {
+                    json!({"missing": "the file changed where the daemon could not see it first (a write through a shared mapping, or another descriptor)"})
+                }
+            };
+            args["after"] = state_of(&st);
+        }
         // Hashed at the last close, which the closing program does not wait for.
         let digest = if st.size <= HASH_MAX {
             tree.open(f.t.node, libc::O_RDONLY)
@@ -1049,6 +1224,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"mode": mode, "offset": offset, "length": length}),
+            |_| {
+                self.image_now(f);
+                Vec::new()
+            },
             || {
                 use std::os::fd::AsRawFd;
                 // SAFETY: a valid descriptor; the kernel checks the ranges.
@@ -1059,7 +1238,7 @@ impl World {
                     Err(io::Error::last_os_error())
                 }
             },
-            |_| {
+            |_, _| {
                 format!(
                     "allocated {length} bytes at {offset} of {}",
                     self.shown(f.t.host, &path)
@@ -1095,6 +1274,10 @@ impl World {
             &[(path.clone(), false)],
             who,
             json!({"from": lossy(&src).join("/"), "offset_in": offset_in, "offset_out": offset_out, "length": len}),
+            |_| {
+                self.image_now(to);
+                Vec::new()
+            },
             || {
                 use std::os::fd::AsRawFd;
                 let (mut oi, mut oo) = (offset_in, offset_out);
@@ -1105,7 +1288,7 @@ impl World {
                 };
                 if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as u32) }
             },
-            |n| format!("copied {n} bytes into {}", self.shown(to.t.host, &path)),
+            |n, _| format!("copied {n} bytes into {}", self.shown(to.t.host, &path)),
         )?;
         if let Some(w) = &to.writing {
             w.wrote.store(true, Ordering::Relaxed);
@@ -1136,6 +1319,7 @@ impl World {
             return Err(err(libc::EBADF));
         };
         let file = f.file()?;
+        self.image_now(f);
         let n = if f.flags & libc::O_APPEND != 0 {
             use std::io::Write;
             (&*file).write(data)?
@@ -1158,6 +1342,106 @@ impl World {
             Ok(n)
         }
     }
+}
+
+/// Keep the bytes of `t` now, with its attributes `st`.
+fn keep_now(tree: &dyn Tree, t: TreeRef, st: Stat) -> Result<(Kept, Stat), String> {
+    match tree.keep_content(t.node) {
+        Ok(Some(k)) => Ok((k, st)),
+        Ok(None) => Err("not a regular file".into()),
+        Err(e) => {
+            tracing::warn!("before-image not kept: {e}");
+            Err(format!("it could not be kept: {e}"))
+        }
+    }
+}
+
+impl World {
+    /// The before-image of an open descriptor taken lazily: at its first change.
+    fn image_now(&self, f: &TreeFile) {
+        let Some(w) = &f.writing else { return };
+        if !w.lazy {
+            return;
+        }
+        w.image.get_or_init(|| {
+            let tree = self.tree(f.t.host).map_err(|e| e.to_string())?;
+            let st = tree.stat(f.t.node).map_err(|e| e.to_string())?;
+            keep_now(tree, f.t, st)
+        });
+    }
+
+    /// `args[key]`: what `name` in `dir` (about to be removed or replaced) was, with its
+    /// bytes kept when it is a regular file, its target when a symlink.
+    fn keep_removed(
+        &self,
+        tree: &dyn Tree,
+        dir: TreeRef,
+        name: &OsStr,
+        what: Option<&Stat>,
+        args: &mut Value,
+        key: &str,
+    ) -> Vec<Kept> {
+        let Some(st) = what else { return Vec::new() };
+        let mut v = was_of(st);
+        let mut kept = Vec::new();
+        match st.kind {
+            Kind::File => match tree.keep_named(dir.node, name) {
+                Ok(Some(k)) => {
+                    v["sha256"] = json!(k.sha256);
+                    v["size"] = json!(k.size);
+                    kept.push(k);
+                }
+                Ok(None) => v["missing"] = json!("it was no longer a regular file"),
+                Err(e) => {
+                    tracing::warn!("before-image not kept: {e}");
+                    v["missing"] = json!(format!("it could not be kept: {e}"));
+                }
+            },
+            Kind::Symlink => {
+                if let Ok(found) = tree.lookup(dir.node, name) {
+                    if let Ok(target) = tree.readlink(found.node) {
+                        v["target"] = json!(target.to_string_lossy());
+                        v["target_hex"] = json!(hex(target.as_bytes()));
+                    }
+                    tree.forget(found.node, 1);
+                }
+            }
+            _ => {}
+        }
+        args[key] = v;
+        kept
+    }
+
+    /// `args.before` of a truncate: the descriptor's own image (its write run keeps it),
+    /// else the bytes now.
+    fn keep_in_place(
+        &self,
+        tree: &dyn Tree,
+        t: TreeRef,
+        file: Option<&TreeFile>,
+        args: &mut Value,
+    ) -> Vec<Kept> {
+        if let Some(f) = file.filter(|f| f.writing.is_some()) {
+            self.image_now(f);
+            if let Some(image) = f.writing.as_ref().and_then(|w| w.image.get()) {
+                args["before"] = image_value(image);
+                return Vec::new();
+            }
+        }
+        let Ok(st) = tree.stat(t.node) else {
+            return Vec::new();
+        };
+        let image = keep_now(tree, t, st);
+        args["before"] = image_value(&image);
+        match image {
+            Ok((k, _)) => vec![k],
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl TreeFile {
