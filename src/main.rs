@@ -112,6 +112,19 @@ enum Cmd {
         #[arg(long)]
         wait: bool,
     },
+    /// Print, as a unified diff, what the changes through the mount did to a working tree
+    /// (each path's content before the first of them against now): DIR is a folder of a
+    /// files host in a mount (its root, or a folder below it to see that part only).
+    Diff {
+        dir: PathBuf,
+        /// Where to start: a run's folder, an event id of .wip/events, or a time
+        /// (2026-12-06T10:00:00Z) [default: every change recorded]
+        #[arg(long)]
+        since: Option<String>,
+        /// Only the changes of this session (its number), or `mine`
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// List runs across the world with their paths: those in flight, then the latest
     /// (the mount's .wip/runs). Wait on one with RUN/ops/wait, stop it with RUN/ops/cancel.
     Runs {
@@ -314,6 +327,14 @@ fn main() -> ExitCode {
             init_logging(false);
             return run_call(path, args, wait);
         }
+        Cmd::Diff {
+            dir,
+            since,
+            session,
+        } => {
+            init_logging(false);
+            return run_diff(&dir, since, session);
+        }
         Cmd::Runs { dir, running } => {
             init_logging(false);
             return printed(daemon::runs(&dir, running));
@@ -348,6 +369,56 @@ fn printed(text: anyhow::Result<String>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `wip diff DIR`: the `diff` op of the working tree DIR is in (`ROOT@/ops/diff`), limited
+/// to DIR when it is a folder below the root.
+fn run_diff(dir: &std::path::Path, since: Option<String>, session: Option<String>) -> ExitCode {
+    let dir = match std::path::absolute(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("wip: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    // The working tree's root is the nearest folder with an entry offering `diff`.
+    let mut root = dir.as_path();
+    let op = loop {
+        let mut entry = root.as_os_str().to_owned();
+        entry.push("@/ops/diff");
+        let op = PathBuf::from(entry);
+        if op.join("call").exists() {
+            break op;
+        }
+        match root.parent() {
+            Some(p) => root = p,
+            None => {
+                eprintln!(
+                    "wip: {} is not in a working tree of a mount (no ROOT@/ops/diff above it)",
+                    dir.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let mut args = serde_json::Map::new();
+    if let Some(s) = since {
+        let v = match s.trim().parse::<i64>() {
+            Ok(n) => serde_json::json!(n),
+            Err(_) => serde_json::json!(s),
+        };
+        args.insert("since".into(), v);
+    }
+    if let Some(s) = session {
+        args.insert("session".into(), serde_json::json!(s));
+    }
+    if let Ok(under) = dir.strip_prefix(root) {
+        if !under.as_os_str().is_empty() {
+            args.insert("under".into(), serde_json::json!(under.to_string_lossy()));
+        }
+    }
+    let payload = serde_json::Value::Object(args).to_string();
+    run_call(op, Some(payload), true)
 }
 
 fn run_call(path: PathBuf, args: Option<String>, wait: bool) -> ExitCode {

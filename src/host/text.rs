@@ -34,6 +34,22 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// `12.3 KiB`: a size for people.
+pub fn bytes(n: u64) -> String {
+    let mut v = n as f64;
+    for unit in ["bytes", "KiB", "MiB", "GiB"] {
+        if v < 1024.0 || unit == "GiB" {
+            return if unit == "bytes" {
+                format!("{n} bytes")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    format!("{n} bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -315,6 +315,20 @@ pub trait Journal: Send + Sync {
     /// Newest calls first.
     fn recent(&self, limit: usize) -> StateResult<Vec<Run>>;
 
+    /// Runs from journal id `first` on, oldest first, at most `limit`, at paths in either
+    /// range (see `below`): a working tree's runs since a point. A shared journal answers
+    /// this mount's runs only (a working tree is one mount's).
+    fn runs_from(
+        &self,
+        first: i64,
+        a: (&str, &str),
+        b: (&str, &str),
+        limit: usize,
+    ) -> StateResult<Vec<Run>>;
+
+    /// The first run started at or after `time` (ISO 8601 UTC, as runs keep it).
+    fn first_run_at(&self, time: &str) -> StateResult<Option<i64>>;
+
     /// Newest calls first, `args` and `result` cut to their first `cut` characters by the
     /// database itself, so a view of recent calls costs the same whatever they carried.
     fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>>;

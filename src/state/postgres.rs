@@ -436,6 +436,47 @@ impl Journal for PgJournal {
         })
     }
 
+    fn runs_from(
+        &self,
+        first: i64,
+        a: (&str, &str),
+        b: (&str, &str),
+        limit: usize,
+    ) -> StateResult<Vec<Run>> {
+        self.with("cannot list calls", |c| {
+            c.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM calls
+                     WHERE id >= $1 AND origin = $2
+                       AND ((path >= $3 AND path < $4) OR (path >= $5 AND path < $6))
+                     ORDER BY id LIMIT $7"
+                ),
+                &[
+                    &first,
+                    &self.origin,
+                    &a.0,
+                    &a.1,
+                    &b.0,
+                    &b.1,
+                    &(limit as i64),
+                ],
+            )?
+            .iter()
+            .map(row_to_run)
+            .collect()
+        })
+    }
+
+    fn first_run_at(&self, time: &str) -> StateResult<Option<i64>> {
+        self.with("cannot list calls", |c| {
+            let row = c.query_one(
+                "SELECT MIN(id) FROM calls WHERE started >= $1 AND origin = $2",
+                &[&time, &self.origin],
+            )?;
+            row.try_get::<_, Option<i64>>(0)
+        })
+    }
+
     fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         let cut32 = i32::try_from(cut).unwrap_or(i32::MAX);
         self.with("cannot list calls", |c| {

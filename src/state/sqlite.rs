@@ -497,6 +497,35 @@ impl Journal for SqliteJournal {
         Ok(runs)
     }
 
+    fn runs_from(
+        &self,
+        first: i64,
+        a: (&str, &str),
+        b: (&str, &str),
+        limit: usize,
+    ) -> StateResult<Vec<Run>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM calls
+             WHERE id >= ?1 AND ((path >= ?2 AND path < ?3) OR (path >= ?4 AND path < ?5))
+             ORDER BY id LIMIT ?6"
+        ))?;
+        let runs = stmt
+            .query_map(params![first, a.0, a.1, b.0, b.1, limit as i64], row_to_run)?
+            .collect::<Result<Vec<Run>, _>>()?;
+        Ok(runs)
+    }
+
+    fn first_run_at(&self, time: &str) -> StateResult<Option<i64>> {
+        let conn = self.conn();
+        let id: Option<i64> = conn.query_row(
+            "SELECT MIN(id) FROM calls WHERE started >= ?1",
+            params![time],
+            |r| r.get(0),
+        )?;
+        Ok(id)
+    }
+
     /// Newest calls first, with `args` and `result` cut to their first `cut` characters by the
     /// database itself, so a view of recent calls costs the same whatever they carried.
     fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {

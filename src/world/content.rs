@@ -20,18 +20,7 @@ use crate::state::{self as journal};
 const STATUS_RUNS: usize = 20;
 /// `12.3 KiB`: a size for people.
 fn human_bytes(n: i64) -> String {
-    let mut v = n as f64;
-    for unit in ["bytes", "KiB", "MiB", "GiB"] {
-        if v < 1024.0 || unit == "GiB" {
-            return if unit == "bytes" {
-                format!("{n} bytes")
-            } else {
-                format!("{v:.1} {unit}")
-            };
-        }
-        v /= 1024.0;
-    }
-    format!("{n} bytes")
+    crate::host::text::bytes(u64::try_from(n).unwrap_or(0))
 }
 
 /// What one open of a file reads: its content rendered once and served by offset, so a

@@ -39,6 +39,8 @@ pub struct Entries {
     policy: Arc<super::call::policy::Policy>,
     /// Ancestors of discovered entries seen to be indexable (bounded; see `note_ancestors`).
     shown: Mutex<HashSet<EntryRef>>,
+    /// The journal, for what a run offers (`undo` on a working tree's change).
+    journal: Arc<dyn crate::state::Journal>,
 }
 
 /// What a successful call did to the world: its `result` text, the world paths it
@@ -56,8 +58,10 @@ impl Entries {
         mount_point: PathBuf,
         known: Known,
         policy: Arc<super::call::policy::Policy>,
+        journal: Arc<dyn crate::state::Journal>,
     ) -> Entries {
         Entries {
+            journal,
             hosts,
             mount_point,
             ops_cache: TtlCache::new(OPS_CACHE, 1024),
@@ -118,6 +122,24 @@ impl Entries {
             .unwrap_or_default();
         segs.extend(path.iter().map(|s| names::escape(s)));
         format!("/{}", segs.join("/"))
+    }
+
+    /// The working tree host and tree path of an entry path (`/files/src/a.rs@`).
+    pub(super) fn tree_entry(&self, world_path: &str) -> Option<(usize, Vec<String>)> {
+        let base = world_path.strip_suffix('@')?;
+        for (h, m) in self.hosts.iter().enumerate() {
+            if m.host.tree().is_none() {
+                continue;
+            }
+            let root = format!("/{}", m.path.join("/"));
+            if base == root {
+                return Some((h, Vec::new()));
+            }
+            if let Some(rest) = base.strip_prefix(&format!("{root}/")) {
+                return Some((h, rest.split('/').map(str::to_string).collect()));
+            }
+        }
+        None
     }
 
     /// Whether the host at `host` is a working tree (`Host::tree`).
@@ -385,8 +407,23 @@ impl Entries {
         let ops: WorldResult<OpList> = self.ops_cache.get_or_try(target.clone(), || {
             Ok(Arc::new(match target {
                 Target::Root => root_ops::root_ops(),
+                Target::Entry(e) if e.path.is_empty() && self.is_tree(e.host) => {
+                    let mut ops = self.host(e)?.host.ops(&e.path)?;
+                    ops.extend(super::undo::root_ops());
+                    ops
+                }
                 Target::Entry(e) => self.host(e)?.host.ops(&e.path)?,
-                Target::Run(_) => live::run_ops(),
+                Target::Run(id) => {
+                    let mut ops = live::run_ops();
+                    let undoable =
+                        self.journal.get(*id).ok().flatten().is_some_and(|r| {
+                            r.status == "ok" && self.tree_entry(&r.path).is_some()
+                        });
+                    if undoable {
+                        ops.push(super::undo::undo_op());
+                    }
+                    ops
+                }
             }))
         });
         match (ops, target) {

@@ -20,6 +20,7 @@ mod root_ops;
 pub mod settings;
 pub mod titles;
 mod tree;
+mod undo;
 pub mod working;
 
 use std::path::{Path, PathBuf};
@@ -176,6 +177,7 @@ impl World {
             parts.mount_point,
             known,
             Arc::clone(&policy),
+            Arc::clone(&journal),
         ));
         let events_start = journal.last_event()?;
         let calls = Arc::new(Pipeline::new(call::Parts {
@@ -190,6 +192,13 @@ impl World {
             policy,
         }));
         let settled = calls.settle_interrupted(&interrupted);
+        let finished = calls.finish_reverts();
+        if finished > 0 {
+            tracing::info!(
+                reverts = finished,
+                "reverts cut off by the last stop were finished"
+            );
+        }
         if settled > 0 {
             tracing::info!(
                 runs = settled,

@@ -622,7 +622,7 @@ pub fn number_after(text: &str, word: &str) -> u32 {
     text.split(&format!("{word} "))
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
+        .and_then(|n| n.trim_end_matches([',', ';', '.']).parse().ok())
         .unwrap_or_else(|| panic!("no {word:?} number in {text}"))
 }
 

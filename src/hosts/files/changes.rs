@@ -207,10 +207,19 @@ fn through_the_mount(name: &'static str) -> FilesOp {
 }
 
 /// What `ops/NAME/description` says of a change only the file system makes.
-pub(super) fn posix_description(name: &str) -> Option<String> {
-    POSIX_ONLY.iter().find(|(n, _)| *n == name).map(|(n, how)| {
-        format!("{n}: {how}, through the mount, is a run of this op (see runs/); it is not called")
-    })
+pub(super) fn posix_description(name: &str, on_dir: bool) -> Option<String> {
+    // A folder's `symlink` is the explicit op; a file's is how the file came to be.
+    const OWN: &[(&str, &str)] = &[(op::SYMLINK, "making this symlink (ln -s)")];
+    let own: &[(&str, &str)] = if on_dir { &[] } else { OWN };
+    POSIX_ONLY
+        .iter()
+        .chain(own)
+        .find(|(n, _)| *n == name)
+        .map(|(n, how)| {
+            format!(
+                "{n}: {how}, through the mount, is a run of this op (see runs/); it is not called"
+            )
+        })
 }
 
 /// The changes only the file system makes, with the programs that make them.
@@ -244,6 +253,8 @@ fn posix_only(dirs: bool) -> Vec<FilesOp> {
 pub(super) fn file_ops() -> Vec<FilesOp> {
     let mut ops = vec![remove(), rename(), chmod(), truncate(), touch()];
     ops.extend(posix_only(false));
+    // A symlink's own making is a run at its path (`ln -s`), seen there.
+    ops.push(through_the_mount(op::SYMLINK));
     ops
 }
 

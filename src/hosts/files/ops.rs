@@ -278,7 +278,7 @@ pub(super) fn ops_of(node: &Node) -> &'static Ops<FilesHost, Entry, Slot> {
 pub(super) fn specs(e: &Entry) -> Vec<OpSpec> {
     let mut specs = ops_of(&e.loc.node).specs(e);
     for spec in &mut specs {
-        if let Some(words) = super::changes::posix_description(&spec.name) {
+        if let Some(words) = super::changes::posix_description(&spec.name, e.on_dir()) {
             spec.description = words;
         }
         let Some(props) = spec

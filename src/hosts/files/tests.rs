@@ -283,7 +283,8 @@ fn ops_have_strict_schemas() {
             "removexattr",
             "fallocate",
             "copy_file_range",
-            "mknod"
+            "mknod",
+            "symlink"
         ]
     );
     assert!(matches!(

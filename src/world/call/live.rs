@@ -294,6 +294,7 @@ impl Pipeline {
                 }
                 Guard::new(c)
             }
+            crate::world::undo::UNDO => return self.undo_guard(id),
             other => return Err(WorldError::not_found(format!("no op {other:?} here"))),
         })
     }
@@ -309,6 +310,7 @@ impl Pipeline {
         match op {
             WAIT => self.wait_for(id, args),
             CANCEL => self.cancel_run(id, caller),
+            crate::world::undo::UNDO => self.undo_run(id, caller),
             other => Err(WorldError::not_found(format!("no op {other:?} here"))),
         }
     }

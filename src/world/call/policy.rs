@@ -537,6 +537,9 @@ impl Pipeline {
     ) -> WorldResult<Guard> {
         match target {
             Target::Root => Ok(Guard::default()),
+            Target::Entry(e) if self.is_tree_root_op(e, op) => {
+                self.tree_root_guard(e.host, op, args)
+            }
             Target::Entry(e) => Ok(self.entries.host(e)?.host.guard(&e.path, op, args)?),
             Target::Run(id) => self.run_guard(*id, op),
         }

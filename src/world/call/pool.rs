@@ -277,6 +277,9 @@ impl Flight {
     /// The call itself: the host's op, or a run's own (`wait`, `cancel`).
     fn invoke(&self) -> WorldResult<RoutedOutcome> {
         match &self.target {
+            Target::Entry(e) if self.calls.is_tree_root_op(e, &self.op) => self
+                .calls
+                .tree_root_call(e.host, &self.op, &self.args, &self.caller),
             Target::Entry(e) => match self.calls.entries.hosts().get(e.host) {
                 Some(m) => m
                     .host

@@ -369,6 +369,22 @@ impl Journal for Grouped {
         self.inner.recent(limit)
     }
 
+    fn runs_from(
+        &self,
+        first: i64,
+        a: (&str, &str),
+        b: (&str, &str),
+        limit: usize,
+    ) -> StateResult<Vec<Run>> {
+        self.flush();
+        self.inner.runs_from(first, a, b, limit)
+    }
+
+    fn first_run_at(&self, time: &str) -> StateResult<Option<i64>> {
+        self.flush();
+        self.inner.first_run_at(time)
+    }
+
     fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         self.flush();
         self.inner.recent_brief(limit, cut)

@@ -46,7 +46,7 @@ const GUARD_CACHE: std::time::Duration = std::time::Duration::from_millis(500);
 pub struct Pipeline {
     /// The model: hosts and what they said of their entries.
     pub(in crate::world) entries: Arc<Entries>,
-    pub(super) journal: Arc<dyn Journal>,
+    pub(in crate::world) journal: Arc<dyn Journal>,
     /// The same journal, for queuing the working tree's runs (see `record`).
     pub(in crate::world) grouped: Arc<super::record::Grouped>,
     /// Who hears of changes: the kernel's caches, when a kernel is there.
