@@ -237,14 +237,22 @@ impl PgJournal {
         f(&mut c).map_err(|e| self.db.error(what, &e))
     }
 
-    /// `with`, for a read: on the read pool, so it never waits behind calls.
+    /// `with`, for a read: on the read pool, so it never waits behind calls. A read that
+    /// meets a connection cut before it (a restart) is read again on another: a read
+    /// changes nothing, so it is safe to repeat.
     fn read<T>(
         &self,
         what: &str,
-        f: impl FnOnce(&mut postgres::Client) -> PgResult<T>,
+        mut f: impl FnMut(&mut postgres::Client) -> PgResult<T>,
     ) -> StateResult<T> {
-        let mut c = self.db.reader()?;
-        f(&mut c).map_err(|e| self.db.error(what, &e))
+        let mut tries = 0;
+        loop {
+            let mut c = self.db.reader()?;
+            match f(&mut c) {
+                Err(_) if c.is_closed() && tries < super::pg::READ_RETRIES => tries += 1,
+                done => return done.map_err(|e| self.db.error(what, &e)),
+            }
+        }
     }
 
     /// Stage events and tell every mount, inside the caller's transaction.
@@ -1224,6 +1232,88 @@ mod tests {
         assert_eq!((all, seen.len()), (100, 100), "every call once in the feed");
     }
 
+    /// An outcome that could not be recorded (the connection cut) is recorded once the
+    /// database answers, with its events, once; a start whose answer was lost (its row
+    /// written, its call never made) is settled `not_run`.
+    #[test]
+    fn what_could_not_be_recorded_is_recorded_when_the_database_answers() {
+        let db = TestDb::create();
+        let (j, _) = open(&db, "a");
+        let id = j
+            .begin(&caller(), "/t", "comment", "hi", &"allowed".into())
+            .unwrap()
+            .id;
+        db.cut_connections();
+        let ev = Event::of_run("call", "/t", "comment", 1, "ok");
+        // Every connection of the pool was cut: the first finish fails with words.
+        let failed = j.finish(id, "ok", 0, &"added".into(), &[], &[ev]);
+        assert!(failed.is_err(), "the cut connection shows");
+        // A start whose answer was lost: its row is there, the mount never heard of it.
+        let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+        c.execute(
+            "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args,
+               guard, status, seq, token)
+             VALUES ('a', '2026-01-01T00:00:00.000Z', 1, 0, 1, 'bash', '/t', 'comment', 'x',
+               '', 'running', 2, 'lost-1')",
+            &[],
+        )
+        .unwrap();
+        j.keep_unrecorded(|u| {
+            u.starts
+                .push(("lost-1".into(), std::time::Instant::now()))
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let running: i64 = c
+                .query_one("SELECT count(*) FROM calls WHERE status = 'running'", &[])
+                .unwrap()
+                .get(0);
+            if running == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{running} runs still running"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let run = j.get(id).unwrap().unwrap();
+        assert_eq!((run.status.as_str(), run.result.as_str()), ("ok", "added"));
+        let lost: (String, i32) = {
+            let r = c
+                .query_one("SELECT status, errno FROM calls WHERE token = 'lost-1'", &[])
+                .unwrap();
+            (r.get(0), r.get(1))
+        };
+        assert_eq!(lost, (NOT_RUN.to_string(), libc::ECANCELED));
+        let events: Vec<(String, Option<String>)> = j
+            .events_after(0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.status))
+            .collect();
+        assert_eq!(
+            events,
+            vec![
+                ("call".to_string(), Some("ok".to_string())),
+                ("call".to_string(), Some(NOT_RUN.to_string()))
+            ]
+        );
+        // Recorded once: the run that ended is not changed by a late second try.
+        j.keep_unrecorded(|u| {
+            u.outcomes.push(Outcome {
+                id,
+                status: "error".into(),
+                errno: 5,
+                result: "late".into(),
+                discovered: "[]".into(),
+                events: "[]".into(),
+            })
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(j.get(id).unwrap().unwrap().result, "added");
+    }
+
     #[test]
     fn one_decision_wins_across_mounts_and_expiry_is_taken_once() {
         let db = TestDb::create();
@@ -1344,16 +1434,16 @@ mod tests {
         let (j, _) = open(&db, "a");
         j.count().unwrap();
         db.cut_connections();
+        // A read changes nothing: it is read again on a new connection.
+        assert_eq!(j.count().unwrap(), 0);
         let mut failed = None;
-        // The pool holds one or more connections, each cut: every use of a cut one fails
-        // with words; then the pool connects again.
+        // The pool holds one or more connections, each cut: every write on a cut one
+        // fails with words; then the pool connects again.
+        let event = Event::of_run("call", "/t", "comment", 1, "ok");
         for _ in 0..32 {
-            match j.count() {
+            match j.record_events(std::slice::from_ref(&event)) {
                 Err(e) => failed = Some(e),
-                Ok(n) => {
-                    assert_eq!(n, 0);
-                    break;
-                }
+                Ok(()) => break,
             }
         }
         // A StateError, which the world makes EIO (`world::error`'s tests).

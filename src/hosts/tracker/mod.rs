@@ -359,16 +359,29 @@ impl TrackerHost {
     /// `Store::snapshot`); on PostgreSQL outside one (BEGIN and ROLLBACK would double the
     /// round trips of a lookup, and a read that spans two statements sees committed
     /// states only, READ COMMITTED).
-    fn read<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
-        self.connection(|conn| conn.snapshot(f))
+    fn read<T>(&self, f: impl Fn(&Store) -> HostResult<T>) -> HostResult<T> {
+        self.connection(|conn| conn.snapshot(&f))
     }
 
-    /// Run `f` on a connection for reads (on PostgreSQL, from the pool calls never hold).
-    fn connection<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+    /// Run `f` on a connection for reads (on PostgreSQL, from the pool calls never hold;
+    /// a read that met a connection cut before it, as after a restart, is read again on
+    /// another: it changes nothing).
+    fn connection<T>(&self, f: impl Fn(&Store) -> HostResult<T>) -> HostResult<T> {
         match &self.engine {
             // A call that panicked rolled its transaction back on unwind.
             Engine::Sqlite(conn) => f(&crate::hosts::lock(conn)),
-            Engine::Postgres(db) => f(&Store::pg_read(db)?),
+            Engine::Postgres(db) => {
+                let mut tries = 0;
+                loop {
+                    let store = Store::pg_read(db)?;
+                    match f(&store) {
+                        Err(_) if store.is_closed() && tries < crate::state::pg::READ_RETRIES => {
+                            tries += 1
+                        }
+                        done => return done,
+                    }
+                }
+            }
         }
     }
 

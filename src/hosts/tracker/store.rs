@@ -239,6 +239,14 @@ impl Store {
         })
     }
 
+    /// Whether the connection is gone (a PostgreSQL one that was cut).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Store::Lite(_) => false,
+            Store::Pg { client, .. } => client.borrow().is_closed(),
+        }
+    }
+
     pub fn engine(&self) -> Engine {
         match self {
             Store::Lite(_) => Engine::Sqlite,
@@ -478,7 +486,7 @@ impl Store {
 /// unanswered, committed: once that session is no longer inside a transaction (the server
 /// ends an idle one within seconds, a restart ends them all), its run record `run` is
 /// there or not. `None` when the database did not tell within `COMMIT_UNKNOWN_WAIT`.
-fn committed(db: &Arc<SharedDb>, backend: i32, run: &str) -> Option<bool> {
+pub(super) fn committed(db: &Arc<SharedDb>, backend: i32, run: &str) -> Option<bool> {
     let deadline = std::time::Instant::now() + COMMIT_UNKNOWN_WAIT;
     while std::time::Instant::now() < deadline {
         let answer = (|| -> HostResult<Option<bool>> {

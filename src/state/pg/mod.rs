@@ -38,6 +38,9 @@ const POOL_SIZE: u32 = 16;
 /// Connections one daemon keeps at most for reads (FUSE workers share them): a pool of
 /// their own, so reads never wait for calls.
 const READ_POOL_SIZE: u32 = 8;
+/// How often a read that met a connection cut before it (each pooled one may be, after a
+/// restart) is read again on another.
+pub const READ_RETRIES: u32 = READ_POOL_SIZE;
 /// TCP keepalives on every connection: probe after this long idle, then every
 /// `KEEPALIVE_INTERVAL`, and give up after `KEEPALIVE_RETRIES` unanswered probes.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
@@ -416,6 +419,35 @@ mod tests {
             Ok(_) => panic!("{url} connected"),
             Err(e) => e.to_string(),
         }
+    }
+
+    /// Every connection, for calls and for reads, asks the server to end a transaction its
+    /// client left idle and to bound a statement; a URL's own options are kept beside.
+    #[test]
+    fn connections_bound_their_transactions_on_the_server() {
+        let db = TestDb::create();
+        let show = |c: &mut Client, what: &str| -> String {
+            c.query_one(&format!("SHOW {what}"), &[]).unwrap().get(0)
+        };
+        let shared = SharedDb::connect(&db.url).unwrap();
+        for mut c in [shared.client().unwrap(), shared.reader().unwrap()] {
+            assert_eq!(show(&mut c, "idle_in_transaction_session_timeout"), "5s");
+            assert_eq!(show(&mut c, "statement_timeout"), "30s");
+        }
+        let own = SharedDb::connect(&format!(
+            "{}&options=-c%20statement_timeout%3D7s%20-c%20work_mem%3D8MB",
+            db.url
+        ))
+        .unwrap();
+        let mut c = own.client().unwrap();
+        assert_eq!(show(&mut c, "statement_timeout"), "7s");
+        assert_eq!(show(&mut c, "work_mem"), "8MB");
+        assert_eq!(show(&mut c, "idle_in_transaction_session_timeout"), "5s");
+        // A transaction left open (its client gone quiet) is ended by the server.
+        let mut tx = c.transaction().unwrap();
+        tx.execute("SELECT 1", &[]).unwrap();
+        std::thread::sleep(Duration::from_millis(6500));
+        assert!(tx.execute("SELECT 1", &[]).is_err(), "ended by the server");
     }
 
     #[test]
