@@ -143,6 +143,7 @@ pub(crate) struct PgJournal {
 }
 
 /// An outcome the journal could not record when the call ended.
+#[derive(Clone)]
 struct Outcome {
     id: i64,
     status: String,
@@ -314,7 +315,7 @@ fn record_when_back(pending: &Weak<Mutex<Unrecorded>>, db: &SharedDb, origin: &s
         let Some(pending) = pending.upgrade() else {
             return;
         };
-        let (outcomes, starts): (Vec<(i64, String, i32, String, String, String)>, Vec<String>) = {
+        let (outcomes, starts): (Vec<Outcome>, Vec<String>) = {
             let Ok(mut u) = pending.lock() else { return };
             if u.outcomes.is_empty() && u.starts.is_empty() {
                 u.retrying = false;
@@ -326,26 +327,19 @@ fn record_when_back(pending: &Weak<Mutex<Unrecorded>>, db: &SharedDb, origin: &s
                 .filter(|(_, at)| at.elapsed() >= ORPHAN_AFTER)
                 .map(|(t, _)| t.clone())
                 .collect();
-            (
-                u.outcomes
-                    .iter()
-                    .map(|o| {
-                        (
-                            o.id,
-                            o.status.clone(),
-                            o.errno,
-                            o.result.clone(),
-                            o.discovered.clone(),
-                            o.events.clone(),
-                        )
-                    })
-                    .collect(),
-                due,
-            )
+            (u.outcomes.clone(), due)
         };
         let Ok(mut c) = db.client() else { continue };
         let mut done_outcomes = Vec::new();
-        for (id, status, errno, result, discovered, events) in &outcomes {
+        for Outcome {
+            id,
+            status,
+            errno,
+            result,
+            discovered,
+            events,
+        } in &outcomes
+        {
             let recorded = (|| -> PgResult<()> {
                 let mut tx = c.transaction()?;
                 let updated = tx.execute(
@@ -406,13 +400,7 @@ fn record_when_back(pending: &Weak<Mutex<Unrecorded>>, db: &SharedDb, origin: &s
                     tracing::warn!(
                         "journal: run {seq:?} of {op} on {path} was recorded although the mount heard an error; it did not run, settled not_run"
                     );
-                    events.push(Event::of_run(
-                        "call",
-                        &path,
-                        &op,
-                        seq.unwrap_or(0),
-                        NOT_RUN,
-                    ));
+                    events.push(Event::of_run("call", &path, &op, seq.unwrap_or(0), NOT_RUN));
                 }
                 stage_events(&mut tx, &events, origin)?;
                 tx.commit()
@@ -1258,10 +1246,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        j.keep_unrecorded(|u| {
-            u.starts
-                .push(("lost-1".into(), std::time::Instant::now()))
-        });
+        j.keep_unrecorded(|u| u.starts.push(("lost-1".into(), std::time::Instant::now())));
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             let running: i64 = c
@@ -1281,7 +1266,10 @@ mod tests {
         assert_eq!((run.status.as_str(), run.result.as_str()), ("ok", "added"));
         let lost: (String, i32) = {
             let r = c
-                .query_one("SELECT status, errno FROM calls WHERE token = 'lost-1'", &[])
+                .query_one(
+                    "SELECT status, errno FROM calls WHERE token = 'lost-1'",
+                    &[],
+                )
                 .unwrap();
             (r.get(0), r.get(1))
         };

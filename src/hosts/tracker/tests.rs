@@ -1488,8 +1488,13 @@ fn an_unanswered_commit_is_told_by_the_runs_record() {
         run: "j:7".into(),
         ..Caller::default()
     };
-    h.call(&p("issues/42"), "comment", &json!({"body": "kept"}), &as_run)
-        .unwrap();
+    h.call(
+        &p("issues/42"),
+        "comment",
+        &json!({"body": "kept"}),
+        &as_run,
+    )
+    .unwrap();
     let shared = Arc::new(crate::state::pg::SharedDb::connect(&db.url).unwrap());
     // No session has pid 0: it is gone, so the record alone tells.
     assert_eq!(store::committed(&shared, 0, "j:7"), Some(true));

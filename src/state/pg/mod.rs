@@ -206,17 +206,17 @@ impl SharedDb {
 
     /// A pooled connection for a call or a write, reconnecting if need be.
     pub fn client(&self) -> StateResult<PgClient> {
-        self.from_pool(&self.pool)
+        self.pooled(&self.pool)
     }
 
     /// A pooled connection for a read: a pool of its own, so that calls waiting on the
     /// database (for a row lock, or on a connection into a cut network) never hold what
     /// a read needs.
     pub fn reader(&self) -> StateResult<PgClient> {
-        self.from_pool(&self.reads)
+        self.pooled(&self.reads)
     }
 
-    fn from_pool(
+    fn pooled(
         &self,
         pool: &Pool<PostgresConnectionManager<MakeRustlsConnect>>,
     ) -> StateResult<PgClient> {
