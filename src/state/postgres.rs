@@ -2,11 +2,21 @@
 //! SQLite engine (calls, events, approvals, the known world), with each call's `origin` (the mount that
 //! made it) so a restarting mount marks only its own cut-off calls interrupted.
 //!
-//! Change-feed writes take one advisory lock until they commit, so cursors become visible
-//! in order (a reader that saw cursor N never later meets a smaller one), and notify
-//! `wip_events` with their origin in the same transaction.
+//! Change-feed writes take no lock: a writer puts its events in `events_staged` and
+//! notifies `wip_events` with its origin in the same transaction. Readers publish what is
+//! staged before they read: `wip_publish` moves every committed staged event into
+//! `events`, numbering them, under an advisory lock held for that one statement only, so
+//! cursors become visible in order (a reader that saw cursor N never later meets a
+//! smaller one) and each event is published once. No lock is ever held across a round
+//! trip to a client, so a mount whose network is cut cannot stall the feed.
+//!
+//! When the database goes away mid-call (a restart, a cut), what could not be recorded is
+//! kept and recorded as soon as the database answers again (`Unrecorded`): a finished
+//! call's outcome, and a call whose start may have been recorded although the mount
+//! heard an error (it did not run: it is settled `not_run`). So no run stays `running`.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use postgres::types::Type;
@@ -16,7 +26,7 @@ use super::pg::{SharedDb, EVENTS_CHANNEL};
 use super::{
     known, Approval, Began, Clean, Decider, Event, Expired, Journal, KnownEntry, NewApproval, Run,
     RunChange, APPROVAL_COLUMNS, EXPIRED, EXPIRED_ERRNO, INTERRUPTED, INTERRUPTED_ERRNO,
-    INTERRUPTED_WORDS, PENDING, RUNNING,
+    INTERRUPTED_WORDS, NOT_RUN, PENDING, RUNNING,
 };
 use super::{StateError, StateResult};
 use crate::host::{Caller, Session};
@@ -24,9 +34,15 @@ use crate::host::{Caller, Session};
 /// The current time as the SQLite journal writes it (ISO 8601, UTC, milliseconds).
 const NOW: &str =
     r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
-/// Advisory lock keys: schema creation, and change-feed writes (in cursor order).
+/// Advisory lock keys: schema creation, and publishing the change feed (in cursor order;
+/// held by one statement at a time, never across a round trip).
 const SCHEMA_LOCK: i64 = 0x7769_705f_7363_6865;
 const EVENTS_LOCK: i64 = 0x7769_705f_6576_7473;
+/// How often what could not be recorded is tried again while the database is away.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// How long after a failed start a run that may have been recorded is settled: a start
+/// whose answer is merely slow has arrived by then.
+const ORPHAN_AFTER: Duration = Duration::from_secs(2);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS known(
@@ -63,11 +79,18 @@ CREATE TABLE IF NOT EXISTS approvals(
   decided_at TEXT, decider_uid BIGINT, decider_pid BIGINT,
   decider_session BIGINT, decider_command TEXT, reason TEXT);
 CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals(state, run);
+-- Change-feed writes, until a reader publishes them into `events` (see the module's doc).
+CREATE TABLE IF NOT EXISTS events_staged(
+  id BIGSERIAL PRIMARY KEY,
+  at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
+  op TEXT, run BIGINT, status TEXT);
+-- A token each start carries, so a start the mount did not hear answered can be found.
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS token TEXT;
 ";
 
 /// A call's outcome and its events in one statement, so recording it costs one round trip
-/// (the hot path: every call ends here). `$ev` is a JSON array of events; `$key` the
-/// change-feed lock; `$origin` the notification's payload.
+/// (the hot path: every call ends here). `p_events` is a JSON array of events, staged for
+/// publishing; `p_origin` the notification's payload.
 fn finish_function() -> String {
     format!(
         "CREATE OR REPLACE FUNCTION wip_finish(p_id bigint, p_status text, p_errno integer,
@@ -77,11 +100,28 @@ fn finish_function() -> String {
            UPDATE calls SET status = p_status, errno = p_errno, result = p_result,
              discovered = p_discovered, finished = {NOW} WHERE id = p_id;
            IF jsonb_array_length(p_events::jsonb) > 0 THEN
-             PERFORM pg_advisory_xact_lock({EVENTS_LOCK});
-             INSERT INTO events(at, kind, path, op, run, status)
+             INSERT INTO events_staged(at, kind, path, op, run, status)
                SELECT {NOW}, e->>'kind', e->>'path', e->>'op', (e->>'run')::bigint, e->>'status'
                FROM jsonb_array_elements(p_events::jsonb) WITH ORDINALITY AS t(e, i) ORDER BY i;
              PERFORM pg_notify('{EVENTS_CHANNEL}', p_origin);
+           END IF;
+         END $fn$"
+    )
+}
+
+/// Publish the committed staged events into `events`, numbered in the order they were
+/// staged. The lock is held by this one statement (and its commit) only; a reader that
+/// finds nothing staged takes no lock and writes nothing.
+fn publish_function() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION wip_publish() RETURNS void
+         LANGUAGE plpgsql AS $fn$
+         BEGIN
+           IF EXISTS (SELECT 1 FROM events_staged) THEN
+             PERFORM pg_advisory_xact_lock({EVENTS_LOCK});
+             WITH moved AS (DELETE FROM events_staged RETURNING *)
+             INSERT INTO events(at, kind, path, op, run, status)
+               SELECT at, kind, path, op, run, status FROM moved ORDER BY id;
            END IF;
          END $fn$"
     )
@@ -95,6 +135,32 @@ pub(crate) struct PgJournal {
     origin: String,
     /// The shared journal's identity (one for every mount on it).
     id: String,
+    /// What could not be recorded while the database was away, tried again until it is.
+    unrecorded: Arc<Mutex<Unrecorded>>,
+    /// Tells each start apart (see `Unrecorded::starts`).
+    tokens: AtomicU64,
+    nonce: String,
+}
+
+/// An outcome the journal could not record when the call ended.
+#[derive(Clone)]
+struct Outcome {
+    id: i64,
+    status: String,
+    errno: i32,
+    result: String,
+    discovered: String,
+    events: String,
+}
+
+/// What waits to be recorded, and whether a thread is trying.
+#[derive(Default)]
+struct Unrecorded {
+    outcomes: Vec<Outcome>,
+    /// Tokens of starts whose answer was lost: each may have made a row the mount never
+    /// heard of, and whose call never ran.
+    starts: Vec<(String, std::time::Instant)>,
+    retrying: bool,
 }
 
 type PgResult<T> = Result<T, postgres::Error>;
@@ -109,6 +175,9 @@ impl PgJournal {
             db,
             origin: origin.to_string(),
             id: String::new(),
+            unrecorded: Arc::default(),
+            tokens: AtomicU64::new(0),
+            nonce: super::fresh_journal_id(),
         };
         let (id, interrupted) = j.with("cannot open the journal", |c| {
             let mut tx = c.transaction()?;
@@ -122,6 +191,7 @@ impl PgJournal {
                  WHERE calls.id = n.id AND calls.seq IS DISTINCT FROM n.seq",
             )?;
             tx.batch_execute(&finish_function())?;
+            tx.batch_execute(&publish_function())?;
             tx.execute(
                 "INSERT INTO journal_meta (key, value) VALUES ('id', $1) ON CONFLICT DO NOTHING",
                 &[&super::fresh_journal_id()],
@@ -168,20 +238,185 @@ impl PgJournal {
         f(&mut c).map_err(|e| self.db.error(what, &e))
     }
 
-    /// Append events in cursor order and tell every mount, inside the caller's transaction.
+    /// `with`, for a read: on the read pool, so it never waits behind calls. A read that
+    /// meets a connection cut before it (a restart) is read again on another: a read
+    /// changes nothing, so it is safe to repeat.
+    fn read<T>(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&mut postgres::Client) -> PgResult<T>,
+    ) -> StateResult<T> {
+        let mut tries = 0;
+        loop {
+            let mut c = self.db.reader()?;
+            match f(&mut c) {
+                Err(_) if c.is_closed() && tries < super::pg::READ_RETRIES => tries += 1,
+                done => return done.map_err(|e| self.db.error(what, &e)),
+            }
+        }
+    }
+
+    /// Stage events and tell every mount, inside the caller's transaction.
     fn insert_events(&self, tx: &mut Transaction<'_>, events: &[Event]) -> PgResult<()> {
-        if events.is_empty() {
-            return Ok(());
+        stage_events(tx, events, &self.origin)
+    }
+
+    /// Keep what could not be recorded, and make sure a thread records it once the
+    /// database answers again.
+    fn keep_unrecorded(&self, add: impl FnOnce(&mut Unrecorded)) {
+        let Ok(mut u) = self.unrecorded.lock() else {
+            return;
+        };
+        add(&mut u);
+        if u.retrying {
+            return;
         }
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])?;
-        let insert = tx.prepare(&format!(
-            "INSERT INTO events(at, kind, path, op, run, status) VALUES ({NOW}, $1, $2, $3, $4, $5)"
-        ))?;
-        for e in events {
-            tx.execute(&insert, &[&e.kind, &e.path, &e.op, &e.run, &e.status])?;
+        u.retrying = true;
+        let (pending, db, origin) = (
+            Arc::downgrade(&self.unrecorded),
+            Arc::clone(&self.db),
+            self.origin.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("journal-retry".into())
+            .spawn(move || record_when_back(&pending, &db, &origin));
+        if let Err(e) = spawned {
+            tracing::error!("journal: cannot start recording what was missed: {e}");
+            u.retrying = false;
         }
-        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &self.origin])?;
-        Ok(())
+    }
+}
+
+/// Stage events for publishing and notify every mount, inside a transaction.
+fn stage_events(tx: &mut Transaction<'_>, events: &[Event], origin: &str) -> PgResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let insert = tx.prepare(&format!(
+        "INSERT INTO events_staged(at, kind, path, op, run, status) VALUES ({NOW}, $1, $2, $3, $4, $5)"
+    ))?;
+    for e in events {
+        tx.execute(&insert, &[&e.kind, &e.path, &e.op, &e.run, &e.status])?;
+    }
+    tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &origin])?;
+    Ok(())
+}
+
+/// The words a run gets when its start was recorded but the mount never heard so, and so
+/// never made the call.
+const LOST_START_WORDS: &str = "error: not run: the mount lost the shared state database as it recorded this call, so it did not make it; nothing changed, and calling again is safe\n";
+
+/// Record what waits in `pending` until it is all recorded (or the journal is gone): each
+/// outcome once (a run already ended, because the lost answer was of a write that did
+/// commit, is left alone), and each lost start settled `not_run`.
+fn record_when_back(pending: &Weak<Mutex<Unrecorded>>, db: &SharedDb, origin: &str) {
+    loop {
+        std::thread::sleep(RETRY_EVERY);
+        let Some(pending) = pending.upgrade() else {
+            return;
+        };
+        let (outcomes, starts): (Vec<Outcome>, Vec<String>) = {
+            let Ok(mut u) = pending.lock() else { return };
+            if u.outcomes.is_empty() && u.starts.is_empty() {
+                u.retrying = false;
+                return;
+            }
+            let due: Vec<String> = u
+                .starts
+                .iter()
+                .filter(|(_, at)| at.elapsed() >= ORPHAN_AFTER)
+                .map(|(t, _)| t.clone())
+                .collect();
+            (u.outcomes.clone(), due)
+        };
+        let Ok(mut c) = db.client() else { continue };
+        let mut done_outcomes = Vec::new();
+        for Outcome {
+            id,
+            status,
+            errno,
+            result,
+            discovered,
+            events,
+        } in &outcomes
+        {
+            let recorded = (|| -> PgResult<()> {
+                let mut tx = c.transaction()?;
+                let updated = tx.execute(
+                    &format!(
+                        "UPDATE calls SET status = $2, errno = $3, result = $4, discovered = $5,
+                           finished = {NOW} WHERE id = $1 AND status = $6"
+                    ),
+                    &[id, status, errno, result, discovered, &RUNNING],
+                )?;
+                if updated == 1 {
+                    let staged = tx.execute(
+                        &format!(
+                            "INSERT INTO events_staged(at, kind, path, op, run, status)
+                             SELECT {NOW}, e->>'kind', e->>'path', e->>'op', (e->>'run')::bigint,
+                               e->>'status'
+                             FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS t(e, i)
+                             ORDER BY i"
+                        ),
+                        &[events],
+                    )?;
+                    if staged > 0 {
+                        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &origin])?;
+                    }
+                }
+                tx.commit()
+            })();
+            match recorded {
+                Ok(()) => done_outcomes.push(*id),
+                Err(e) => {
+                    tracing::warn!(run = id, "journal: still cannot record the outcome: {e}");
+                    break;
+                }
+            }
+        }
+        let mut done_starts = Vec::new();
+        for token in &starts {
+            let settled = (|| -> PgResult<()> {
+                let mut tx = c.transaction()?;
+                let rows = tx.query(
+                    &format!(
+                        "UPDATE calls SET status = $2, errno = $3, result = $4, finished = {NOW}
+                         WHERE token = $1 AND origin = $5 AND status = $6
+                         RETURNING path, op, seq"
+                    ),
+                    &[
+                        token,
+                        &NOT_RUN,
+                        &libc::ECANCELED,
+                        &LOST_START_WORDS,
+                        &origin,
+                        &RUNNING,
+                    ],
+                )?;
+                let mut events = Vec::new();
+                for r in &rows {
+                    let (path, op, seq): (String, String, Option<i64>) =
+                        (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+                    tracing::warn!(
+                        "journal: run {seq:?} of {op} on {path} was recorded although the mount heard an error; it did not run, settled not_run"
+                    );
+                    events.push(Event::of_run("call", &path, &op, seq.unwrap_or(0), NOT_RUN));
+                }
+                stage_events(&mut tx, &events, origin)?;
+                tx.commit()
+            })();
+            match settled {
+                Ok(()) => done_starts.push(token.clone()),
+                Err(e) => {
+                    tracing::warn!("journal: still cannot settle a lost start: {e}");
+                    break;
+                }
+            }
+        }
+        if let Ok(mut u) = pending.lock() {
+            u.outcomes.retain(|o| !done_outcomes.contains(&o.id));
+            u.starts.retain(|(t, _)| !done_starts.contains(t));
+        };
     }
 }
 
@@ -212,6 +447,11 @@ impl Journal for PgJournal {
     ) -> StateResult<Began> {
         let guard = guard.as_str();
         let start = start_column(caller.session_start);
+        let token = format!(
+            "{}:{}",
+            self.nonce,
+            self.tokens.fetch_add(1, Ordering::Relaxed)
+        );
         let began = self.with("cannot record the call", |c| {
             // Typed: one round trip instead of prepare, execute and close. Two mounts may
             // take the same next number at once: the unique index makes one of them wait
@@ -220,9 +460,9 @@ impl Journal for PgJournal {
                 let row = c.query_typed_opt(
                 &format!(
                     "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args, guard, status, seq,
-                       session_start)
+                       session_start, token)
                      VALUES ($1, {NOW}, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                       coalesce((SELECT max(seq) FROM calls WHERE path = $6 AND op = $7), 0) + 1, $11)
+                       coalesce((SELECT max(seq) FROM calls WHERE path = $6 AND op = $7), 0) + 1, $11, $12)
                      ON CONFLICT DO NOTHING RETURNING id, seq"
                 ),
                 &[
@@ -237,6 +477,7 @@ impl Journal for PgJournal {
                     (&guard, Type::TEXT),
                     (&RUNNING, Type::TEXT),
                     (&start, Type::INT8),
+                    (&token, Type::TEXT),
                 ],
             )?;
                 if let Some(row) = row {
@@ -247,7 +488,14 @@ impl Journal for PgJournal {
                 }
             }
             Ok(None)
-        })?;
+        });
+        if began.is_err() {
+            // The row may be in the journal although the answer was lost: once the
+            // database answers, a row with this token is settled (its call never ran).
+            let at = std::time::Instant::now();
+            self.keep_unrecorded(|u| u.starts.push((token, at)));
+        }
+        let began = began?;
         // Only a storm of writers on one op gets here; saying so beats a wrong number.
         began.ok_or_else(|| {
             StateError::new(format!(
@@ -269,7 +517,7 @@ impl Journal for PgJournal {
             .map_err(|e| StateError::new(format!("journal: {e}")))?;
         let events =
             serde_json::to_string(events).map_err(|e| StateError::new(format!("journal: {e}")))?;
-        self.with("cannot record the call's outcome", |c| {
+        let recorded = self.with("cannot record the call's outcome", |c| {
             c.query_typed(
                 "SELECT wip_finish($1, $2, $3, $4, $5, $6, $7)",
                 &[
@@ -283,7 +531,22 @@ impl Journal for PgJournal {
                 ],
             )?;
             Ok(())
-        })
+        });
+        if recorded.is_err() {
+            // Recorded as soon as the database answers again (unless this very write did
+            // commit and only its answer was lost: then the run has ended already).
+            self.keep_unrecorded(|u| {
+                u.outcomes.push(Outcome {
+                    id,
+                    status: status.to_string(),
+                    errno,
+                    result: result.as_str().to_string(),
+                    discovered,
+                    events,
+                })
+            });
+        }
+        recorded
     }
 
     fn record_events(&self, events: &[Event]) -> StateResult<()> {
@@ -298,7 +561,8 @@ impl Journal for PgJournal {
     }
 
     fn events_after(&self, cursor: i64, limit: usize) -> StateResult<Vec<Event>> {
-        self.with("cannot read the change feed", |c| {
+        self.read("cannot read the change feed", |c| {
+            publish(c)?;
             let rows = c.query(
                 "SELECT cursor, at, kind, path, op, run, status FROM events
                  WHERE cursor > $1 ORDER BY cursor LIMIT $2",
@@ -321,7 +585,8 @@ impl Journal for PgJournal {
     }
 
     fn last_event_at(&self, cursor: i64) -> StateResult<Option<String>> {
-        self.with("cannot read the change feed", |c| {
+        self.read("cannot read the change feed", |c| {
+            publish(c)?;
             c.query_opt(
                 "SELECT at FROM events WHERE cursor > $1 ORDER BY cursor DESC LIMIT 1",
                 &[&cursor],
@@ -332,14 +597,15 @@ impl Journal for PgJournal {
     }
 
     fn last_event(&self) -> StateResult<i64> {
-        self.with("cannot read the change feed", |c| {
+        self.read("cannot read the change feed", |c| {
+            publish(c)?;
             c.query_one("SELECT coalesce(max(cursor), 0) FROM events", &[])?
                 .try_get(0)
         })
     }
 
     fn get(&self, id: i64) -> StateResult<Option<Run>> {
-        self.with("cannot read the run", |c| {
+        self.read("cannot read the run", |c| {
             c.query_opt(
                 &format!("SELECT {COLUMNS} FROM calls WHERE id = $1"),
                 &[&id],
@@ -351,7 +617,7 @@ impl Journal for PgJournal {
 
     fn ran_at(&self, path: &str, under: &str) -> StateResult<bool> {
         let (from, to) = super::below(under);
-        self.with("cannot look for runs", |c| {
+        self.read("cannot look for runs", |c| {
             c.query_one(
                 "SELECT EXISTS(SELECT 1 FROM calls WHERE path = $1) OR EXISTS(SELECT 1 FROM calls WHERE path >= $2 AND path < $3)",
                 &[&path, &from, &to],
@@ -361,7 +627,7 @@ impl Journal for PgJournal {
     }
 
     fn runs_of(&self, path: &str, op: &str, limit: usize) -> StateResult<Vec<Began>> {
-        self.with("cannot list runs", |c| {
+        self.read("cannot list runs", |c| {
             c.query(
                 "SELECT id, seq FROM calls WHERE path = $1 AND op = $2 ORDER BY id DESC LIMIT $3",
                 &[&path, &op, &(limit as i64)],
@@ -383,7 +649,7 @@ impl Journal for PgJournal {
         if *session == Session::NONE {
             return Ok(None);
         }
-        self.with("cannot find the latest run", |c| {
+        self.read("cannot find the latest run", |c| {
             c.query_typed_opt(
                 "SELECT id FROM calls WHERE path = $1 AND op = $2 AND uid = $3 AND origin = $4
                  ORDER BY (session = $5 AND session_start = $6) DESC, seq DESC LIMIT 1",
@@ -402,7 +668,7 @@ impl Journal for PgJournal {
     }
 
     fn numbered(&self, path: &str, op: &str, seq: i64) -> StateResult<Option<i64>> {
-        self.with("cannot find the run", |c| {
+        self.read("cannot find the run", |c| {
             c.query_opt(
                 "SELECT id FROM calls WHERE path = $1 AND op = $2 AND seq = $3",
                 &[&path, &op, &seq],
@@ -413,7 +679,7 @@ impl Journal for PgJournal {
     }
 
     fn running_runs(&self, limit: usize) -> StateResult<Vec<Run>> {
-        self.with("cannot list runs", |c| {
+        self.read("cannot list runs", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls WHERE status = $1 ORDER BY id LIMIT $2"),
                 &[&RUNNING, &(limit as i64)],
@@ -425,7 +691,7 @@ impl Journal for PgJournal {
     }
 
     fn recent(&self, limit: usize) -> StateResult<Vec<Run>> {
-        self.with("cannot list calls", |c| {
+        self.read("cannot list calls", |c| {
             c.query(
                 &format!("SELECT {COLUMNS} FROM calls ORDER BY id DESC LIMIT $1"),
                 &[&(limit as i64)],
@@ -479,7 +745,7 @@ impl Journal for PgJournal {
 
     fn recent_brief(&self, limit: usize, cut: usize) -> StateResult<Vec<Run>> {
         let cut32 = i32::try_from(cut).unwrap_or(i32::MAX);
-        self.with("cannot list calls", |c| {
+        self.read("cannot list calls", |c| {
             c.query(
                 "SELECT id, started, finished, pid, uid, session, command, path, op,
                         substr(args, 1, $2), '', status, errno, substr(result, 1, $2), '[]', seq,
@@ -504,14 +770,14 @@ impl Journal for PgJournal {
     }
 
     fn count(&self) -> StateResult<i64> {
-        self.with("cannot count calls", |c| {
+        self.read("cannot count calls", |c| {
             c.query_one("SELECT count(*) FROM calls", &[])?.try_get(0)
         })
     }
 
     /// Calls running now, on any mount.
     fn running(&self) -> StateResult<i64> {
-        self.with("cannot count running calls", |c| {
+        self.read("cannot count running calls", |c| {
             c.query_one("SELECT count(*) FROM calls WHERE status = $1", &[&RUNNING])?
                 .try_get(0)
         })
@@ -519,7 +785,7 @@ impl Journal for PgJournal {
 
     /// The size of the journal's tables in bytes (with their indexes).
     fn bytes(&self) -> StateResult<i64> {
-        self.with("cannot measure the journal", |c| {
+        self.read("cannot measure the journal", |c| {
             c.query_one(
                 "SELECT (pg_total_relation_size('calls') + pg_total_relation_size('events')
                          + pg_total_relation_size('approvals'))::bigint",
@@ -564,7 +830,7 @@ impl Journal for PgJournal {
     }
 
     fn approval(&self, run: i64) -> StateResult<Option<Approval>> {
-        self.with("cannot read the approval", |c| {
+        self.read("cannot read the approval", |c| {
             c.query_opt(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run = $1"),
                 &[&run],
@@ -575,7 +841,7 @@ impl Journal for PgJournal {
     }
 
     fn pending_approvals(&self, limit: usize) -> StateResult<Vec<Approval>> {
-        self.with("cannot list pending runs", |c| {
+        self.read("cannot list pending runs", |c| {
             c.query(
                 &format!(
                     "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = $1 ORDER BY run LIMIT $2"
@@ -679,7 +945,7 @@ impl Journal for PgJournal {
     }
 
     fn next_expiry(&self) -> StateResult<Option<Duration>> {
-        let ms: Option<f64> = self.with("cannot read expiries", |c| {
+        let ms: Option<f64> = self.read("cannot read expiries", |c| {
             c.query_one(
                 "SELECT (extract(epoch FROM (min(expires)::timestamptz - clock_timestamp())) * 1000.0)::float8
                  FROM approvals WHERE state = $1 AND expires IS NOT NULL",
@@ -713,13 +979,13 @@ impl Journal for PgJournal {
             .iter()
             .map(|a| a as &(dyn postgres::types::ToSql + Sync))
             .collect();
-        self.with("cannot search the known world", |c| {
+        self.read("cannot search the known world", |c| {
             c.query(&sql, &params)?.iter().map(known_row).collect()
         })
     }
 
     fn paths_of(&self, reference: &str) -> StateResult<Vec<String>> {
-        self.with("cannot read the known world", |c| {
+        self.read("cannot read the known world", |c| {
             c.query(
                 "SELECT path FROM known WHERE ref = $1 ORDER BY path",
                 &[&reference],
@@ -731,7 +997,7 @@ impl Journal for PgJournal {
     }
 
     fn known_recent(&self, limit: usize) -> StateResult<(Vec<KnownEntry>, i64)> {
-        self.with("cannot read the known world", |c| {
+        self.read("cannot read the known world", |c| {
             let total: i64 = c.query_one("SELECT count(*) FROM known", &[])?.try_get(0)?;
             let rows = c.query(
                 "SELECT path, ref, description, indexable FROM known
@@ -742,6 +1008,12 @@ impl Journal for PgJournal {
             Ok((entries, total))
         })
     }
+}
+
+/// Publish what is staged (see `publish_function`), in a statement of its own: committed
+/// before anything is read.
+fn publish(c: &mut postgres::Client) -> PgResult<()> {
+    c.batch_execute("SELECT wip_publish()")
 }
 
 fn update_run(tx: &mut Transaction<'_>, run: i64, change: &RunChange<'_>) -> PgResult<()> {
@@ -989,6 +1261,88 @@ mod tests {
         assert_eq!((all, seen.len()), (100, 100), "every call once in the feed");
     }
 
+    /// An outcome that could not be recorded (the connection cut) is recorded once the
+    /// database answers, with its events, once; a start whose answer was lost (its row
+    /// written, its call never made) is settled `not_run`.
+    #[test]
+    fn what_could_not_be_recorded_is_recorded_when_the_database_answers() {
+        let db = TestDb::create();
+        let (j, _) = open(&db, "a");
+        let id = j
+            .begin(&caller(), "/t", "comment", "hi", &"allowed".into())
+            .unwrap()
+            .id;
+        db.cut_connections();
+        let ev = Event::of_run("call", "/t", "comment", 1, "ok");
+        // Every connection of the pool was cut: the first finish fails with words.
+        let failed = j.finish(id, "ok", 0, &"added".into(), &[], &[ev]);
+        assert!(failed.is_err(), "the cut connection shows");
+        // A start whose answer was lost: its row is there, the mount never heard of it.
+        let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+        c.execute(
+            "INSERT INTO calls(origin, started, pid, uid, session, command, path, op, args,
+               guard, status, seq, token)
+             VALUES ('a', '2026-01-01T00:00:00.000Z', 1, 0, 1, 'bash', '/t', 'comment', 'x',
+               '', 'running', 2, 'lost-1')",
+            &[],
+        )
+        .unwrap();
+        j.keep_unrecorded(|u| u.starts.push(("lost-1".into(), std::time::Instant::now())));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let running: i64 = c
+                .query_one("SELECT count(*) FROM calls WHERE status = 'running'", &[])
+                .unwrap()
+                .get(0);
+            if running == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{running} runs still running"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let run = j.get(id).unwrap().unwrap();
+        assert_eq!((run.status.as_str(), run.result.as_str()), ("ok", "added"));
+        let lost: (String, i32) = {
+            let r = c
+                .query_one(
+                    "SELECT status, errno FROM calls WHERE token = 'lost-1'",
+                    &[],
+                )
+                .unwrap();
+            (r.get(0), r.get(1))
+        };
+        assert_eq!(lost, (NOT_RUN.to_string(), libc::ECANCELED));
+        let events: Vec<(String, Option<String>)> = j
+            .events_after(0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.status))
+            .collect();
+        assert_eq!(
+            events,
+            vec![
+                ("call".to_string(), Some("ok".to_string())),
+                ("call".to_string(), Some(NOT_RUN.to_string()))
+            ]
+        );
+        // Recorded once: the run that ended is not changed by a late second try.
+        j.keep_unrecorded(|u| {
+            u.outcomes.push(Outcome {
+                id,
+                status: "error".into(),
+                errno: 5,
+                result: "late".into(),
+                discovered: "[]".into(),
+                events: "[]".into(),
+            })
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(j.get(id).unwrap().unwrap().result, "added");
+    }
+
     #[test]
     fn one_decision_wins_across_mounts_and_expiry_is_taken_once() {
         let db = TestDb::create();
@@ -1109,16 +1463,16 @@ mod tests {
         let (j, _) = open(&db, "a");
         j.count().unwrap();
         db.cut_connections();
+        // A read changes nothing: it is read again on a new connection.
+        assert_eq!(j.count().unwrap(), 0);
         let mut failed = None;
-        // The pool holds one or more connections, each cut: every use of a cut one fails
-        // with words; then the pool connects again.
+        // The pool holds one or more connections, each cut: every write on a cut one
+        // fails with words; then the pool connects again.
+        let event = Event::of_run("call", "/t", "comment", 1, "ok");
         for _ in 0..32 {
-            match j.count() {
+            match j.record_events(std::slice::from_ref(&event)) {
                 Err(e) => failed = Some(e),
-                Ok(n) => {
-                    assert_eq!(n, 0);
-                    break;
-                }
+                Ok(()) => break,
             }
         }
         // A StateError, which the world makes EIO (`world::error`'s tests).

@@ -323,7 +323,7 @@ impl TrackerHost {
         // openers and calls wait for): a crash or a concurrent opener never sees half a
         // project, and mounts starting together seed once.
         let project = store
-            .write(|tx| {
+            .write(&store::Lock::Whole, None, |tx| {
                 db::create_schema(tx)?;
                 if db::project_name(tx)?.is_none() {
                     seed::seed(tx, seed, settings.extra_issues, &ctx.identity)?;
@@ -359,21 +359,44 @@ impl TrackerHost {
     /// `Store::snapshot`); on PostgreSQL outside one (BEGIN and ROLLBACK would double the
     /// round trips of a lookup, and a read that spans two statements sees committed
     /// states only, READ COMMITTED).
-    fn read<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
-        self.connection(|conn| conn.snapshot(f))
+    fn read<T>(&self, f: impl Fn(&Store) -> HostResult<T>) -> HostResult<T> {
+        self.connection(|conn| conn.snapshot(&f))
     }
 
-    fn connection<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+    /// Run `f` on a connection for reads (on PostgreSQL, from the pool calls never hold;
+    /// a read that met a connection cut before it, as after a restart, is read again on
+    /// another: it changes nothing).
+    fn connection<T>(&self, f: impl Fn(&Store) -> HostResult<T>) -> HostResult<T> {
         match &self.engine {
             // A call that panicked rolled its transaction back on unwind.
             Engine::Sqlite(conn) => f(&crate::hosts::lock(conn)),
-            Engine::Postgres(db) => f(&Store::pg(db)?),
+            Engine::Postgres(db) => {
+                let mut tries = 0;
+                loop {
+                    let store = Store::pg_read(db)?;
+                    match f(&store) {
+                        Err(_) if store.is_closed() && tries < crate::state::pg::READ_RETRIES => {
+                            tries += 1
+                        }
+                        done => return done,
+                    }
+                }
+            }
         }
     }
 
-    /// Run `f` in a call's write transaction (see `store`).
-    fn write<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
-        self.connection(|conn| conn.write(f))
+    /// Run `f` in a call's write transaction that first locks `lock` (see `store`); `run`
+    /// is the run record it writes.
+    fn write<T>(
+        &self,
+        lock: &store::Lock,
+        run: Option<&str>,
+        f: impl FnOnce(&Store) -> HostResult<T>,
+    ) -> HostResult<T> {
+        match &self.engine {
+            Engine::Sqlite(conn) => crate::hosts::lock(conn).write(lock, run, f),
+            Engine::Postgres(db) => Store::pg(db)?.write(lock, run, f),
+        }
     }
 
     /// Which engine the tracker is on, for its root's description (the SQLite file is in
@@ -489,7 +512,21 @@ impl Host for TrackerHost {
                 OPS.call(self, conn, &here, op, args)
             });
         }
-        self.write(|tx| {
+        let lock = match Node::parse(path) {
+            Some(Node::Item(Kind::Pull, n)) => store::Lock::PullAndFixes(n),
+            Some(
+                Node::Item(_, n)
+                | Node::Comments(_, n)
+                | Node::Comment(_, n, _)
+                | Node::Checks(n)
+                | Node::Check(n, _)
+                | Node::Reviews(n)
+                | Node::Review(n, _),
+            ) => store::Lock::Item(n),
+            _ => store::Lock::Project,
+        };
+        let run = Some(caller.run.as_str()).filter(|r| !r.is_empty());
+        self.write(&lock, run, |tx| {
             let here = Here::read(tx, self.existing(tx, path)?)?;
             let out = OPS.call(self, tx, &here, op, args)?;
             // In the call's transaction: the run committed exactly when its change did.

@@ -10,12 +10,20 @@
 //! differences are the parameter marks, the DDL's types (`BIGINT`, byte-order text) and
 //! how a column's presence is asked, and those live here alone.
 //!
-//! A call's transaction serialises with every other call on the same database, as
-//! SQLite's `BEGIN IMMEDIATE` does: on PostgreSQL it takes a transaction-level advisory
-//! lock (`TRACKER_LOCK`) first, so the guard it checks is the state it changes, across
-//! mounts, and `max + 1` numbering (items, comments, reviews) cannot race. One writer at
-//! a time is what SQLite gives already; a lock needs no retry loop, where `SERIALIZABLE`
-//! would fail one of two racing merges with 40001 and have to run it again.
+//! On SQLite a call's transaction serialises with every other call on the file
+//! (`BEGIN IMMEDIATE`). On PostgreSQL a call first locks the rows it acts on (`Lock`):
+//! its issue or pull request (`SELECT … FOR UPDATE`; a pull request with the issues its
+//! merge closes), or the project's row for what is numbered among items (a new issue). So
+//! the guard it checks is the state it changes, across mounts; `max + 1` numbering of an
+//! item's comments and reviews, and of items, happens under the row that owns the
+//! numbers; and calls on different issues run side by side. Row locks need no retry
+//! loop, where `SERIALIZABLE` would fail one of two racing merges with 40001 and have to
+//! run it again. The first run's schema and seed take an advisory lock of the whole
+//! tracker (`TRACKER_LOCK`), so mounts starting together seed once.
+//!
+//! A COMMIT whose answer is lost (a restart, a cut) may or may not have committed: the
+//! call's run record (`wip_runs`, written in the transaction) tells, read from a new
+//! connection once the old session is gone (`committed`), so the caller hears the truth.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -27,12 +35,45 @@ use super::DB;
 use crate::host::{HostError, HostResult, OrFailed};
 use crate::state::pg::{PgClient, SharedDb};
 
-/// The advisory lock every tracker call (and the first-run seeding) holds until it commits.
-/// Distinct from the shared state's locks, so a tracker and the state may share a database.
+/// The advisory lock the first run's schema and seeding hold until they commit. Distinct
+/// from the shared state's locks, so a tracker and the state may share a database.
 const TRACKER_LOCK: i64 = 0x7769_705f_7472_6b72;
 
 /// How long a call waits for another mount's call before it fails (SQLite's busy timeout).
 const LOCK_WAIT: &str = "10s";
+
+/// How long a call whose COMMIT went unanswered waits to learn whether it committed (its
+/// old session ends within the server's `idle_in_transaction_session_timeout`).
+const COMMIT_UNKNOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// What a write transaction locks first, on PostgreSQL (SQLite locks the whole file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Lock {
+    /// The whole tracker: every other writer that asks for it waits (the schema and seed).
+    Whole,
+    /// An item's row (an issue or pull request): what a call on it or below it changes.
+    Item(i64),
+    /// A pull request's row and those of the issues it fixes (a merge closes them).
+    PullAndFixes(i64),
+    /// The project's row: what is numbered among all items (a new issue).
+    Project,
+}
+
+impl Lock {
+    /// The statements that take the lock (numbers only, so no parameters are needed).
+    fn sql(&self) -> String {
+        match self {
+            Lock::Whole => format!("SELECT pg_advisory_xact_lock({TRACKER_LOCK})"),
+            Lock::Item(n) => format!("SELECT 1 FROM items WHERE number = {n} FOR UPDATE"),
+            Lock::PullAndFixes(n) => format!(
+                "SELECT 1 FROM items WHERE number = {n} FOR UPDATE; \
+                 SELECT 1 FROM items WHERE number IN (SELECT issue FROM fixes WHERE pull = {n}) \
+                 ORDER BY number FOR UPDATE"
+            ),
+            Lock::Project => "SELECT 1 FROM project FOR UPDATE".to_string(),
+        }
+    }
+}
 
 /// A query parameter, on either engine.
 #[derive(Clone, Copy, Debug)]
@@ -180,12 +221,30 @@ pub(super) enum Store {
 }
 
 impl Store {
+    /// A connection for a call (its write transaction).
     pub fn pg(db: &Arc<SharedDb>) -> HostResult<Store> {
         let client = db.client().map_err(|e| HostError::Backend(e.to_string()))?;
         Ok(Store::Pg {
             client: RefCell::new(Box::new(client)),
             db: Arc::clone(db),
         })
+    }
+
+    /// A connection for a read: from the read pool, which calls never hold.
+    pub fn pg_read(db: &Arc<SharedDb>) -> HostResult<Store> {
+        let client = db.reader().map_err(|e| HostError::Backend(e.to_string()))?;
+        Ok(Store::Pg {
+            client: RefCell::new(Box::new(client)),
+            db: Arc::clone(db),
+        })
+    }
+
+    /// Whether the connection is gone (a PostgreSQL one that was cut).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Store::Lite(_) => false,
+            Store::Pg { client, .. } => client.borrow().is_closed(),
+        }
     }
 
     pub fn engine(&self) -> Engine {
@@ -334,22 +393,41 @@ impl Store {
         Ok(self.int(sql, args![table, column])? > 0)
     }
 
-    /// Run `f` in a write transaction that no other call on this database runs beside
-    /// (see the module's doc), committed if `f` succeeds and rolled back otherwise, also
-    /// when `f` panics.
-    pub fn write<T>(&self, f: impl FnOnce(&Store) -> HostResult<T>) -> HostResult<T> {
+    /// Run `f` in a write transaction that first takes `lock` (see the module's doc),
+    /// committed if `f` succeeds and rolled back otherwise, also when `f` panics. `run`
+    /// is the run record `f` writes, if any: when the COMMIT's answer is lost, it tells
+    /// whether the transaction committed.
+    pub fn write<T>(
+        &self,
+        lock: &Lock,
+        run: Option<&str>,
+        f: impl FnOnce(&Store) -> HostResult<T>,
+    ) -> HostResult<T> {
+        let mut backend = None;
         match self {
             Store::Lite(_) => self.batch("BEGIN IMMEDIATE")?,
-            Store::Pg { .. } => {
-                let begun = self.batch(&format!(
-                    "BEGIN; SET LOCAL lock_timeout = '{LOCK_WAIT}'; \
-                     SELECT pg_advisory_xact_lock({TRACKER_LOCK})"
+            Store::Pg { client, db } => {
+                // One round trip: the transaction, its lock wait, its lock, and which
+                // server process holds it (to know when that session is gone).
+                let begun = client.borrow_mut().simple_query(&format!(
+                    "BEGIN; SET LOCAL lock_timeout = '{LOCK_WAIT}'; {}; SELECT pg_backend_pid()",
+                    lock.sql()
                 ));
-                if let Err(e) = begun {
-                    // The lock timed out inside the transaction: end it before the
-                    // connection goes back to the pool.
-                    let _ = self.batch("ROLLBACK");
-                    return Err(e);
+                match begun {
+                    Ok(messages) => {
+                        backend = messages.iter().rev().find_map(|m| match m {
+                            postgres::SimpleQueryMessage::Row(r) => {
+                                r.get(0).and_then(|p| p.parse::<i32>().ok())
+                            }
+                            _ => None,
+                        })
+                    }
+                    Err(e) => {
+                        // The lock timed out inside the transaction: end it before the
+                        // connection goes back to the pool.
+                        let _ = self.batch("ROLLBACK");
+                        return Err(Self::pg_error(db, &e));
+                    }
                 }
             }
         }
@@ -359,6 +437,20 @@ impl Store {
         if let Err(e) = self.batch("COMMIT") {
             // SQLite keeps the transaction open when COMMIT fails (busy); end it.
             let _ = self.batch("ROLLBACK");
+            if let (Store::Pg { db, .. }, Some(run), Some(backend)) = (self, run, backend) {
+                return match committed(db, backend, run) {
+                    Some(true) => {
+                        tracing::warn!("{DB}: the COMMIT of run {run} went unanswered, and it did commit");
+                        Ok(value)
+                    }
+                    Some(false) => Err(HostError::Backend(format!(
+                        "{e}; the change was not made (the tracker has no record of it)"
+                    ))),
+                    None => Err(HostError::Backend(format!(
+                        "{e}; whether the change was made is not known: look at the entry before calling again"
+                    ))),
+                };
+            }
             return Err(e);
         }
         Ok(value)
@@ -388,6 +480,35 @@ impl Store {
             .or_failed(DB)?;
         value
     }
+}
+
+/// Whether the transaction of the server session `backend`, whose COMMIT went
+/// unanswered, committed: once that session is no longer inside a transaction (the server
+/// ends an idle one within seconds, a restart ends them all), its run record `run` is
+/// there or not. `None` when the database did not tell within `COMMIT_UNKNOWN_WAIT`.
+pub(super) fn committed(db: &Arc<SharedDb>, backend: i32, run: &str) -> Option<bool> {
+    let deadline = std::time::Instant::now() + COMMIT_UNKNOWN_WAIT;
+    while std::time::Instant::now() < deadline {
+        let answer = (|| -> HostResult<Option<bool>> {
+            let store = Store::pg_read(db)?;
+            let open = store.int(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ?1
+                 AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')",
+                args![i64::from(backend)],
+            )?;
+            if open > 0 {
+                return Ok(None);
+            }
+            Ok(Some(super::db::run_record(&store, run)?.is_some()))
+        })();
+        match answer {
+            Ok(Some(known)) => return Some(known),
+            Ok(None) => {}
+            Err(e) => tracing::debug!("{DB}: cannot tell yet whether run {run} committed: {e}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    None
 }
 
 /// Rolls back a write transaction that did not reach its commit.

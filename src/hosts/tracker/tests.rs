@@ -1421,3 +1421,82 @@ fn cached_statements_are_not_re_prepared_for_issue_1() {
     );
     assert_eq!(reprepared, 0);
 }
+
+/// Calls lock the rows they act on, not the whole tracker: while another session holds
+/// issue 42's row, a call on issue 43 runs at once and one on 42 waits for it; a new
+/// issue (numbered under the project's row) runs at once too.
+#[test]
+fn calls_on_different_issues_run_side_by_side_on_postgresql() {
+    use std::time::{Duration, Instant};
+    let db = TestDb::create();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = TrackerSettings {
+        database: Some(db.url.clone().into()),
+        ..Default::default()
+    };
+    let h = Arc::new(
+        TrackerHost::open(
+            settings,
+            &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
+        )
+        .unwrap(),
+    );
+    let mut other = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.execute("SELECT 1 FROM items WHERE number = 42 FOR UPDATE", &[])
+        .unwrap();
+    let held = Instant::now();
+    let on_42 = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || {
+            ok(&h, "issues/42", "comment", json!({"body": "waits"}));
+            held.elapsed()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    ok(&h, "issues/43", "comment", json!({"body": "goes"}));
+    ok(&h, "issues", "create_issue", json!({"title": "new"}));
+    let beside = t.elapsed();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!on_42.is_finished(), "the call on 42 waits for its row");
+    tx.rollback().unwrap();
+    let waited = on_42.join().unwrap();
+    println!("beside a held row: {beside:?}; the call on it: {waited:?}");
+    assert!(beside < Duration::from_secs(1), "{beside:?}");
+    assert!(waited >= Duration::from_millis(1800), "{waited:?}");
+    let comments = h.children(&p("issues/42/comments")).unwrap();
+    assert_eq!(comments.len(), 4, "{comments:?}");
+}
+
+/// A COMMIT whose answer was lost is settled by the run's record, once the session that
+/// sent it is gone: there, committed; absent, not.
+#[test]
+fn an_unanswered_commit_is_told_by_the_runs_record() {
+    let db = TestDb::create();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = TrackerSettings {
+        database: Some(db.url.clone().into()),
+        ..Default::default()
+    };
+    let h = TrackerHost::open(
+        settings,
+        &ctx(dir.path(), "alex", Role::Maintainer).at("tracker"),
+    )
+    .unwrap();
+    let as_run = Caller {
+        run: "j:7".into(),
+        ..Caller::default()
+    };
+    h.call(
+        &p("issues/42"),
+        "comment",
+        &json!({"body": "kept"}),
+        &as_run,
+    )
+    .unwrap();
+    let shared = Arc::new(crate::state::pg::SharedDb::connect(&db.url).unwrap());
+    // No session has pid 0: it is gone, so the record alone tells.
+    assert_eq!(store::committed(&shared, 0, "j:7"), Some(true));
+    assert_eq!(store::committed(&shared, 0, "j:8"), Some(false));
+}

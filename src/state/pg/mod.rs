@@ -10,6 +10,14 @@
 //!
 //! TLS follows the URL's `sslmode` with libpq's meaning (`tls`): every
 //! connection, pooled or listening, is made with the one connector built from it.
+//!
+//! A mount whose network goes away must cost the others nothing: every connection sets
+//! TCP keepalives and `tcp_user_timeout` (so this side notices a dead peer within
+//! seconds, not the kernel's two hours), and asks the server to end a transaction left
+//! idle (`idle_in_transaction_session_timeout`) and a statement that runs too long
+//! (`statement_timeout`), so a client that vanished mid-transaction releases its locks
+//! within seconds. Reads have a pool of their own: calls waiting on the database never
+//! take the connections a `cat` needs.
 
 mod tls;
 
@@ -25,8 +33,28 @@ use tls::MakeRustlsConnect;
 
 /// How long `get` keeps trying to (re)connect before a call fails with EIO.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections one daemon keeps at most (FUSE workers and call threads share them).
+/// Connections one daemon keeps at most for calls (the call threads share them).
 const POOL_SIZE: u32 = 16;
+/// Connections one daemon keeps at most for reads (FUSE workers share them): a pool of
+/// their own, so reads never wait for calls.
+const READ_POOL_SIZE: u32 = 8;
+/// How often a read that met a connection cut before it (each pooled one may be, after a
+/// restart) is read again on another.
+pub const READ_RETRIES: u32 = READ_POOL_SIZE;
+/// TCP keepalives on every connection: probe after this long idle, then every
+/// `KEEPALIVE_INTERVAL`, and give up after `KEEPALIVE_RETRIES` unanswered probes.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+const KEEPALIVE_RETRIES: u32 = 3;
+/// How long data sent may stay unacknowledged before the connection is given up
+/// (`TCP_USER_TIMEOUT`): a request into a cut network fails after this, not minutes.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
+/// What the server enforces on this client's sessions: a transaction left open and idle
+/// (its client gone) is ended with its locks after `IDLE_IN_TRANSACTION`; a statement
+/// runs at most `STATEMENT_TIMEOUT` (above the tracker's 10 s lock wait, whose words are
+/// clearer).
+pub const IDLE_IN_TRANSACTION: &str = "5s";
+pub const STATEMENT_TIMEOUT: &str = "30s";
 /// The listener's reconnection backoff, doubling from the first to the last.
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -51,6 +79,8 @@ pub type PgClient = PooledConnection<PostgresConnectionManager<MakeRustlsConnect
 /// A pool of connections to the shared state database.
 pub struct SharedDb {
     pool: Pool<PostgresConnectionManager<MakeRustlsConnect>>,
+    /// Connections for reads only (see `reader`).
+    reads: Pool<PostgresConnectionManager<MakeRustlsConnect>>,
     config: postgres::Config,
     tls: MakeRustlsConnect,
     /// What TLS the connections use, in words ("sslmode=verify-full, roots from …").
@@ -112,11 +142,12 @@ impl SharedDb {
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let tls::Prepared {
-            config,
+            mut config,
             tls,
             described: security,
         } = tls::prepare(url, home.as_deref())
             .map_err(|e| StateError::new(format!("{name} {shown}: {e}")).caused_by(e))?;
+        bounded(&mut config, url);
         // One connection first: its error says what went wrong, where the pool's would
         // only say it timed out after retrying for seconds.
         if let Err(e) = config.connect(tls.clone()) {
@@ -133,23 +164,28 @@ impl SharedDb {
             }));
         }
         tracing::info!("{name} {shown}: {security}");
-        let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
-        let pool = Pool::builder()
-            .max_size(POOL_SIZE)
-            .min_idle(Some(1))
-            .connection_timeout(CONNECT_TIMEOUT)
-            // A round trip per checkout would double a call's cost; a broken connection
-            // shows itself on use and is dropped then.
-            .test_on_check_out(false)
-            .build(manager)
-            .map_err(|e| {
-                StateError::new(format!(
-                    "cannot reach the {name} {shown}: {e} \
-                     (is PostgreSQL running and does the role exist?)"
-                ))
-            })?;
+        let pool_of = |size: u32| {
+            let manager = PostgresConnectionManager::new(config.clone(), tls.clone());
+            Pool::builder()
+                .max_size(size)
+                .min_idle(Some(1))
+                .connection_timeout(CONNECT_TIMEOUT)
+                // A round trip per checkout would double a call's cost; a broken
+                // connection shows itself on use and is dropped then.
+                .test_on_check_out(false)
+                .build(manager)
+                .map_err(|e| {
+                    StateError::new(format!(
+                        "cannot reach the {name} {shown}: {e} \
+                         (is PostgreSQL running and does the role exist?)"
+                    ))
+                })
+        };
+        let pool = pool_of(POOL_SIZE)?;
+        let reads = pool_of(READ_POOL_SIZE)?;
         Ok(SharedDb {
             pool,
+            reads,
             config,
             tls,
             security,
@@ -168,9 +204,23 @@ impl SharedDb {
         &self.security
     }
 
-    /// A pooled connection, reconnecting if need be.
+    /// A pooled connection for a call or a write, reconnecting if need be.
     pub fn client(&self) -> StateResult<PgClient> {
-        self.pool.get().map_err(|e| {
+        self.pooled(&self.pool)
+    }
+
+    /// A pooled connection for a read: a pool of its own, so that calls waiting on the
+    /// database (for a row lock, or on a connection into a cut network) never hold what
+    /// a read needs.
+    pub fn reader(&self) -> StateResult<PgClient> {
+        self.pooled(&self.reads)
+    }
+
+    fn pooled(
+        &self,
+        pool: &Pool<PostgresConnectionManager<MakeRustlsConnect>>,
+    ) -> StateResult<PgClient> {
+        pool.get().map_err(|e| {
             StateError::new(format!(
                 "the {} {} is unreachable: {e}; the mount reconnects on the next call",
                 self.name, self.shown
@@ -238,6 +288,41 @@ impl SharedDb {
                 }
             })
     }
+}
+
+/// Keepalives, `tcp_user_timeout` and the server-side bounds of this client's
+/// transactions (see the module's doc), each unless the URL sets it itself.
+fn bounded(config: &mut postgres::Config, url: &str) {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let given = |key: &str| query.split('&').any(|p| p.split('=').next() == Some(key));
+    if !given("keepalives") {
+        config.keepalives(true);
+    }
+    if !given("keepalives_idle") {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if !given("keepalives_interval") {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if !given("keepalives_retries") {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if !given("tcp_user_timeout") {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    let mut options = config.get_options().unwrap_or("").to_string();
+    for (setting, value) in [
+        ("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION),
+        ("statement_timeout", STATEMENT_TIMEOUT),
+    ] {
+        if !options.contains(setting) {
+            if !options.is_empty() {
+                options.push(' ');
+            }
+            options.push_str(&format!("-c {setting}={value}"));
+        }
+    }
+    config.options(&options);
 }
 
 enum Stop {
@@ -334,6 +419,35 @@ mod tests {
             Ok(_) => panic!("{url} connected"),
             Err(e) => e.to_string(),
         }
+    }
+
+    /// Every connection, for calls and for reads, asks the server to end a transaction its
+    /// client left idle and to bound a statement; a URL's own options are kept beside.
+    #[test]
+    fn connections_bound_their_transactions_on_the_server() {
+        let db = TestDb::create();
+        let show = |c: &mut Client, what: &str| -> String {
+            c.query_one(&format!("SHOW {what}"), &[]).unwrap().get(0)
+        };
+        let shared = SharedDb::connect(&db.url).unwrap();
+        for mut c in [shared.client().unwrap(), shared.reader().unwrap()] {
+            assert_eq!(show(&mut c, "idle_in_transaction_session_timeout"), "5s");
+            assert_eq!(show(&mut c, "statement_timeout"), "30s");
+        }
+        let own = SharedDb::connect(&format!(
+            "{}&options=-c%20statement_timeout%3D7s%20-c%20work_mem%3D8MB",
+            db.url
+        ))
+        .unwrap();
+        let mut c = own.client().unwrap();
+        assert_eq!(show(&mut c, "statement_timeout"), "7s");
+        assert_eq!(show(&mut c, "work_mem"), "8MB");
+        assert_eq!(show(&mut c, "idle_in_transaction_session_timeout"), "5s");
+        // A transaction left open (its client gone quiet) is ended by the server.
+        let mut tx = c.transaction().unwrap();
+        tx.execute("SELECT 1", &[]).unwrap();
+        std::thread::sleep(Duration::from_millis(6500));
+        assert!(tx.execute("SELECT 1", &[]).is_err(), "ended by the server");
     }
 
     #[test]
