@@ -47,7 +47,8 @@ reaches a path that is gone). Every change through the mount is a run of the op 
 (`write`, `create`, `remove`, `rename`, `mkdir`, `chmod`, `touch`, …) in
 `PATH@/ops/NAME/runs/`, judged by the policy: a refusal is EACCES, and that op's `guard` and
 `result` say why. The explicit ops (`read`, `write`, `edit`, `remove`, `rename`, `mkdir`)
-take JSON.
+take JSON. Undo: `{wip} diff files` shows what changed; `echo > RUN/ops/undo/call` undoes
+one change, `echo '{{"since":…}}' > files@/ops/revert/call` all since a run, event or time.
 
 ## Content: `body`
 Other objects with content have a `body` file (an issue's markdown, a row as JSON): read it
