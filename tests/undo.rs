@@ -222,11 +222,14 @@ fn removals_renames_and_modes_undo_one_by_one() {
 
 #[test]
 fn a_revert_cut_off_by_a_kill_is_finished_at_the_next_start() {
-    let mut m = mount_repository();
-    // Many files, so the revert takes a while.
+    let root = tempfile::tempdir().unwrap();
+    repository(root.path());
+    let state = tempfile::tempdir().unwrap();
+    // Each step of a revert waits a moment, so the kill lands half-way.
+    let mut m = Mount::start_in_with_env(None, root, state, &[("WIP_REVERT_STEP_DELAY_MS", "5")]);
     let big = m.root.join("big");
     std::fs::create_dir(&big).unwrap();
-    for i in 0..3000 {
+    for i in 0..1000 {
         std::fs::write(big.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
     }
     let before = snapshot(&m);
@@ -322,5 +325,64 @@ fn a_revert_of_one_session_leaves_the_others_and_refuses_across_them() {
     assert!(
         r.contains("leaves out") && r.contains("c.txt@/ops/write/runs/2"),
         "{r}"
+    );
+}
+
+#[test]
+fn since_is_a_run_folder_an_event_or_a_time() {
+    let m = mount_repository();
+    m.ok("cd files && echo 1 > a.txt");
+    let t = m.ok("sleep 0.05; date -u +%Y-%m-%dT%H:%M:%S.%3NZ; sleep 0.05");
+    let t = t.trim();
+    m.ok("cd files && echo 2 > b.txt && rm a.txt");
+    // A time: both later changes show; a.txt was there before it.
+    let diff = m.ok(&format!("{} diff files --since {t}", common::WIP));
+    assert!(
+        diff.contains("new file mode 100644\n--- /dev/null\n+++ b/b.txt"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("deleted file mode 100644\n--- a/a.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-1"),
+        "{diff}"
+    );
+    // A run's folder, as its gone path reaches it (and relative to the tree's root).
+    for since in [
+        "files@/paths/a.txt/ops/remove/runs/1".to_string(),
+        format!("{}/files/a.txt@/ops/remove/runs/1", m.mount.display()),
+    ] {
+        m.call("files@/ops/revert", &format!("{{\"since\": \"{since}\"}}"))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(m.root.join("a.txt")).unwrap(),
+            "1\n"
+        );
+        assert!(
+            m.root.join("b.txt").exists(),
+            "only the removal since that run"
+        );
+        m.ok("rm files/a.txt");
+    }
+    // A time.
+    m.call("files@/ops/revert", &format!("{{\"since\": \"{t}\"}}"))
+        .unwrap();
+    assert!(!m.root.join("b.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("a.txt")).unwrap(),
+        "1\n"
+    );
+    // Bad input: words, nothing changed.
+    for bad in [
+        r#"{"since": "yesterday"}"#,
+        r#"{"since": {"a": 1}}"#,
+        r#"{"since": 1, "session": "x"}"#,
+        "{}",
+    ] {
+        assert!(m.call("files@/ops/revert", bad).is_err(), "{bad}");
+        let r = m.result("files@/ops/revert");
+        assert!(r.contains("since") || r.contains("session"), "{bad}: {r}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(m.root.join("a.txt")).unwrap(),
+        "1\n"
     );
 }

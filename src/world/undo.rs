@@ -40,6 +40,16 @@ const DIFF_MAX: u64 = 8 << 20;
 /// How many paths a revert's result names (the rest are counted).
 const NAMED_MAX: usize = 50;
 
+/// A pause after each step of a revert, in ms: `WIP_REVERT_STEP_DELAY_MS` (the tests'
+/// way to stop a daemon half-way through one; 0 otherwise).
+fn step_delay() -> std::time::Duration {
+    std::env::var("WIP_REVERT_STEP_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_millis)
+        .unwrap_or_default()
+}
+
 /// Whether runs of `op` change the tree (reads and these ops' own runs do not).
 fn is_change(op: &str) -> bool {
     !matches!(op, "read" | "stat" | "list" | UNDO | REVERT | DIFF)
@@ -551,9 +561,15 @@ fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Copy a kept image into `out` (from its start, `out` emptied first), checking that its
-/// bytes still hash to its name.
-fn copy_image(tree: &dyn Tree, sha: &str, out: &std::fs::File) -> io::Result<u64> {
+/// One undo or revert at a time: two at once could interleave their steps on one path.
+static UNDOING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    UNDOING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Check that a kept image's bytes still hash to its name.
+fn verify_image(tree: &dyn Tree, sha: &str) -> io::Result<()> {
     use sha2::Digest;
     let check = |mut f: std::fs::File| -> io::Result<()> {
         let mut h = sha2::Sha256::new();
@@ -573,7 +589,11 @@ fn copy_image(tree: &dyn Tree, sha: &str, out: &std::fs::File) -> io::Result<u64
         }
         Ok(())
     };
-    check(tree.kept(sha)?)?;
+    check(tree.kept(sha)?)
+}
+
+/// Copy a kept image into `out` (from its start, `out` emptied first).
+fn copy_image(tree: &dyn Tree, sha: &str, out: &std::fs::File) -> io::Result<u64> {
     let mut src = tree.kept(sha)?;
     out.set_len(0)?;
     let mut dst = out;
@@ -611,6 +631,9 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
         Step::Restore { path, was } => {
             let (dir, name) = w.parent(path)?;
             let sha = was.get("sha256").and_then(Value::as_str);
+            if let Some(sha) = sha {
+                verify_image(tree, sha)?;
+            }
             let mode = mode_of(was).unwrap_or(0o644);
             let node = match tree.lookup(dir, name) {
                 Ok(f) => {
@@ -1012,6 +1035,7 @@ impl Pipeline {
         let Some(r) = self.tree_run(run) else {
             return Err(WorldError::not_found("no op \"undo\" here"));
         };
+        let _one = one_at_a_time();
         if let Some(why) = self.undo_blocker(&r)? {
             return Err(blocked(format!("blocked by guard unchanged: {why}")));
         }
@@ -1169,21 +1193,35 @@ impl Pipeline {
         )))
     }
 
-    /// A run named by its folder's path (absolute in the mount, or from the mount's root).
-    fn since_run_path(&self, _host: usize, s: &str) -> WorldResult<i64> {
+    /// A run named by its folder's path: absolute in the mount, from the mount's root, or
+    /// from the tree's root; through `PATH@` or `ROOT@/paths/PATH`.
+    fn since_run_path(&self, host: usize, s: &str) -> WorldResult<i64> {
         let mount = self.entries.mount_point().to_string_lossy().into_owned();
         let rel = s
             .strip_prefix(mount.trim_end_matches('/'))
             .unwrap_or(s)
             .trim_end_matches('/');
-        let world = format!("/{}", rel.trim_start_matches('/'));
-        let bad = || WorldError::invalid(format!("since: {s:?} is not a run's folder"));
-        let (head, seq) = world.rsplit_once("/runs/").ok_or_else(bad)?;
+        let bad = || {
+            WorldError::invalid(format!(
+                "since: {s:?} is not a run's folder (PATH@/ops/NAME/runs/N)"
+            ))
+        };
+        let (head, seq) = rel.rsplit_once("/runs/").ok_or_else(bad)?;
         let (entry, op) = head.rsplit_once("/ops/").ok_or_else(bad)?;
         let seq: i64 = seq.parse().map_err(|_| bad())?;
-        self.journal
-            .numbered(entry, op, seq)?
-            .ok_or_else(|| WorldError::not_found(format!("since: no run at {s}")))
+        let entry = entry.trim_start_matches("./").trim_start_matches('/');
+        // `ROOT@/paths/P` is the entry of `ROOT/P`.
+        let entry = match entry.split_once("@/paths/") {
+            Some((root, p)) => format!("{root}/{p}@"),
+            None => entry.to_string(),
+        };
+        let root = self.root_path(host);
+        for candidate in [format!("/{entry}"), format!("{root}/{entry}")] {
+            if let Some(id) = self.journal.numbered(&candidate, op, seq)? {
+                return Ok(id);
+            }
+        }
+        Err(WorldError::not_found(format!("since: no run at {s}")))
     }
 
     /// The changes since the selection's start, and which of them it covers (indices,
@@ -1364,6 +1402,7 @@ impl Pipeline {
         args: &Value,
         caller: &Caller,
     ) -> WorldResult<RoutedOutcome> {
+        let _one = one_at_a_time();
         let mut intent = self.revert_plan(host, args, caller)?;
         if intent.runs.is_empty() {
             return Ok(RoutedOutcome {
@@ -1420,7 +1459,11 @@ impl Pipeline {
         let creds = intent.caller.creds();
         let mut named = Vec::new();
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let delay = step_delay();
         for (i, s) in intent.steps.iter().enumerate().skip(from) {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
             if let Err(e) = apply(tree, s, creds) {
                 // Stopped half-way on the tree's own refusal: the intent stays, for the
                 // next start (or a person) to finish.

@@ -111,6 +111,17 @@ impl Mount {
         Mount::start_in_with(manifest, root, state, &[], &[], None)
     }
 
+    /// `start_in`, with these variables in the daemon's environment (and again at
+    /// `remount`).
+    pub fn start_in_with_env(
+        manifest: Option<&str>,
+        root: tempfile::TempDir,
+        state: tempfile::TempDir,
+        env: &[(&str, &str)],
+    ) -> Mount {
+        Mount::start_in_with(manifest, root, state, env, &[], None)
+    }
+
     fn start_in_with(
         manifest: Option<&str>,
         root: tempfile::TempDir,
