@@ -139,3 +139,30 @@ fn a_normal_users_daemon_refuses_a_policy_naming_other_approvers() {
         "{stderr}"
     );
 }
+
+/// A normal user's mount keeps before-images in its own state directory and undoes a
+/// removal of a read-only file (made again through the descriptor that creates it).
+#[test]
+fn a_normal_user_undoes_the_removal_of_a_read_only_file() {
+    let (dir, d) = sandbox();
+    let out = common::sh_in(
+        dir.path(),
+        &format!(
+            "timeout 90 unshare -m --propagation private bash -c '
+              cd {d}/root
+              setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={d} bash -c \"
+                set -e
+                {d}/wip mount --state {d}/state {d}/mnt >/dev/null
+                cd {d}/mnt
+                chmod 444 files/a.txt && rm -f files/a.txt
+                echo > files@/paths/a.txt/ops/remove/runs/1/ops/undo/call
+                cat files/a.txt; stat -c %a files/a.txt
+                {d}/wip diff files | grep -c . || true
+                cd / && {d}/wip umount {d}/mnt\"'"
+        ),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.starts_with("hi\n444\n"), "{out:?}");
+}

@@ -635,7 +635,9 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
                 verify_image(tree, sha)?;
             }
             let mode = mode_of(was).unwrap_or(0o644);
-            let node = match tree.lookup(dir, name) {
+            // A new file is written through the descriptor that made it (its mode may not
+            // let anyone open it for writing again, as git's objects).
+            let (node, file) = match tree.lookup(dir, name) {
                 Ok(f) => {
                     w.held.push(f.node);
                     if f.stat.kind != Kind::File {
@@ -645,19 +647,31 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
                             f.stat.kind.name()
                         )));
                     }
-                    f.node
+                    tree.own_change(f.node);
+                    let file = match tree.open(f.node, libc::O_WRONLY) {
+                        // A read-only file of the daemon's user: writable for the
+                        // restore, its recorded mode put back after.
+                        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                            let set = SetAttr {
+                                mode: Some(u32::from(f.stat.perm) | 0o200),
+                                ..Default::default()
+                            };
+                            tree.setattr(f.node, &set, None)?;
+                            tree.open(f.node, libc::O_WRONLY)?
+                        }
+                        other => other?,
+                    };
+                    (f.node, file)
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     let (found, file) =
                         tree.create(dir, name, mode, libc::O_WRONLY | libc::O_EXCL, creds)?;
-                    drop(file);
                     w.held.push(found.node);
-                    found.node
+                    tree.own_change(found.node);
+                    (found.node, file)
                 }
                 Err(e) => return Err(e),
             };
-            tree.own_change(node);
-            let file = tree.open(node, libc::O_WRONLY)?;
             match sha {
                 Some(sha) => {
                     copy_image(tree, sha, &file)?;
