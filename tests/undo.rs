@@ -386,3 +386,51 @@ fn since_is_a_run_folder_an_event_or_a_time() {
         "1\n"
     );
 }
+
+/// What programs do in a working tree still works with before-images on, and reverts whole:
+/// SQLite in WAL mode with two connections, `cp` (copy_file_range), an `O_RDWR` open that
+/// never writes beside a writer, a setuid file.
+#[test]
+fn sqlite_cp_and_readers_beside_writers_revert_whole() {
+    let m = mount_repository();
+    let before = snapshot(&m);
+    let since = last_event(&m) + 1;
+    let py = r#"
+import sqlite3
+a = sqlite3.connect('db.sqlite'); a.execute('pragma journal_mode=wal')
+a.execute('create table t(x)'); a.execute('insert into t values (1)'); a.commit()
+b = sqlite3.connect('db.sqlite'); b.execute('insert into t values (2)'); b.commit()
+print(a.execute('select count(*) from t').fetchone()[0], b.execute('select count(*) from t').fetchone()[0])
+a.close(); b.close()
+"#;
+    let out = m.ok(&format!(
+        "cd files && python3 -c \"{}\"",
+        py.replace('"', "\\\"")
+    ));
+    assert_eq!(out.trim(), "2 2", "two WAL connections through the mount");
+    m.ok("cd files && cp README.md copy.md && cp --reflink=never docs/guide.txt docs/g2.txt");
+    m.ok("cd files && exec 4<>README.md && echo changed > README.md && exec 4>&-");
+    m.ok("cd files && chmod 4755 src/main.rs");
+    m.call("files@/ops/revert", &format!("{{\"since\": {since}}}"))
+        .map_err(|e| format!("{e}: {}", m.result("files@/ops/revert")))
+        .unwrap();
+    if let Err(d) = same_tree(before.path(), &m.root) {
+        panic!(
+            "the tree differs after the revert:\n{d}\n{}",
+            m.result("files@/ops/revert")
+        );
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| {
+        std::fs::metadata(m.root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("src/main.rs"), 0o644);
+    // And a setuid file comes back setuid.
+    m.ok("cd files && chmod 4755 src/main.rs && rm src/main.rs");
+    m.ok("echo > files@/paths/src/main.rs/ops/remove/runs/1/ops/undo/call");
+    assert_eq!(mode("src/main.rs"), 0o4755);
+}

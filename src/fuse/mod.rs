@@ -685,6 +685,11 @@ impl Filesystem for WorldFs {
                 Ok(f) => f,
                 Err(e) => return reply.error(tree::io_errno("open", &e)),
             };
+            // A writer may have made the node another file (an overlay's copy-up): the
+            // read-only backing kept for the old one goes.
+            if file.writable() {
+                self.inv.kept.forget(&ino.0);
+            }
             // A writer whose before-image is taken at its first write is served here.
             let backing = if file.writes_through_daemon() {
                 None

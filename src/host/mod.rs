@@ -5,6 +5,7 @@
 //! point, one `String` per segment (already unescaped: a host never sees `description~`).
 //! `op` declares an op once (`Decl`), with its arguments' type, schema and guard.
 
+pub mod diff;
 pub mod glob;
 pub mod identity;
 pub mod names;

@@ -250,7 +250,14 @@ impl PgJournal {
         loop {
             let mut c = self.db.reader()?;
             match f(&mut c) {
-                Err(_) if c.is_closed() && tries < super::pg::READ_RETRIES => tries += 1,
+                // A cut shows as a closed connection, or as the server's own words on it
+                // (57P01 terminated by an administrator, 08… connection exceptions).
+                Err(e)
+                    if tries < super::pg::READ_RETRIES
+                        && (c.is_closed() || e.is_closed() || connection_lost(&e)) =>
+                {
+                    tries += 1
+                }
                 done => return done.map_err(|e| self.db.error(what, &e)),
             }
         }
@@ -418,6 +425,14 @@ fn record_when_back(pending: &Weak<Mutex<Unrecorded>>, db: &SharedDb, origin: &s
             u.starts.retain(|(t, _)| !done_starts.contains(t));
         };
     }
+}
+
+/// Whether `e` says the session was ended under it (a restart, an administrator).
+fn connection_lost(e: &postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        let code = c.code();
+        code.starts_with("57P") || code.starts_with("08")
+    })
 }
 
 impl Journal for PgJournal {

@@ -409,7 +409,13 @@ impl Entries {
                 Target::Root => root_ops::root_ops(),
                 Target::Entry(e) if e.path.is_empty() && self.is_tree(e.host) => {
                     let mut ops = self.host(e)?.host.ops(&e.path)?;
-                    ops.extend(super::undo::root_ops());
+                    // The host's own op of a name wins (an overlay's `diff`).
+                    let own: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
+                    ops.extend(
+                        super::undo::root_ops()
+                            .into_iter()
+                            .filter(|o| !own.contains(&o.name)),
+                    );
                     ops
                 }
                 Target::Entry(e) => self.host(e)?.host.ops(&e.path)?,

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use super::call::run::RoutedOutcome;
 use super::call::Pipeline;
 use super::error::{ErrorKind, WorldError, WorldResult};
+use crate::host::diff::{unified, Content, DIFF_MAX};
 use crate::host::tree::{op, Creds, Kind, NodeNo, RenameMode, SetAttr, Stat, TimeSet, Tree};
 use crate::host::{Caller, Condition, Guard, OpSpec};
 use crate::state::{Ended, Run};
@@ -35,8 +36,6 @@ pub const DIFF: &str = "diff";
 
 /// How many runs a revert or a diff reads at most.
 const RUNS_MAX: usize = 500_000;
-/// Files larger than this are compared by size and hash only in a diff.
-const DIFF_MAX: u64 = 8 << 20;
 /// How many paths a revert's result names (the rest are counted).
 const NAMED_MAX: usize = 50;
 
@@ -50,9 +49,24 @@ fn step_delay() -> std::time::Duration {
         .unwrap_or_default()
 }
 
-/// Whether runs of `op` change the tree (reads and these ops' own runs do not).
+/// Whether runs of `op` are changes undo reverses and counts: not reads, not these ops'
+/// own runs, not `fallocate` and `copy_file_range` (their bytes are the descriptor's `write`
+/// run, recorded at its close), and not xattr changes (their old values are not kept: an
+/// undo or revert leaves xattrs as they are).
 fn is_change(op: &str) -> bool {
-    !matches!(op, "read" | "stat" | "list" | UNDO | REVERT | DIFF)
+    !matches!(
+        op,
+        "read"
+            | "stat"
+            | "list"
+            | UNDO
+            | REVERT
+            | DIFF
+            | op::FALLOCATE
+            | op::COPY_FILE_RANGE
+            | op::SETXATTR
+            | op::REMOVEXATTR
+    )
 }
 
 /// The changes of a working tree since a point (done, not undone), oldest first, indexed
@@ -229,6 +243,17 @@ impl TreeRun {
     /// The steps that reverse it, newest effect first; `Err`: why it cannot be.
     fn inverse(&self) -> Result<Vec<Step>, String> {
         let a = &self.args;
+        // Runs keep names as text: a name that was not UTF-8 cannot be named again.
+        if self
+            .touched()
+            .iter()
+            .flatten()
+            .any(|n| n.contains('\u{FFFD}'))
+        {
+            return Err(
+                "its path has a name that is not UTF-8, which runs keep only approximately".into(),
+            );
+        }
         let path = self.path.clone();
         let before = a.get("before").filter(|v| !v.is_null());
         let kept = |v: Option<&Value>| -> Result<Value, String> {
@@ -603,25 +628,49 @@ fn copy_image(tree: &dyn Tree, sha: &str, out: &std::fs::File) -> io::Result<u64
 }
 
 /// Put back `was`'s mode, owner (where allowed) and times on `node`.
-fn put_attrs(tree: &dyn Tree, node: NodeNo, was: &Value, mode: bool, owner: bool, times: bool) {
+/// Put back `was`'s owner, then mode (a chown clears setuid and setgid), then times. An
+/// owner only root may give back is skipped unless `owner_required`; the rest fail loudly.
+fn put_attrs(
+    tree: &dyn Tree,
+    node: NodeNo,
+    was: &Value,
+    (mode, owner, times): (bool, bool, bool),
+    owner_required: bool,
+) -> io::Result<()> {
+    if owner {
+        let set = SetAttr {
+            uid: num(was, "uid").map(|u| u as u32),
+            gid: num(was, "gid").map(|g| g as u32),
+            ..Default::default()
+        };
+        if set != SetAttr::default() {
+            let current = tree.stat(node)?;
+            let same = set.uid.is_none_or(|u| u == current.uid)
+                && set.gid.is_none_or(|g| g == current.gid);
+            if !same {
+                match tree.setattr(node, &set, None) {
+                    Err(e) if !owner_required && e.raw_os_error() == Some(libc::EPERM) => {
+                        tracing::debug!("owner not put back: {e}");
+                    }
+                    other => {
+                        other?;
+                    }
+                }
+            }
+        }
+    }
     let mut set = SetAttr::default();
     if mode {
         set.mode = mode_of(was);
-    }
-    if owner {
-        set.uid = num(was, "uid").map(|u| u as u32);
-        set.gid = num(was, "gid").map(|g| g as u32);
     }
     if times {
         set.atime = num(was, "atime_ns").map(|t| TimeSet::At(time_of(t)));
         set.mtime = num(was, "mtime_ns").map(|t| TimeSet::At(time_of(t)));
     }
     if set != SetAttr::default() {
-        if let Err(e) = tree.setattr(node, &set, None) {
-            // An owner only root may give back; the rest is the caller's own file.
-            tracing::debug!("attributes not all put back: {e}");
-        }
+        tree.setattr(node, &set, None)?;
     }
+    Ok(())
 }
 
 /// Do one step; done already counts as done (an intent replayed after a crash).
@@ -679,11 +728,15 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
                 None => file.set_len(0)?,
             }
             drop(file);
-            put_attrs(tree, node, was, true, true, true);
-            Ok(())
+            put_attrs(tree, node, was, (true, true, true), false)
         }
         Step::Remove { path, dir } => {
-            let (parent, name) = w.parent(path)?;
+            let (parent, name) = match w.parent(path) {
+                Ok(p) => p,
+                // Its folder is gone already: so is it (a replayed step).
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+                Err(e) => return Err(e),
+            };
             let r = if *dir {
                 tree.rmdir(parent, name)
             } else {
@@ -703,8 +756,7 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
             match tree.mkdir(parent, name, mode, creds) {
                 Ok(found) => {
                     w.held.push(found.node);
-                    put_attrs(tree, found.node, was, false, true, false);
-                    Ok(())
+                    put_attrs(tree, found.node, was, (false, true, false), false)
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
                 Err(e) => Err(e),
@@ -758,17 +810,10 @@ fn apply(tree: &dyn Tree, step: &Step, creds: Creds) -> io::Result<()> {
         Step::Attrs { path, was, op } => {
             let (node, _) = w.node(path)?;
             match op.as_str() {
-                "chown" => put_attrs(tree, node, was, false, true, false),
-                "touch" => put_attrs(tree, node, was, false, false, true),
-                _ => {
-                    let set = SetAttr {
-                        mode: mode_of(was),
-                        ..Default::default()
-                    };
-                    tree.setattr(node, &set, None)?;
-                }
+                "chown" => put_attrs(tree, node, was, (false, true, false), true),
+                "touch" => put_attrs(tree, node, was, (false, false, true), false),
+                _ => put_attrs(tree, node, was, (true, false, false), false),
             }
-            Ok(())
         }
     }
 }
@@ -878,7 +923,8 @@ impl Pipeline {
                 continue;
             }
             let Some(t) = self.tree_run(r) else { continue };
-            if t.host != host {
+            // A write whose file was removed before its close is no change to the tree.
+            if t.host != host || t.args.get("gone").and_then(Value::as_bool) == Some(true) {
                 continue;
             }
             let i = c.runs.len();
@@ -1000,6 +1046,29 @@ impl Pipeline {
         Ok(None)
     }
 
+    /// Why `caller` may not reverse `runs` (`None`: it may): a change is reversed by the
+    /// user who made it, the mount's owner or root, never by another user (the daemon
+    /// acts with its own rights).
+    fn not_yours<'r>(
+        &self,
+        caller: &Caller,
+        runs: impl IntoIterator<Item = &'r TreeRun>,
+    ) -> Option<String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let owner = unsafe { libc::geteuid() };
+        if caller.uid == owner || caller.uid == 0 {
+            return None;
+        }
+        let other = runs.into_iter().find(|r| r.run.uid != caller.uid)?;
+        Some(format!(
+            "{} ({} {}) was made by uid {}; only that user, the mount's owner (uid {owner}) or root may undo it (a revert of your own: session \"mine\")",
+            self.run_shown(&other.run),
+            other.run.op,
+            shown(&other.path),
+            other.run.uid
+        ))
+    }
+
     /// The policy's refusal of a step, in words.
     fn step_refused(&self, host: usize, s: &Step) -> Option<String> {
         let (op, places) = s.judged();
@@ -1050,6 +1119,9 @@ impl Pipeline {
             return Err(WorldError::not_found("no op \"undo\" here"));
         };
         let _one = one_at_a_time();
+        if let Some(why) = self.not_yours(caller, [&r]) {
+            return Err(blocked(format!("blocked by guard caller: {why}")));
+        }
         if let Some(why) = self.undo_blocker(&r)? {
             return Err(blocked(format!("blocked by guard unchanged: {why}")));
         }
@@ -1261,7 +1333,15 @@ impl Pipeline {
         e: &crate::world::node::EntryRef,
         op: &str,
     ) -> bool {
-        e.path.is_empty() && matches!(op, REVERT | DIFF) && self.entries.is_tree(e.host)
+        e.path.is_empty()
+            && matches!(op, REVERT | DIFF)
+            && self.entries.is_tree(e.host)
+            && !self
+                .entries
+                .hosts()
+                .get(e.host)
+                .and_then(|m| m.host.ops(&[]).ok())
+                .is_some_and(|ops| ops.iter().any(|o| o.name == op))
     }
 
     pub(in crate::world) fn tree_root_call(
@@ -1354,6 +1434,9 @@ impl Pipeline {
                     shown(&x.path)
                 )));
             }
+        }
+        if let Some(why) = self.not_yours(caller, chosen.iter().copied()) {
+            return Err(blocked(format!("blocked by guard caller: {why}")));
         }
         let mut newest: HashMap<TPath, i64> = HashMap::new();
         for r in &chosen {
@@ -1479,17 +1562,35 @@ impl Pipeline {
                 std::thread::sleep(delay);
             }
             if let Err(e) = apply(tree, s, creds) {
-                // Stopped half-way on the tree's own refusal: the intent stays, for the
-                // next start (or a person) to finish.
+                // Stopped on the tree's own refusal (not a crash): said here, in full, and
+                // never replayed blindly at a later start.
+                if let Some(l) = log {
+                    let _ = std::fs::remove_file(l);
+                }
+                if let Some(p) = &progress {
+                    let _ = std::fs::remove_file(p);
+                }
                 return Err(WorldError::backend(format!(
-                    "revert stopped at step {} of {} (`{}`): {e}; the rest is kept to finish at the next start",
+                    "revert stopped at step {} of {} (`{}`): {e}; the {} steps before it were done ({}), the rest were not: the tree is part reverted, and the runs not reverted are still undoable one by one",
                     i + 1,
                     intent.steps.len(),
-                    s.words()
+                    s.words(),
+                    i,
+                    intent.steps[..i]
+                        .iter()
+                        .rev()
+                        .take(5)
+                        .map(Step::words)
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 )));
             }
             if let Some(p) = &progress {
-                let _ = std::fs::write(p, (i + 1).to_string());
+                // Whole or not at all: a kill mid-write must not read as step 0.
+                let tmp = p.with_extension("done.tmp");
+                if std::fs::write(&tmp, (i + 1).to_string()).is_ok() {
+                    let _ = std::fs::rename(&tmp, p);
+                }
             }
             let kind = match s {
                 Step::Restore { .. } => "restored",
@@ -1790,15 +1891,6 @@ fn backward(was: &mut BTreeMap<TPath, Was>, r: &TreeRun) {
     }
 }
 
-enum Content {
-    Absent,
-    Dir,
-    Bytes(Vec<u8>, u32),
-    TooLarge(u64),
-    Link(String),
-    Unreadable(String),
-}
-
 fn read_now(tree: &dyn Tree, w: &mut Walk<'_>, path: &[String]) -> io::Result<Content> {
     let Some(st) = w.stat(path)? else {
         return Ok(Content::Absent);
@@ -1844,110 +1936,6 @@ fn image_content(tree: &dyn Tree, v: &Value) -> Content {
             }
         }
         Err(_) => Content::Unreadable("its before-image was dropped (keep_before)".into()),
-    }
-}
-
-/// One path's part of a diff, as `git diff --no-index` prints it.
-fn unified(out: &mut String, path: &str, before: &Content, now: &Content) {
-    let text = |c: &Content| -> Option<String> {
-        match c {
-            Content::Bytes(b, _) => std::str::from_utf8(b)
-                .ok()
-                .filter(|s| !s.contains('\0'))
-                .map(str::to_string),
-            Content::Link(t) => Some(t.clone()),
-            _ => None,
-        }
-    };
-    let mode = |c: &Content| match c {
-        Content::Bytes(_, m) => format!("100{:03o}", m & 0o777),
-        Content::Link(_) => "120000".into(),
-        _ => String::new(),
-    };
-    match (before, now) {
-        (Content::Absent | Content::Dir, Content::Absent | Content::Dir) => return,
-        (Content::Bytes(a, ma), Content::Bytes(b, mb)) if a == b && ma == mb => return,
-        (Content::Link(a), Content::Link(b)) if a == b => return,
-        _ => {}
-    }
-    out.push_str(&format!("diff --git a/{path} b/{path}\n"));
-    let absent = |c: &Content| matches!(c, Content::Absent | Content::Dir);
-    if absent(before) {
-        out.push_str(&format!("new file mode {}\n", mode(now)));
-    } else if absent(now) {
-        out.push_str(&format!("deleted file mode {}\n", mode(before)));
-    } else if mode(before) != mode(now) {
-        out.push_str(&format!(
-            "old mode {}\nnew mode {}\n",
-            mode(before),
-            mode(now)
-        ));
-    }
-    for c in [before, now] {
-        match c {
-            Content::Unreadable(why) => {
-                out.push_str(&format!("# {path}: {why}\n"));
-                return;
-            }
-            Content::TooLarge(n) => {
-                out.push_str(&format!(
-                    "# {path}: {n} bytes, larger than the diff shows\n"
-                ));
-                return;
-            }
-            _ => {}
-        }
-    }
-    let (a, b) = (
-        if absent(before) {
-            Some(String::new())
-        } else {
-            text(before)
-        },
-        if absent(now) {
-            Some(String::new())
-        } else {
-            text(now)
-        },
-    );
-    let (Some(a), Some(b)) = (a, b) else {
-        out.push_str(&format!(
-            "Binary files {} and {} differ\n",
-            if absent(before) {
-                "/dev/null".to_string()
-            } else {
-                format!("a/{path}")
-            },
-            if absent(now) {
-                "/dev/null".to_string()
-            } else {
-                format!("b/{path}")
-            }
-        ));
-        return;
-    };
-    if a == b {
-        return;
-    }
-    let old = if absent(before) {
-        "/dev/null".to_string()
-    } else {
-        format!("a/{path}")
-    };
-    let new = if absent(now) {
-        "/dev/null".to_string()
-    } else {
-        format!("b/{path}")
-    };
-    let diff = similar::TextDiff::from_lines(&a, &b);
-    let text = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&old, &new)
-        .to_string();
-    out.push_str(&text);
-    if !text.ends_with('\n') {
-        out.push('\n');
     }
 }
 
@@ -2037,34 +2025,5 @@ mod tests {
         // d/f was the removed file; d/g is what e/g holds now.
         assert!(matches!(resolve(&was, &split("d/f")), Some(Was::Image(v)) if v["sha256"] == "11"));
         assert!(matches!(resolve(&was, &split("d/g")), Some(Was::Now(p)) if p == split("e/g")));
-    }
-
-    #[test]
-    fn a_unified_diff_reads_as_gits() {
-        let mut out = String::new();
-        unified(
-            &mut out,
-            "README.md",
-            &Content::Bytes(b"hello\n".to_vec(), 0o644),
-            &Content::Bytes(b"junk\n".to_vec(), 0o644),
-        );
-        assert!(
-            out.starts_with(
-                "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@"
-            ),
-            "{out}"
-        );
-        assert!(out.contains("-hello\n+junk\n"), "{out}");
-        let mut out = String::new();
-        unified(
-            &mut out,
-            "n",
-            &Content::Absent,
-            &Content::Bytes(b"x\n".to_vec(), 0o755),
-        );
-        assert!(
-            out.contains("new file mode 100755\n--- /dev/null\n+++ b/n\n"),
-            "{out}"
-        );
     }
 }

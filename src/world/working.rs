@@ -66,6 +66,9 @@ impl Who {
 /// How long a caller read from /proc is reused for the runs it makes (a `tar x` makes
 /// four a file): attribution, not rights, hangs on it.
 pub(super) const CALLER_REUSE: Duration = Duration::from_secs(1);
+/// Files up to this size are copied (their before-image) at a writable open; larger ones at
+/// their first write through the daemon.
+const EAGER_MAX: u64 = 8 << 20;
 /// Files up to this size get the sha256 of what a `write` run left, hashed when the run is
 /// recorded; larger ones record size and time only.
 const HASH_MAX: u64 = 16 << 20;
@@ -720,7 +723,10 @@ impl World {
             }
             // Its creation was written meanwhile: so is its removal.
             let words = format!("removed {} (0 bytes)", self.shown(dir.host, &path));
-            let args = json!({"kind": "file", "size": 0});
+            let mut args = json!({"kind": "file", "size": 0});
+            if let Some(s) = &what {
+                args["before"] = was_of(s);
+            }
             self.record(
                 dir.host,
                 &path,
@@ -1082,8 +1088,11 @@ impl World {
         let st = tree.stat(t.node)?;
         let keeps = st.kind == Kind::File && tree.keeps_before() && !tree.unrecorded(&path);
         let image = OnceLock::new();
-        if keeps && flags & libc::O_TRUNC != 0 {
-            // The truncation is the open's own: its bytes are kept before it.
+        // Kept now (the open stays passthrough): before a truncation that is the open's
+        // own, and for a file small enough to copy at every writable open (SQLite's `-shm`
+        // must stay mappable beside its other opens). A larger file is kept at its first
+        // write, which then comes through the daemon.
+        if keeps && (flags & libc::O_TRUNC != 0 || st.size <= EAGER_MAX) {
             let _ = image.set(keep_now(tree, t, st));
         }
         let file = match tree.open(t.node, flags) {
@@ -1134,7 +1143,13 @@ impl World {
             return;
         };
         let Ok(st) = tree.stat(f.t.node) else { return };
-        let moved = w.before != Some((st.size, st.mtime)) || w.wrote.load(Ordering::Relaxed);
+        // A lazy writer is seen whole by the daemon: it changed the file only if it wrote
+        // (another descriptor's change is that one's run).
+        let moved = if w.lazy {
+            w.wrote.load(Ordering::Relaxed)
+        } else {
+            w.before != Some((st.size, st.mtime)) || w.wrote.load(Ordering::Relaxed)
+        };
         // Created by this open: its `create` run is recorded; a write run only for bytes.
         let created_empty = w.before.is_none() && st.size == 0;
         if !moved || created_empty {
@@ -1144,15 +1159,21 @@ impl World {
             return;
         }
         tree.own_change(f.t.node);
-        let path = match &w.path {
-            Some(p) => self.path(f.t).unwrap_or_else(|_| p.clone()),
-            None => match self.path(f.t) {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+        let now_at = self.path(f.t).ok();
+        // No name leads to it any more (removed while open; a removal's before-image may
+        // hold its inode, so its link count does not tell).
+        let gone = now_at.is_none() || st.nlink == 0;
+        let path = match (now_at, &w.path) {
+            (Some(p), _) => p,
+            (None, Some(p)) => p.clone(),
+            (None, None) => return,
         };
         let mut args = json!({"size": st.size, "mtime": iso(st.mtime)});
-        if tree.keeps_before() && !tree.unrecorded(&path) {
+        if gone {
+            // Removed while open: its removal (recorded before this close) kept what it
+            // held; these bytes are in no file of the tree.
+            args["gone"] = json!(true);
+        } else if tree.keeps_before() && !tree.unrecorded(&path) {
             args["before"] = match (w.image.get(), &w.created) {
                 (Some(image), _) => image_value(image),
                 (None, Some(created)) => {

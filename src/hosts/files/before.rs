@@ -26,6 +26,9 @@ use crate::host::tree::Kept;
 /// The default budget: 1 GiB per files host.
 pub const DEFAULT_BUDGET: u64 = 1 << 30;
 
+/// Files up to this size are copied into the store, larger ones linked where they can be.
+const LINK_MIN: u64 = 64 << 10;
+
 /// `FICLONE`: a reflink of a whole file (btrfs, xfs; ext4 answers EOPNOTSUPP or EXDEV).
 const FICLONE: libc::c_ulong = 0x4004_9409;
 
@@ -177,8 +180,6 @@ impl BeforeStore {
                 index.order.remove(at);
             }
             index.order.push_back(sha.clone());
-            // SAFETY: as above; the time it was kept moves to now (its ctime).
-            unsafe { libc::fchmodat(fd, name.as_ptr(), 0o400, 0) };
             return Ok(Kept {
                 sha256: sha,
                 size,
@@ -192,8 +193,6 @@ impl BeforeStore {
             unsafe { libc::unlinkat(fd, temp.as_ptr(), 0) };
             return Err(e);
         }
-        // SAFETY: as above.
-        unsafe { libc::fchmodat(fd, name.as_ptr(), 0o400, 0) };
         index.total += size;
         index.sizes.insert(sha.clone(), size);
         index.order.push_back(sha.clone());
@@ -216,7 +215,7 @@ impl BeforeStore {
                 fd,
                 temp.as_ptr(),
                 libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                0o600,
+                0o400,
             )
         };
         if raw < 0 {
@@ -268,7 +267,9 @@ impl BeforeStore {
             return Ok(None);
         }
         let fd = self.dir_fd.as_raw_fd();
-        if st.st_nlink == 1 {
+        // A small file is copied: a program may still hold it open for writing (a lock, a
+        // SQLite `-shm`) and would change a linked image after the fact.
+        if st.st_nlink == 1 && st.st_size as u64 > LINK_MIN {
             let temp = self.temp_name();
             // SAFETY: valid descriptors and NUL-terminated names.
             if unsafe { libc::linkat(dir.as_raw_fd(), c.as_ptr(), fd, temp.as_ptr(), 0) } == 0 {
@@ -450,7 +451,7 @@ mod tests {
     fn a_sole_name_is_linked_not_copied_and_one_with_other_names_is_copied() {
         let (dir, s) = store(1 << 20);
         let d = File::open(dir.path()).unwrap();
-        std::fs::write(dir.path().join("f"), b"one\n").unwrap();
+        std::fs::write(dir.path().join("f"), vec![b'1'; 100 << 10]).unwrap();
         use std::os::unix::fs::MetadataExt;
         let ino = std::fs::metadata(dir.path().join("f")).unwrap().ino();
         let k = s.keep_named(d.as_fd(), OsStr::new("f")).unwrap().unwrap();
