@@ -544,6 +544,8 @@ impl FilesHost {
         let t = self.attr_target(e, slot)?;
         let (dir, name) = split(&t)?;
         let fd = self.folder(dir, &t.display)?;
+        self.copy_up_named(fd.as_fd(), name, &t.physical)
+            .map_err(|err| self.io_error(&t.display, err))?;
         rustix::fs::chmodat(
             &fd,
             name,
@@ -559,6 +561,10 @@ impl FilesHost {
     }
 
     fn set_size(&self, t: &Target, size: u64) -> HostResult<CallOutcome> {
+        let (dir, name) = split(t)?;
+        let fd = self.folder(dir, &t.display)?;
+        self.copy_up_named(fd.as_fd(), name, &t.physical)
+            .map_err(|err| self.io_error(&t.display, err))?;
         let file = self
             .beneath
             .open_at(
@@ -606,6 +612,8 @@ impl FilesHost {
         };
         let (dir, name) = split(&t)?;
         let fd = self.folder(dir, &t.display)?;
+        self.copy_up_named(fd.as_fd(), name, &t.physical)
+            .map_err(|err| self.io_error(&t.display, err))?;
         rustix::fs::utimensat(
             &fd,
             name,

@@ -22,6 +22,7 @@ mod changes;
 mod describe;
 pub mod documents;
 mod ops;
+pub mod overlay;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -69,6 +70,11 @@ pub struct FilesSettings {
     /// `1 GiB` (the default), `200 MiB`, a number of bytes; `0` keeps none.
     #[serde(default)]
     pub keep_before: Option<KeepBefore>,
+    /// Never write the root through the mount: changes land in a layer in the state
+    /// directory, shown merged with the root, until `files@/ops/apply` writes them to it
+    /// (or `discard` drops them).
+    #[serde(default)]
+    pub overlay: bool,
 }
 
 /// `keep_before`: a number of bytes or a size in words.
@@ -92,6 +98,7 @@ impl Default for FilesSettings {
             refuse_hard_links: false,
             unrecorded: Vec::new(),
             keep_before: None,
+            overlay: false,
         }
     }
 }
@@ -113,6 +120,11 @@ pub enum FilesError {
     Unrecorded(#[source] crate::host::glob::GlobError),
     #[error("keep_before {0:?} is not a size (write `1 GiB`, `200 MiB`, a number of bytes, or 0)")]
     KeepBefore(String),
+    #[error("the overlay layer of {path} cannot be made: {source}")]
+    Overlay {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the before-images of {path} cannot be kept: {source}")]
     BeforeStore {
         path: PathBuf,
@@ -149,6 +161,8 @@ pub struct FilesHost {
     unrecorded: Vec<crate::host::glob::Glob>,
     /// Before-images of changes, for undo (`None`: `keep_before = 0`).
     before: Option<before::BeforeStore>,
+    /// Overlay mode: the layer the tree is (`root` is its merged view), over the real root.
+    layer: Option<overlay::Layer>,
 }
 
 impl FilesHost {
@@ -198,6 +212,30 @@ impl FilesHost {
                 });
             }
         }
+        let store_name = if ctx.mount.is_empty() {
+            "files".to_string()
+        } else {
+            ctx.mount.replace('/', "%")
+        };
+        // Overlay: the tree served is the layer's merged view; the real root is its lower.
+        let (root, layer) = if settings.overlay {
+            let dir = ctx.state_dir.join("overlay").join(&store_name);
+            let layer =
+                overlay::Layer::open(&dir, &root, mount_point.as_deref()).map_err(|source| {
+                    FilesError::Overlay {
+                        path: root.clone(),
+                        source,
+                    }
+                })?;
+            let upper =
+                std::fs::canonicalize(layer.upper()).map_err(|source| FilesError::Overlay {
+                    path: root.clone(),
+                    source,
+                })?;
+            (upper, Some(layer))
+        } else {
+            (root, None)
+        };
         let beneath = beneath::Beneath::open(&root).map_err(|source| FilesError::Root {
             path: root.clone(),
             source,
@@ -221,12 +259,7 @@ impl FilesHost {
             None
         } else {
             // One store per host, by where it is mounted in the world.
-            let name = if ctx.mount.is_empty() {
-                "files".to_string()
-            } else {
-                ctx.mount.replace('/', "%")
-            };
-            let dir = ctx.state_dir.join("before").join(name);
+            let dir = ctx.state_dir.join("before").join(&store_name);
             Some(
                 before::BeforeStore::open(&dir, budget)
                     .map_err(|source| FilesError::BeforeStore { path: dir, source })?,
@@ -247,6 +280,7 @@ impl FilesHost {
             store,
             unrecorded,
             before,
+            layer,
         };
         host.watch.dir(&[], || host.beneath.dir(&host.root));
         Ok(host)
@@ -379,6 +413,11 @@ impl Host for FilesHost {
     }
 
     fn ops(&self, path: &[String]) -> HostResult<Vec<OpSpec>> {
+        if path.is_empty() && self.layer.is_some() {
+            let mut specs = self.ops_of_root()?;
+            specs.extend(self.overlay_specs());
+            return Ok(specs);
+        }
         match self.locate(path)? {
             Some(loc) => Ok(ops::specs(&ops::Entry {
                 loc,
@@ -391,6 +430,9 @@ impl Host for FilesHost {
     }
 
     fn guard(&self, path: &[String], op: &str, args: Option<&Value>) -> HostResult<Guard> {
+        if path.is_empty() && self.is_overlay_op(op) {
+            return self.overlay_guard(op, args);
+        }
         if self.locate(path)?.is_none() {
             return Ok(Guard::new(vec![crate::host::Condition::check(
                 "exists",
@@ -412,6 +454,11 @@ impl Host for FilesHost {
         args: &Value,
         caller: &Caller,
     ) -> HostResult<CallOutcome> {
+        if path.is_empty() && self.is_overlay_op(op) {
+            let out = self.overlay_call(op, args, caller);
+            self.watch.bump();
+            return out;
+        }
         let e = self.entry_of(path)?;
         let slot = ops::Slot::judged(caller.judged.clone());
         let out = ops::ops_of(&e.loc.node).call(self, &slot, &e, op, args);
@@ -419,6 +466,15 @@ impl Host for FilesHost {
         // before it is trusted meanwhile.
         self.watch.bump();
         out
+    }
+
+    fn settle(
+        &self,
+        _path: &[String],
+        op: &str,
+        run: &str,
+    ) -> HostResult<Option<crate::host::Settled>> {
+        self.overlay_settle(op, run)
     }
 
     fn acts_on(

@@ -945,6 +945,30 @@ impl Store {
         Some(known)
     }
 
+    /// `node`'s name now holds another inode (a copy-up): the node is that file from now
+    /// on, under the same number.
+    pub(super) fn rehandle_to_name(&self, node: NodeNo) -> io::Result<()> {
+        let (dir, name) = self
+            .first_name(node)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ESTALE))?;
+        let dfd = self.dir_fd(dir)?;
+        let fd = open_path(dfd.as_fd(), &name)?;
+        let st = fstat(fd.as_fd())?;
+        let mut inner = self.lock();
+        let Some(i) = inner.by_no.get_mut(&node) else {
+            return Err(io::Error::from_raw_os_error(libc::ESTALE));
+        };
+        let old = (i.dev, i.ino);
+        i.fd = Arc::new(fd);
+        i.dev = st.st_dev;
+        i.ino = st.st_ino;
+        if inner.by_id.get(&old) == Some(&node) {
+            inner.by_id.remove(&old);
+        }
+        inner.by_id.insert((st.st_dev, st.st_ino), node);
+        Ok(())
+    }
+
     /// The handle of a directory node, for the watch.
     pub(super) fn dir_handle(&self, node: NodeNo) -> Option<Arc<OwnedFd>> {
         self.dir_fd(node).ok()
@@ -996,6 +1020,30 @@ impl FilesHost {
             .dir_node(node, segs, || self.store.dir_handle(node));
     }
 
+    /// Overlay: before `node` (a file the root still shares) changes in place, copy it up
+    /// and make the node that copy. A shared file with no name left in the layer (removed
+    /// while open) is the root's own: never written.
+    fn copy_up(&self, node: NodeNo) -> io::Result<()> {
+        let Some(layer) = &self.layer else {
+            return Ok(());
+        };
+        let (fd, kind) = self.store.fd(node)?;
+        if kind != Kind::File {
+            return Ok(());
+        }
+        let st = fstat(fd.as_fd())?;
+        if !layer.is_shared(st.st_dev, st.st_ino) {
+            return Ok(());
+        }
+        let Some((dir, name)) = self.store.first_name(node) else {
+            return Err(io::Error::from_raw_os_error(libc::EROFS));
+        };
+        let dfd = self.store.dir_fd(dir)?;
+        self.own(dir, Some(&name));
+        layer.copy_up_of(dfd.as_fd(), &name, Some((st.st_dev, st.st_ino)))?;
+        self.store.rehandle_to_name(node)
+    }
+
     /// A node the mount itself changes: the watch stays quiet about it, and what the
     /// entries' side resolved before may be stale now.
     fn own(&self, dir: NodeNo, name: Option<&OsStr>) {
@@ -1045,6 +1093,7 @@ impl Tree for FilesHost {
 
     fn open(&self, node: NodeNo, flags: i32) -> io::Result<File> {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            self.copy_up(node)?;
             if let Some((dir, name)) = self.store.first_name(node) {
                 self.own(dir, Some(&name));
             }
@@ -1134,6 +1183,7 @@ impl Tree for FilesHost {
     }
 
     fn setattr(&self, node: NodeNo, set: &SetAttr, file: Option<&File>) -> io::Result<Stat> {
+        self.copy_up(node)?;
         if let Some((dir, name)) = self.store.first_name(node) {
             self.own(dir, Some(&name));
         }
@@ -1150,6 +1200,7 @@ impl Tree for FilesHost {
     }
 
     fn setxattr(&self, node: NodeNo, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
+        self.copy_up(node)?;
         if let Some((dir, n)) = self.store.first_name(node) {
             self.own(dir, Some(&n));
         }
@@ -1158,6 +1209,7 @@ impl Tree for FilesHost {
     }
 
     fn removexattr(&self, node: NodeNo, name: &OsStr) -> io::Result<()> {
+        self.copy_up(node)?;
         if let Some((dir, n)) = self.store.first_name(node) {
             self.own(dir, Some(&n));
         }
