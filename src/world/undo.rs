@@ -1738,8 +1738,17 @@ impl Pipeline {
         }
         let mut out = String::new();
         let mut w = Walk::new(tree);
+        let hides = self.entries.policy_hides();
         for (path, before) in &was {
             if !within(path, &sel.under) {
+                continue;
+            }
+            // What a policy hides is no part of a diff, whenever its runs were made.
+            if hides
+                && self
+                    .entries
+                    .is_hidden(&crate::world::node::EntryRef::new(host, path.clone()))
+            {
                 continue;
             }
             let before = resolve(&was, path).unwrap_or_else(|| before.clone());

@@ -287,8 +287,11 @@ def server_rss_kb(port):
             fds = os.listdir(f"/proc/{pid}/fd")
             if any(os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]" for fd in fds):
                 with open(f"/proc/{pid}/status") as f:
-                    return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-        except OSError:
+                    rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")]
+                # A process gone meanwhile (a zombie has no VmRSS) is not the server.
+                if rss:
+                    return rss[0]
+        except (OSError, ValueError):
             continue
     return -1
 
