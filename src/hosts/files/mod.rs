@@ -163,6 +163,9 @@ pub struct FilesHost {
     before: Option<before::BeforeStore>,
     /// Overlay mode: the layer the tree is (`root` is its merged view), over the real root.
     layer: Option<overlay::Layer>,
+    /// What the policy hides (an overlay's diff leaves it out), and where this host is.
+    hidden: crate::host::Hidden,
+    mount: String,
 }
 
 impl FilesHost {
@@ -281,6 +284,8 @@ impl FilesHost {
             unrecorded,
             before,
             layer,
+            hidden: ctx.hidden.clone(),
+            mount: ctx.mount.clone(),
         };
         host.watch.dir(&[], || host.beneath.dir(&host.root));
         Ok(host)

@@ -544,11 +544,14 @@ impl Layer {
 
     /// The pending changes as a unified diff (the root against the layer), limited to
     /// paths below `under`.
-    pub fn diff(&self, under: &str) -> io::Result<String> {
+    pub fn diff(&self, under: &str, hidden: &dyn Fn(&str) -> bool) -> io::Result<String> {
         let mut out = String::new();
         for c in self.changes()? {
             let p = c.path();
             if !under.is_empty() && p != under && !p.starts_with(&format!("{under}/")) {
+                continue;
+            }
+            if hidden(p) {
                 continue;
             }
             if let Change::Modified(_) = c {
@@ -959,7 +962,8 @@ impl FilesHost {
                         "under: a folder below the root, without ..".into(),
                     ));
                 }
-                let text = layer.diff(under).map_err(io)?;
+                let hidden = |p: &str| self.hidden.hides(&format!("{}/{p}", self.mount));
+                let text = layer.diff(under, &hidden).map_err(io)?;
                 Ok(CallOutcome::text(if text.is_empty() {
                     "no pending changes: the layer is the root\n".to_string()
                 } else {
@@ -1139,7 +1143,7 @@ mod tests {
                 Change::Modified("src/a.rs".into())
             ]
         );
-        let diff = l.diff("").unwrap();
+        let diff = l.diff("", &|_| false).unwrap();
         assert!(
             diff.contains("-one\n+two\n") && diff.contains("deleted file mode 100644"),
             "{diff}"
