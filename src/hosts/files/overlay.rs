@@ -574,7 +574,7 @@ impl Layer {
                 // A removed folder: each file it held, deleted.
                 let mut files = Vec::new();
                 Self::files_below(&self.lower, p, &mut files);
-                for f in files {
+                for f in files.into_iter().filter(|f| !hidden(f)) {
                     unified(
                         &mut out,
                         &f,
