@@ -56,8 +56,9 @@ pub struct Layer {
     shared: Mutex<HashSet<(u64, u64)>>,
     base: Mutex<BTreeMap<String, Base>>,
     counter: AtomicU64,
-    /// A path below the root never shown (the world's mount point).
-    skip: Option<PathBuf>,
+    /// Paths below the root never shown: the world's mount point, and the layer itself
+    /// when the state directory lies inside the root.
+    skip: Vec<PathBuf>,
 }
 
 /// One difference between the layer and the root.
@@ -194,9 +195,15 @@ impl Layer {
             shared: Mutex::new(HashSet::new()),
             base: Mutex::new(BTreeMap::new()),
             counter: AtomicU64::new(0),
-            skip: skip.map(Path::to_path_buf),
+            skip: Vec::new(),
         };
         fs::create_dir_all(dir)?;
+        let mut layer = layer;
+        layer.skip = skip
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(fs::canonicalize(dir).ok())
+            .collect();
         let ready = dir.join("ready");
         if ready.exists() {
             let text = fs::read(dir.join("base.json"))?;
@@ -276,7 +283,7 @@ impl Layer {
             let entry = entry?;
             let name = entry.file_name();
             let from = entry.path();
-            if self.skip.as_deref() == Some(from.as_path()) {
+            if self.skip.iter().any(|s| *s == from) {
                 continue;
             }
             let Some(name_s) = name.to_str() else {
@@ -442,7 +449,7 @@ impl Layer {
         for e in entries {
             let e = e?;
             let name = e.file_name();
-            if is_temp(&name) || self.skip.as_deref() == Some(e.path().as_path()) {
+            if is_temp(&name) || self.skip.iter().any(|s| *s == e.path()) {
                 continue;
             }
             if name.to_str().is_none() {
@@ -1164,5 +1171,16 @@ mod tests {
         }
         l.settle_base().unwrap();
         assert!(l.changes().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_layer_kept_inside_its_root_leaves_itself_out() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        tree(&root);
+        let l = Layer::open(&root.join(".state/overlay/files"), &root, None).unwrap();
+        assert!(l.upper().join("src/a.rs").exists());
+        assert!(!l.upper().join(".state/overlay/files/tree").exists());
+        assert!(l.changes().unwrap().is_empty(), "{:?}", l.changes());
     }
 }
