@@ -283,7 +283,7 @@ impl Layer {
             let entry = entry?;
             let name = entry.file_name();
             let from = entry.path();
-            if self.skip.iter().any(|s| *s == from) {
+            if self.skip.contains(&from) {
                 continue;
             }
             let Some(name_s) = name.to_str() else {
