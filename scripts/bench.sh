@@ -24,6 +24,9 @@ ISSUES=${ISSUES:-1500}
 # the FUSE floor and wip's files host: reads of a copy of /usr/include (TREE_TASKS: some of
 # grep,find,cat,du,tar), cold and warm; git status and checkout in a clone of this
 # project; tar x of 10,000 files and cargo build of a small crate, with the runs they made.
+# overlay (not in the default run): a files host in overlay mode against the same host
+# plain over one tree (/usr/include and a clone of this project): grep -r cold and warm,
+# git status, and how long the first mount takes to make the layer.
 # nfs: the default world over `wip serve-nfs` against its FUSE mount (walks with libnfs's
 # nfs-ls against ls -lR; calls from one Python client each way).
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared,nfs}
@@ -823,6 +826,42 @@ for sys in native bindfs wip; do
 done
 row "tar-x" cold untar; row "cargo" cold build
 echo "(runs the tar x made through wip: $tar_runs, $(( tar_runs / 100 )) per 100 files)"
+fi
+
+if on overlay; then
+echo "# overlay: a files host in overlay mode against the same host plain (one binary, one tree)"
+for tool in git; do command -v "$tool" > /dev/null || { echo "overlay needs $tool"; exit 1; }; done
+pw=$work/peer
+mkdir -p "$pw/wip"
+# ov_mount ROOT OVERLAY: mount the files host over ROOT, plain (false) or as an overlay.
+ov_mount() {
+  printf '[world]\nname = "ov"\n[[host]]\nkind = "files"\npath = "files"\nroot = "%s"\npage_size = 1000000\noverlay = %s\n' "$1" "$2" > "$pw/ov-$2.toml"
+  "$bin/wip" mount "$pw/wip" --state "$pw/ovstate-$2" --manifest "$pw/ov-$2.toml" > /dev/null
+}
+ov_grep() { grep -rl deprecated "$1"; }
+ov_status() { git -C "$1/repo" status; }
+src=$pw/ovtree; rm -rf "$src" "$pw"/ovstate-*; mkdir -p "$src"
+cp -a /usr/include "$src/include"
+git clone -q --no-hardlinks "$PWD" "$src/repo"
+files=$(find "$src" -type f | wc -l)
+t_layer=$(secs ov_mount "$src" true); "$bin/wip" umount "$pw/wip"
+echo "## $files files (/usr/include and this project's clone); the first overlay mount made its layer in ${t_layer} s"
+declare -A og=() ogw=() ost=()
+for ov in false true; do
+  ov_mount "$src" "$ov"
+  git -C "$pw/wip/files/repo" status > /dev/null; sleep 2; git -C "$pw/wip/files/repo" status > /dev/null
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  og[$ov]=$(secs ov_grep "$pw/wip/files")
+  ogw[$ov]=$(best3 ov_grep "$pw/wip/files")
+  ost[$ov]=$(best3 ov_status "$pw/wip/files")
+  "$bin/wip" umount "$pw/wip"
+done
+printf '%-14s %9s %9s %9s\n' task plain overlay ov/plain
+printf '%-14s %9s %9s %9s\n' "grep -r cold" "${og[false]}" "${og[true]}" "$(ratio "${og[true]}" "${og[false]}")"
+printf '%-14s %9s %9s %9s\n' "grep -r warm" "${ogw[false]}" "${ogw[true]}" "$(ratio "${ogw[true]}" "${ogw[false]}")"
+printf '%-14s %9s %9s %9s\n' "git status" "${ost[false]}" "${ost[true]}" "$(ratio "${ost[true]}" "${ost[false]}")"
+echo "(target: overlay/plain <= 1.3 for grep -r and git status)"
+rm -rf "$src" "$pw"/ovstate-*
 fi
 
 if on nfs; then
