@@ -58,7 +58,12 @@ fn wait_ready(m: &Mount, host: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let d = m.read(&format!("{host}/description"));
-        if d.contains("· ready ·") {
+        // Ready, and its tools are ops (the kernel and the world may hold the listing from
+        // before for a moment).
+        let ops = std::fs::read_dir(m.path(&format!("{host}/ops")))
+            .map(|r| r.count())
+            .unwrap_or(0);
+        if d.contains("· ready ·") && ops > 0 {
             return d;
         }
         assert!(Instant::now() < deadline, "{host} never got ready: {d}");
@@ -1777,6 +1782,10 @@ fn the_log_carries_wips_own_events_not_a_dependencys_progress_chatter() {
         log.clone(),
     );
     wait_ready(&m, "mcp/everything");
+    common::wait_until("the tool is an op", Duration::from_secs(10), || {
+        m.path("mcp/everything/ops/trigger-long-running-operation/call")
+            .exists()
+    });
     m.call(
         "mcp/everything/ops/trigger-long-running-operation",
         "{\"duration\":2,\"steps\":4}",
