@@ -254,7 +254,7 @@ impl Sessions {
 }
 
 /// The thread group (process) a thread id belongs to, from `/proc/TID/status`.
-fn thread_group_of(tid: u32) -> Option<u32> {
+pub fn thread_group_of(tid: u32) -> Option<u32> {
     let mut buf = [0u8; PROC_READ];
     let status = read_proc(&format!("/proc/{tid}/status"), &mut buf)?;
     std::str::from_utf8(status)

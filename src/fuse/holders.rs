@@ -14,18 +14,29 @@
 //! the closer's session and ancestors are checked instead; a copy passed to a process of
 //! another session is then not seen, and that close runs the call early only in that
 //! unusual case.
+//!
+//! A copy marked close-on-exec in a process other than the opener is not counted: that is
+//! a fork on its way to `exec` (another thread of a multi-threaded caller, a test harness
+//! or an agent runtime, starting a program while this thread wrote its call), and it goes
+//! at that exec. Counted, the opener's own close was judged "not the last", answered 0, and
+//! the call ran at the child's exec (or at RELEASE) with its errno told to nobody. A forked
+//! child that never execs and goes on writing through such a copy is the case this misses:
+//! the opener's close runs the call, and the child's later bytes are refused with words.
 
 use std::fs;
 use std::path::Path;
 
 use crate::proc::{
-    ancestors, last_pid, processes_after, read_proc, session_members, session_of, PROC_READ,
+    ancestors, last_pid, processes_after, read_proc, session_members, session_of, thread_group_of,
+    PROC_READ,
 };
 
-/// Who opened a writer, and the last pid handed out then.
+/// Who opened a writer (the thread FUSE named, and its process), and the last pid handed
+/// out then.
 #[derive(Clone, Copy, Debug)]
 pub struct Opened {
     opener: u32,
+    group: Option<u32>,
     last_pid: Option<u32>,
 }
 
@@ -33,8 +44,14 @@ impl Opened {
     pub fn now(opener: u32) -> Opened {
         Opened {
             opener,
+            group: thread_group_of(opener),
             last_pid: last_pid(),
         }
+    }
+
+    /// Whether thread `pid` belongs to the process that opened the descriptor.
+    pub fn by_opener(&self, pid: u32) -> bool {
+        pid == self.opener || (self.group.is_some() && thread_group_of(pid) == self.group)
     }
 }
 
@@ -59,7 +76,7 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
     let prefix = mount.as_os_str().as_encoded_bytes();
     let found = candidates
         .into_iter()
-        .find(|p| holds(*p, ino, prefix, mnt_id));
+        .find(|p| holds(*p, ino, prefix, mnt_id, || opened.by_opener(*p)));
     if let Some(holder) = found {
         tracing::debug!(
             pid,
@@ -71,23 +88,38 @@ pub fn still_open(pid: u32, opened: Opened, ino: u64, mount: &Path, mnt_id: Opti
     found.is_some()
 }
 
-/// Whether process `pid` has a descriptor on our inode open for writing.
-fn holds(pid: u32, ino: u64, mount_prefix: &[u8], mnt_id: Option<u64>) -> bool {
+/// Whether process `pid` has a descriptor on our inode open for writing: one marked
+/// close-on-exec only if `own()` (the process is the opener's).
+fn holds(
+    pid: u32,
+    ino: u64,
+    mount_prefix: &[u8],
+    mnt_id: Option<u64>,
+    mut own: impl FnMut() -> bool,
+) -> bool {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
     for fd in fds.flatten() {
-        // The link names the file's path (with " (deleted)" after an invalidation):
-        // cheap to read, and it rules out every descriptor outside the mount.
-        let Ok(target) = fs::read_link(fd.path()) else {
-            continue;
-        };
-        if !target
-            .as_os_str()
-            .as_encoded_bytes()
-            .starts_with(mount_prefix)
-        {
-            continue;
+        // Only fdinfo when the mount's id is known: reading the link /proc/PID/fd/N (as
+        // /proc/PID/stat) waits for an exec of PID to end (its exec_update_lock, since
+        // Linux 6.18.40, 6.12.97, 6.6.145, 6.1.178), and an exec closing its close-on-exec
+        // copy of a `call` waits for the answer to that FLUSH: the FLUSH of such a child
+        // (or of another, judged while it execs) would wait for itself, forever. The
+        // listing of /proc/PID/fd and the fdinfo files do not wait.
+        if mnt_id.is_none() {
+            // The link names the file's path (with " (deleted)" after an invalidation):
+            // it rules out every descriptor outside the mount.
+            let Ok(target) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            if !target
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(mount_prefix)
+            {
+                continue;
+            }
         }
         let mut buf = [0u8; PROC_READ];
         let info = read_proc(
@@ -104,12 +136,14 @@ fn holds(pid: u32, ino: u64, mount_prefix: &[u8], mnt_id: Option<u64>) -> bool {
         let same_ino = field("ino:").and_then(|v| v.parse::<u64>().ok()) == Some(ino);
         let same_mount = match (mnt_id, field("mnt_id:").and_then(|v| v.parse::<u64>().ok())) {
             (Some(want), Some(got)) => want == got,
-            _ => true,
+            (Some(_), None) => false,
+            (None, _) => true,
         };
-        let writing = field("flags:")
-            .and_then(|v| i32::from_str_radix(&v, 8).ok())
-            .is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
-        if same_ino && same_mount && writing {
+        // fdinfo's flags carry the descriptor's close-on-exec bit besides the file's.
+        let flags = field("flags:").and_then(|v| i32::from_str_radix(&v, 8).ok());
+        let writing = flags.is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
+        let until_exec = flags.is_some_and(|f| f & libc::O_CLOEXEC != 0);
+        if same_ino && same_mount && writing && (!until_exec || own()) {
             return true;
         }
     }
@@ -198,5 +232,65 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!still_open(me, opened, ino, dir.path(), None));
+    }
+
+    /// A forked child that waits (as a fork does between `fork` and `exec`), holding the
+    /// descriptors it inherited.
+    fn fork_holding() -> libc::pid_t {
+        match unsafe { libc::fork() } {
+            0 => loop {
+                unsafe { libc::pause() };
+            },
+            pid => {
+                assert!(pid > 0, "fork");
+                pid
+            }
+        }
+    }
+
+    fn end(pid: libc::pid_t) {
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    }
+
+    #[test]
+    fn a_close_on_exec_copy_in_a_fork_is_not_held_and_an_inheritable_one_is() {
+        use std::os::fd::AsRawFd;
+        let (dir, path, file, ino, opened) = opened_here();
+        let me = std::process::id();
+        // The mount id as the daemon knows it: only fdinfo is read, never the links.
+        let mnt = {
+            let mut buf = [0u8; PROC_READ];
+            let info = read_proc(&format!("/proc/self/fdinfo/{}", file.as_raw_fd()), &mut buf)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("mnt_id:"))
+                .map(|v| v.trim().parse::<u64>().unwrap())
+        };
+        assert!(mnt.is_some());
+        let still_open = |opened: Opened| still_open(me, opened, ino, dir.path(), mnt);
+        // Another thread starting a program while this one writes: its fork holds the
+        // close-on-exec copy (std opens files so) until its exec. The opener's own copy
+        // counts, the fork's does not: the opener's close is the last one.
+        let on_its_way_to_exec = fork_holding();
+        assert!(still_open(opened));
+        drop(file);
+        assert!(!still_open(opened));
+        // A copy made to be inherited (a redirection, a background job's stdout) counts.
+        let opened = Opened::now(me);
+        let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        assert_eq!(
+            unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) },
+            0
+        );
+        let inheriting = fork_holding();
+        drop(file);
+        assert!(still_open(opened));
+        end(inheriting);
+        end(on_its_way_to_exec);
+        assert!(!still_open(opened));
     }
 }

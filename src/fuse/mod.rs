@@ -884,8 +884,9 @@ impl Filesystem for WorldFs {
         let Some((doc, ino, opened)) = self.call_doc(fh) else {
             return reply.ok();
         };
-        doc.flush(
+        doc.flush_by(
             || self.last_close(pid, ino, opened),
+            || opened.by_opener(pid),
             move |r| match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno("flush", &e)),

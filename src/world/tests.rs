@@ -282,6 +282,17 @@ pub(super) fn flush(doc: &CallDoc, last: bool) -> Result<(), i32> {
     rx.recv_timeout(Duration::from_secs(20)).unwrap()
 }
 
+/// A close by a copy that is (or is not) the opener's, judged the last (or not).
+fn flush_by(doc: &CallDoc, last: bool, by_opener: bool) -> Result<(), i32> {
+    let (tx, rx) = mpsc::channel();
+    doc.flush_by(
+        || last,
+        || by_opener,
+        move |r| tx.send(r.map_err(|e| e.errno())).unwrap(),
+    );
+    rx.recv_timeout(Duration::from_secs(20)).unwrap()
+}
+
 fn read(doc: &CallDoc) -> Result<String, i32> {
     let (tx, rx) = mpsc::channel();
     doc.read(0, 1 << 20, move |r| {
@@ -362,6 +373,26 @@ fn json_that_can_never_be_valid_fails_in_the_write() {
     assert_eq!(write(&doc, b"{\"text\":\n"), Ok(9));
     assert_eq!(flush(&doc, true), Err(libc::EINVAL));
     assert!(notes(&f).is_empty());
+}
+
+#[test]
+fn the_openers_close_hears_the_errno_of_a_call_another_copys_close_ran() {
+    let f = world();
+    // A fork of a multi-threaded caller closes its inherited copy at exec, and its FLUSH
+    // is judged the last while the opener's own close is on its way: the opener's close
+    // still gets the errno (it used to get 0); any other copy's close gets 0.
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"{\"text\":\n"), Ok(9));
+    assert_eq!(flush_by(&doc, true, false), Err(libc::EINVAL));
+    assert_eq!(flush_by(&doc, true, true), Err(libc::EINVAL));
+    assert_eq!(flush_by(&doc, false, true), Err(libc::EINVAL));
+    assert_eq!(flush_by(&doc, true, false), Ok(()));
+    assert!(notes(&f).is_empty());
+    // A call that ran inside its write told its writer there: a later close gets 0.
+    let doc = open(&f, "note", 1);
+    assert_eq!(write(&doc, b"{\"text\": nope}\n"), Err(libc::EINVAL));
+    assert_eq!(flush_by(&doc, true, true), Ok(()));
+    assert_eq!(f.world.journal().count().unwrap(), 2);
 }
 
 #[test]

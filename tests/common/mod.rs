@@ -315,21 +315,67 @@ impl Mount {
     }
 
     /// Write args into an op's `call` like `echo ARGS > call` does; returns the errno.
+    ///
+    /// The writer is a child process of its own, single-threaded as bash is. This test
+    /// process is not: every program another test starts here is a fork that holds a copy
+    /// of each descriptor open at that moment, until its exec closes it. The daemon tells
+    /// such a copy from one a background job keeps only by its close-on-exec flag, and an
+    /// exec clears those flags (a word of 64 at a time) before it closes the descriptors
+    /// one by one; a copy seen then made this close "not the last": it got 0, and the
+    /// call ran at the fork's exec with its errno told to nobody.
     pub fn call(&self, op_dir: &str, args: &str) -> Result<(), i32> {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(self.path(op_dir).join("call"))
-            .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
-        f.write_all(args.as_bytes())
-            .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
-        // Close explicitly to see a flush error (multi-chunk payloads run there).
-        let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
-        if unsafe { libc::close(fd) } != 0 {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(-1));
+        use std::os::unix::ffi::OsStrExt;
+        let path =
+            std::ffi::CString::new(self.path(op_dir).join("call").as_os_str().as_bytes()).unwrap();
+        let bytes = args.as_bytes();
+        // Between fork and _exit only async-signal-safe calls: open, write, close.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                let errno = || *libc::__errno_location();
+                // The copies of this process's descriptors go first: the child writes, and
+                // holds nothing else, for its whole life.
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+                let fd = libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                );
+                if fd < 0 {
+                    libc::_exit(errno());
+                }
+                let mut done = 0;
+                while done < bytes.len() {
+                    let n = libc::write(fd, bytes[done..].as_ptr().cast(), bytes.len() - done);
+                    if n < 0 {
+                        if errno() == libc::EINTR {
+                            continue;
+                        }
+                        libc::_exit(errno());
+                    }
+                    done += n as usize;
+                }
+                // Close explicitly to see a flush error (multi-chunk payloads run there).
+                libc::_exit(if libc::close(fd) != 0 { errno() } else { 0 });
+            }
         }
-        Ok(())
+        assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+        // Bounded as a write in this process was: the watchdog unmounts a hung mount, and
+        // the child's write or close then fails.
+        let mut status = 0;
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EINTR)
+            );
+        }
+        assert!(
+            libc::WIFEXITED(status),
+            "the writer of {op_dir}/call: status {status:#x}"
+        );
+        match libc::WEXITSTATUS(status) {
+            0 => Ok(()),
+            errno => Err(errno),
+        }
     }
 
     pub fn result(&self, op_dir: &str) -> String {

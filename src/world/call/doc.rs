@@ -66,6 +66,9 @@ struct State {
     /// Bytes written after the call ran were reported once (journaled); later ones only
     /// get the errno.
     late_bytes_reported: bool,
+    /// The call was started by a close (a flush judged the last, or the release), not by
+    /// a write or a read: the opener's own close may still be on its way.
+    ran_at_close: bool,
 }
 
 enum Phase {
@@ -137,6 +140,7 @@ impl CallDoc {
                     written: 0,
                     read_base: None,
                     late_bytes_reported: false,
+                    ran_at_close: false,
                 }),
             }),
         }
@@ -303,11 +307,27 @@ impl CallDoc {
         last_close: impl FnOnce() -> bool,
         done: impl FnOnce(WorldResult<()>) + Send + 'static,
     ) {
+        self.flush_by(last_close, || false, done)
+    }
+
+    /// `flush`, told whether the closer is the process that opened the descriptor. When
+    /// another copy's close ran the call first (a fork of a multi-threaded caller closing
+    /// its inherited copy at `exec`, its FLUSH judged while the opener's was on its way),
+    /// the opener's close still gets the call's errno: it waits for the call's end, or
+    /// gets its outcome, instead of 0. Other copies' closes get 0 as before, and never
+    /// wait for a call that another close started.
+    pub fn flush_by(
+        &self,
+        last_close: impl FnOnce() -> bool,
+        by_opener: impl FnOnce() -> bool,
+        done: impl FnOnce(WorldResult<()>) + Send + 'static,
+    ) {
         let st = self.state();
         let pending = Self::pending(&st);
+        let ran_at_close = st.ran_at_close;
         drop(st);
         if !pending {
-            return done(Ok(()));
+            return self.after_another_close(ran_at_close, by_opener, done);
         }
         // Asked without the lock: it may take a moment (the FUSE layer looks at /proc).
         if !last_close() {
@@ -315,10 +335,40 @@ impl CallDoc {
         }
         let st = self.state();
         if !Self::pending(&st) {
+            let ran_at_close = st.ran_at_close;
             drop(st);
-            return done(Ok(()));
+            return self.after_another_close(ran_at_close, by_opener, done);
         }
         self.start(st, Waiter::Flush(Box::new(done)));
+    }
+
+    /// A close that found nothing pending: the opener's, when a close ran the call, hears
+    /// the call's outcome (now, or at its end); any other, 0.
+    fn after_another_close(
+        &self,
+        ran_at_close: bool,
+        by_opener: impl FnOnce() -> bool,
+        done: impl FnOnce(WorldResult<()>) + Send + 'static,
+    ) {
+        // Asked without the lock: it may read /proc.
+        if !ran_at_close || !by_opener() {
+            return done(Ok(()));
+        }
+        let mut guard = self.state();
+        let st = &mut *guard;
+        let outcome = match &mut st.phase {
+            Phase::Running(waiters) => {
+                waiters.push(Waiter::Flush(Box::new(done)));
+                return;
+            }
+            Phase::Done(report) => {
+                st.told = true;
+                report.outcome.clone()
+            }
+            Phase::Open => Ok(()),
+        };
+        drop(guard);
+        done(outcome)
     }
 
     /// A read of the descriptor: the result of its call. Reading back pending bytes runs
@@ -364,6 +414,7 @@ impl CallDoc {
 
     /// Run the buffered document; `first` waits for its end.
     fn start(&self, mut st: MutexGuard<'_, State>, first: Waiter) {
+        st.ran_at_close = matches!(first, Waiter::Flush(_));
         if let Some(&(next, _)) = st.early.first() {
             let e = WorldError::invalid(format!(
                 "bytes {} to {next} of the document never arrived (its writer wrote past them); nothing was run",
