@@ -73,6 +73,25 @@ fn same_tree(a: &Path, b: &Path) -> Result<(), String> {
     }
 }
 
+/// Wait until every run the last commands make is recorded: a write's run comes at its
+/// descriptor's last close, which close(2) does not wait for (the count stops moving).
+fn settled(m: &Mount) {
+    let mut last = -1;
+    let mut same = 0;
+    wait_until("the runs are recorded", Duration::from_secs(20), || {
+        m.ok("cat .wip/status > /dev/null");
+        let now = m.journal_count();
+        if now == last {
+            same += 1;
+        } else {
+            same = 0;
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        same >= 3
+    });
+}
+
 /// The newest event's cursor in the change feed: a point to revert to.
 fn last_event(m: &Mount) -> i64 {
     let db = rusqlite::Connection::open(m.state.join("journal.db")).unwrap();
@@ -96,6 +115,7 @@ fn a_revert_puts_back_a_removed_tree_an_overwritten_file_and_a_commit() {
         "the commands changed the tree"
     );
     // The diff shows what changed since then, as git prints it.
+    settled(&m);
     m.call("files@/ops/diff", &format!("{{\"since\": {since}}}"))
         .unwrap();
     let diff = m.result("files@/ops/diff");
@@ -124,6 +144,7 @@ fn a_revert_puts_back_a_removed_tree_an_overwritten_file_and_a_commit() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), diff);
     // Revert everything since then: the tree is as it was, .git included.
+    settled(&m);
     let called = m.call("files@/ops/revert", &format!("{{\"since\": {since}}}"));
     let result = m.result("files@/ops/revert");
     assert!(called.is_ok(), "{called:?}: {result}");
@@ -132,6 +153,7 @@ fn a_revert_puts_back_a_removed_tree_an_overwritten_file_and_a_commit() {
         panic!("the tree differs after the revert:\n{d}\n{result}");
     }
     // Nothing is left to revert.
+    settled(&m);
     m.call("files@/ops/revert", &format!("{{\"since\": {since}}}"))
         .unwrap();
     assert!(
@@ -149,6 +171,7 @@ fn a_revert_puts_back_a_removed_tree_an_overwritten_file_and_a_commit() {
 fn an_undo_blocked_by_a_later_change_names_it_and_is_allowed_once_that_is_undone() {
     let m = mount_repository();
     m.ok("cd files && echo v1 > docs/guide.txt && echo v2 > docs/guide.txt");
+    settled(&m);
     let first = "files/docs/guide.txt@/ops/write/runs/1";
     let second = "files/docs/guide.txt@/ops/write/runs/2";
     let guard = m.read(&format!("{first}/ops/undo/guard"));
@@ -177,8 +200,13 @@ fn an_undo_blocked_by_a_later_change_names_it_and_is_allowed_once_that_is_undone
     assert!(guard.contains("undone already"), "{guard}");
     // A change made outside the mount blocks an undo that would lose it.
     m.ok("cd files && echo v3 > docs/guide.txt");
-    std::fs::write(m.root.join("docs/guide.txt"), "outside\n").unwrap();
     let third = "files/docs/guide.txt@/ops/write/runs/3";
+    // The write's run is recorded at its descriptor's last close, which close(2) does not
+    // wait for: the outside change comes after it.
+    wait_until("the third write's run", Duration::from_secs(10), || {
+        m.path(third).exists()
+    });
+    std::fs::write(m.root.join("docs/guide.txt"), "outside\n").unwrap();
     wait_until("the outside change is seen", Duration::from_secs(5), || {
         m.read(&format!("{third}/ops/undo/guard"))
             .contains("outside the mount")
@@ -292,6 +320,7 @@ fn a_revert_of_one_session_leaves_the_others_and_refuses_across_them() {
     };
     let (a, b) = (session_of("a.txt"), session_of("b.txt"));
     assert_ne!(a, b);
+    settled(&m);
     m.call(
         "files@/ops/revert",
         &format!("{{\"since\": {since}, \"session\": {a}}}"),
@@ -316,6 +345,7 @@ fn a_revert_of_one_session_leaves_the_others_and_refuses_across_them() {
         let d = m.read("files/c.txt@/ops/create/runs/1/description");
         common::number_after(&d, "session")
     };
+    settled(&m);
     let err = m.call(
         "files@/ops/revert",
         &format!("{{\"since\": {since}, \"session\": {c}}}"),
@@ -336,6 +366,7 @@ fn since_is_a_run_folder_an_event_or_a_time() {
     let t = t.trim();
     m.ok("cd files && echo 2 > b.txt && rm a.txt");
     // A time: both later changes show; a.txt was there before it.
+    settled(&m);
     let diff = m.ok(&format!("{} diff files --since {t}", common::WIP));
     assert!(
         diff.contains("new file mode 100644\n--- /dev/null\n+++ b/b.txt"),
@@ -350,6 +381,7 @@ fn since_is_a_run_folder_an_event_or_a_time() {
         "files@/paths/a.txt/ops/remove/runs/1".to_string(),
         format!("{}/files/a.txt@/ops/remove/runs/1", m.mount.display()),
     ] {
+        settled(&m);
         m.call("files@/ops/revert", &format!("{{\"since\": \"{since}\"}}"))
             .unwrap();
         assert_eq!(
@@ -363,6 +395,7 @@ fn since_is_a_run_folder_an_event_or_a_time() {
         m.ok("rm files/a.txt");
     }
     // A time.
+    settled(&m);
     m.call("files@/ops/revert", &format!("{{\"since\": \"{t}\"}}"))
         .unwrap();
     assert!(!m.root.join("b.txt").exists());
@@ -387,14 +420,11 @@ fn since_is_a_run_folder_an_event_or_a_time() {
     );
 }
 
-/// What programs do in a working tree still works with before-images on, and reverts whole:
-/// SQLite in WAL mode with two connections, `cp` (copy_file_range), an `O_RDWR` open that
-/// never writes beside a writer, a setuid file.
+/// SQLite in WAL mode with two connections works through the mount with before-images on
+/// (its `-shm` stays mappable beside its other opens).
 #[test]
-fn sqlite_cp_and_readers_beside_writers_revert_whole() {
+fn sqlite_in_wal_mode_with_two_connections_works_with_before_images() {
     let m = mount_repository();
-    let before = snapshot(&m);
-    let since = last_event(&m) + 1;
     let py = r#"
 import sqlite3
 a = sqlite3.connect('db.sqlite'); a.execute('pragma journal_mode=wal')
@@ -408,9 +438,19 @@ a.close(); b.close()
         py.replace('"', "\\\"")
     ));
     assert_eq!(out.trim(), "2 2", "two WAL connections through the mount");
+}
+
+/// What programs do in a working tree reverts whole: `cp` (copy_file_range), an `O_RDWR`
+/// open that never writes beside a writer, a setuid file.
+#[test]
+fn cp_and_readers_beside_writers_revert_whole() {
+    let m = mount_repository();
+    let before = snapshot(&m);
+    let since = last_event(&m) + 1;
     m.ok("cd files && cp README.md copy.md && cp --reflink=never docs/guide.txt docs/g2.txt");
     m.ok("cd files && exec 4<>README.md && echo changed > README.md && exec 4>&-");
     m.ok("cd files && chmod 4755 src/main.rs");
+    settled(&m);
     m.call("files@/ops/revert", &format!("{{\"since\": {since}}}"))
         .map_err(|e| format!("{e}: {}", m.result("files@/ops/revert")))
         .unwrap();
