@@ -12,6 +12,9 @@
 //!                                    PATH ends with `/`; failures are timed like successes)
 //!   wip-bench mcp-open N             (McpHost::open for a server that never answers, and for
 //!                                    one that exits at once: opening must wait for neither)
+//!   wip-bench relay LISTEN_IP TARGET PARENT_PID  (TCP on LISTEN_IP, a free port printed, each
+//!                                    connection relayed byte for byte to TARGET (host:port),
+//!                                    so TLS stays end to end; exits when PARENT_PID is gone)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -356,6 +359,46 @@ fn mcp_open(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// A TCP relay: how a mount in a network namespace reaches a server listening on the
+/// host's loopback only (the benchmark's shared24 section). Bytes are copied as they come
+/// (no Nagle delay on either side), so the client's TLS session is the server's.
+fn relay(args: &[String]) -> Result<()> {
+    let [listen, target, parent] = args else {
+        bail!("usage: wip-bench relay LISTEN_IP TARGET_HOST:PORT PARENT_PID");
+    };
+    let parent: libc::pid_t = parent.parse()?;
+    let listener = std::net::TcpListener::bind((listen.as_str(), 0))
+        .with_context(|| format!("listen on {listen}"))?;
+    println!("{}", listener.local_addr()?.port());
+    std::io::stdout().flush()?;
+    // Gone with the benchmark that started it, however that ended.
+    std::thread::spawn(move || loop {
+        // SAFETY: signal 0 only asks whether the process exists.
+        if unsafe { libc::kill(parent, 0) } != 0 {
+            std::process::exit(0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    });
+    for conn in listener.incoming() {
+        let Ok(inward) = conn else { continue };
+        let Ok(outward) = std::net::TcpStream::connect(target.as_str()) else {
+            continue;
+        };
+        let _ = inward.set_nodelay(true);
+        let _ = outward.set_nodelay(true);
+        for (mut from, mut to) in [
+            (inward.try_clone()?, outward.try_clone()?),
+            (outward, inward),
+        ] {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -367,6 +410,7 @@ fn main() -> Result<()> {
         Some("mcp-call") => mcp_call(&args[1..]),
         Some("mount-read") => mount_read(&args[1..]),
         Some("mcp-open") => mcp_open(&args[1..]),
+        Some("relay") => relay(&args[1..]),
         _ => bail!("usage: wip-bench host-call … | mount-call …"),
     }
 }
