@@ -29,6 +29,12 @@ ISSUES=${ISSUES:-1500}
 # git status, and how long the first mount takes to make the layer.
 # nfs: the default world over `wip serve-nfs` against its FUSE mount (walks with libnfs's
 # nfs-ls against ls -lR; calls from one Python client each way).
+# undo (not in the default run): what before-images cost: tar x over existing files, git
+# checkout of a commit ~100 back and back, appends to 1,000 files and SQLite inserts, each
+# through a files host with keep_before at its default and at 0, native and bindfs beside.
+# shared24 (not in the default run; root, ip netns, PostgreSQL with ssl = on): 3 mounts in
+# network namespaces share a journal and a tracker on PostgreSQL over TCP with TLS; 24
+# bash agents call on issues of their own; latency against one idle agent's, exact counts.
 SECTIONS=${SECTIONS:-walk,calls,db,search,feed,agent,exec,long,mcp,github,titled,shared,nfs}
 on() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 CALLS=${CALLS:-2000}
@@ -38,7 +44,7 @@ if [ -n "${BIN:-}" ]; then
   bin=$(cd "$BIN" && pwd)
 else
   cargo build --release --bins -q
-  bin=$PWD/target/release
+  bin=${CARGO_TARGET_DIR:-$PWD/target}/release
 fi
 work=$(mktemp -d /tmp/wip-bench.XXXXXX)
 shm=$(mktemp -d /dev/shm/wip-bench.XXXXXX)
@@ -47,7 +53,7 @@ floor_pid=""
 exec_pid=""
 cleanup() {
   cd /
-  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/longworld" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall" "$work/nfsfuse"; do
+  for d in "$work/peer/wip" "$work/peer/bindfs" "$work/peer/rclone" "$work/peer/floor" "$m" "$f" "$work/titledworld" "$work/callworld" "$work/feedworld" "$work/dbworld" "$work/bigm" "$work/smallm" "$work/searchworld" "$work/agentworld" "$work/execworld" "$work/execbad" "$work/longworld" "$work/mcpworld" "$work/ghworld" "$work/sqm" "$work/pgm" "$work/pgm2" "$work/floorcall" "$work/nfsfuse" "${uw:-/nonexistent}/mnt" "${uw:-/nonexistent}/bindfs" "$work/s24m1" "$work/s24m2" "$work/s24m3"; do
     mountpoint -q "$d" 2>/dev/null && { umount "$d" 2>/dev/null || umount -l "$d"; }
   done
   [ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null || true
@@ -55,7 +61,15 @@ cleanup() {
   [ -n "$exec_pid" ] && kill $exec_pid 2>/dev/null || true
   [ -n "${tail_pid:-}" ] && kill "$tail_pid" 2>/dev/null || true
   [ -n "${pgdb:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" 2>/dev/null || true
+  [ -n "${s24watch:-}" ] && kill "$s24watch" 2>/dev/null || true
+  [ -n "${s24relays:-}" ] && kill "${s24relays[@]}" 2>/dev/null || true
+  for ns in ${s24ns[@]+"${s24ns[@]}"}; do ip netns del "$ns" 2>/dev/null || true; done
+  if [ -n "${s24role:-}" ]; then
+    for db in state tracker; do psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS ${s24role}_$db WITH (FORCE)" 2>/dev/null || true; done
+    psql -h /var/run/postgresql -d postgres -qc "DROP ROLE IF EXISTS $s24role" 2>/dev/null || true
+  fi
   [ -n "${pgtracker:-}" ] && psql -h /var/run/postgresql -d postgres -qc "DROP DATABASE IF EXISTS $pgtracker WITH (FORCE)" 2>/dev/null || true
+  [ -n "${uw:-}" ] && rm -rf "$uw"
   rm -rf "$work" "$shm"
 }
 trap cleanup EXIT
@@ -685,6 +699,171 @@ echo "tracker get_metadata through the mount p50: SQLite $m_sq us, PostgreSQL $m
 "$bin/wip" umount "$work/trpgm"
 fi
 
+if on shared24; then
+echo "# many mounts, one world: 3 mounts, each in its own network namespace, share a journal and a tracker on"
+echo "# PostgreSQL over TCP with TLS; 24 bash agents (8 a mount) each comment and label on an issue of its own"
+for tool in ip nsenter psql openssl; do
+  command -v "$tool" > /dev/null || { echo "shared24 needs $tool"; exit 1; }
+done
+S24_ROUNDS=${S24_ROUNDS:-38}
+S24_IDLE=${S24_IDLE:-40}
+cert=/etc/ssl/certs/ssl-cert-snakeoil.pem
+psql1() { psql -h /var/run/postgresql -d postgres -qAtc "$1"; }
+[ "$(psql1 'SHOW ssl')" = on ] || { echo "shared24 needs PostgreSQL with ssl = on (Debian's snakeoil certificate, as .ci/run sets it up)"; exit 1; }
+# The name the certificate carries, verified; the address dialled is another (hostaddr).
+certname=$(openssl x509 -noout -ext subjectAltName -in "$cert" | tr ', ' '\n\n' | sed -n 's/^DNS://p' | head -n 1)
+# A login role with a password (Debian's pg_hba.conf asks for one over TCP), its two
+# databases: the shared state (journal, approvals) and the tracker.
+s24role=wip_b24_$$
+s24pw=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+psql1 "CREATE ROLE $s24role LOGIN PASSWORD '$s24pw'"
+psql1 "CREATE DATABASE ${s24role}_state OWNER $s24role"
+psql1 "CREATE DATABASE ${s24role}_tracker OWNER $s24role"
+s24psql() { psql "postgresql:///${s24role}_$1?host=/var/run/postgresql" -qAtc "$2"; }
+# A network namespace per mount, joined to this one by a veth pair; PostgreSQL listens
+# on this namespace's loopback only, so a relay on the pair's near end carries each
+# connection to it byte for byte (TLS end to end). S24_NETNS=0: every mount here, over
+# the loopback (no relay: what the relays cost shows against it).
+S24_NETNS=${S24_NETNS:-1}
+s24ns=() s24relays=() s24pids=()
+for i in 1 2 3; do
+  if [ "$S24_NETNS" = 1 ]; then
+    ns=wipb24_$$_$i here=wb$$h$i there=wb$$n$i net=10.$((230 + i)).$(($$ % 250))
+    ip netns add "$ns"; s24ns+=("$ns")
+    ip link add "$here" type veth peer name "$there"
+    ip link set "$there" netns "$ns"
+    ip addr add "$net.1/30" dev "$here"; ip link set "$here" up
+    ip -n "$ns" addr add "$net.2/30" dev "$there"; ip -n "$ns" link set "$there" up; ip -n "$ns" link set lo up
+    "$bin/wip-bench" relay "$net.1" 127.0.0.1:5432 $$ > "$work/relay$i.port" 2> /dev/null & s24relays+=($!)
+    until [ -s "$work/relay$i.port" ]; do sleep 0.02; done
+    addr=$net.1 port=$(cat "$work/relay$i.port") in_ns=(nsenter --net="/var/run/netns/$ns" --)
+  else
+    addr=127.0.0.1 port=5432 in_ns=()
+  fi
+  url() { echo "postgresql://$s24role:$s24pw@$certname:$port/${s24role}_$1?hostaddr=$addr&sslmode=verify-full&sslrootcert=$cert"; }
+  printf '[world]\nname = "shared24"\n[identity]\nuser = "alex"\nrole = "maintainer"\n[[host]]\nkind = "tracker"\npath = "tracker"\nseed = "demo"\ndatabase = "%s"\n' \
+    "$(url tracker)" > "$work/s24-$i.toml"
+  mkdir -p "$work/s24m$i" "$work/s24files$i"
+  # One after the other: the first seeds the tracker.
+  s24pids+=("$(cd "$work/s24files$i" && WIP_STATE_URL=$(url state) ${in_ns[@]+"${in_ns[@]}"} \
+    "$bin/wip" mount "$work/s24m$i" --state "$work/s24state$i" --manifest "$work/s24-$i.toml" | daemon_pid)")
+done
+[ "$S24_NETNS" = 1 ] && echo "mounts in network namespaces, each reaching PostgreSQL through a TCP relay" || echo "mounts in this network namespace, over the loopback"
+echo "TLS: $(s24psql state "SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.usename = '$s24role'" | tr '|' ' ' | awk '{print $1 " of the " $2 " connections the mounts hold are encrypted"}')"
+# The first 25 issues (pull requests share their numbers): 24 agents' and the idle one's.
+s24issues=($(ls "$work/s24m1/tracker/issues" | grep -xE '[0-9]+' | sort -n | head -n 25))
+idle_issue=${s24issues[24]}
+# Each mount's first call opens its connections.
+for i in 1 2 3; do echo "{\"body\":\"warm\"}" > "$work/s24m$i/tracker/issues/$idle_issue/ops/comment/call"; done
+
+# s24_agent MOUNT ISSUE ROUNDS TAG: each round a comment and a label call (adding, then
+# removing, `question`); one line per call: op, ok or fail, microseconds.
+s24_agent() {
+  local ops=$1/tracker/issues/$2/ops k t0 t1 v labels
+  for ((k = 1; k <= $3; k++)); do
+    t0=$EPOCHREALTIME
+    if echo "{\"body\":\"$4-$k\"}" > "$ops/comment/call" 2> /dev/null; then v=ok; else v=fail; fi
+    t1=$EPOCHREALTIME
+    echo "comment $v $(( ${t1/[.,]/} - ${t0/[.,]/} ))"
+    if ((k % 2)); then labels='{"add":["question"]}'; else labels='{"remove":["question"]}'; fi
+    t0=$EPOCHREALTIME
+    if echo "$labels" > "$ops/label/call" 2> /dev/null; then v=ok; else v=fail; fi
+    t1=$EPOCHREALTIME
+    echo "label $v $(( ${t1/[.,]/} - ${t0/[.,]/} ))"
+  done
+  # This agent's own CPU time (bash and what it ran), to the side.
+  [ -z "${5:-}" ] || times > "$5"
+}
+# Where the CPU went: clock ticks of the given processes; the machine's busy and all ticks.
+ticks_of() { local s=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && s=$((s + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done; echo "$s"; }
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+hz=$(getconf CLK_TCK)
+# pcts FILE…: n, p50, p95 and max (ms) of the latencies in the files' third column.
+pcts() { cat "$@" | awk '{print $3}' | sort -n | awk '{ v[NR] = $1 } END { printf "%d %.1f %.1f %.1f\n", NR, v[int((NR + 1) / 2)] / 1000, v[int(NR * 0.95 + 0.999)] / 1000, v[NR] / 1000 }'; }
+comments_of() { sed -n 's/.* · \([0-9]*\) comments\{0,1\}\( ·.*\)\{0,1\}$/\1/p' "$1/tracker/issues/$2/description"; }
+
+# Idle: one agent alone on mount 1, on an issue none of the 24 uses.
+s24_agent "$work/s24m1" "$idle_issue" $((S24_IDLE / 2)) idle > "$work/s24idle.txt"
+read -r idle_n idle_p50 idle_p95 idle_max <<< "$(pcts "$work/s24idle.txt")"
+
+# The 24 agents: mount i's agent a on the (8(i-1)+a)th issue.
+declare -A before=()
+for i in 1 2 3; do for n in "${s24issues[@]:0:24}"; do before[$i,$n]=$(comments_of "$work/s24m$i" "$n"); done; done
+s24agents=()
+mkfifo "$work/s24go"
+for i in 1 2 3; do
+  for a in $(seq 1 8); do
+    n=${s24issues[8 * (i - 1) + a - 1]}
+    # Each waits at the start line (a fifo: its open returns once the line is open).
+    { : < "$work/s24go"; s24_agent "$work/s24m$i" "$n" "$S24_ROUNDS" "b24-$n" "$work/s24times$n"; } > "$work/s24agent$n.txt" & s24agents+=($!)
+  done
+done
+sleep 0.5
+# The mounts' PostgreSQL backends (their pools are open by now), and what they wait for:
+# sampled every 0.1 s, how many of them run a statement and how many of those wait for a lock.
+backends=$(psql1 "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE usename = '$s24role'")
+{ cat <<SQL
+SELECT 'sample' UNION ALL
+SELECT concat_ws(' | ', 'active', coalesce(wait_event_type, '-'), coalesce(wait_event, '-')
+    || coalesce((SELECT ' ' || coalesce(l.classid::regclass::text, '') || ' ' || coalesce(l.objid::text, '')
+                   FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), ''),
+    regexp_replace(left(query, 80), '\s+', ' ', 'g'))
+  FROM pg_stat_activity a WHERE usename = '$s24role' AND state = 'active';
+SQL
+  echo '\watch 0.1'; } | psql -h /var/run/postgresql -d postgres -qAt > "$work/s24waits.txt" 2> /dev/null & s24watch=$!
+read -r busy0 all0 <<< "$(machine_ticks)"
+d0=$(ticks_of "${s24pids[@]}"); b0=$(ticks_of $backends); r0=$(ticks_of "${s24relays[@]}")
+load=$(cut -d ' ' -f 1 /proc/loadavg)
+t0=$(now); exec 8> "$work/s24go"
+wait "${s24agents[@]}"
+t1=$(now); exec 8>&-
+d1=$(ticks_of "${s24pids[@]}"); b1=$(ticks_of $backends); r1=$(ticks_of "${s24relays[@]}")
+read -r busy1 all1 <<< "$(machine_ticks)"
+kill "$s24watch"; wait "$s24watch" 2> /dev/null || true; s24watch=""
+s24_secs=$(echo "scale=2; ($t1 - $t0) / 1000000000" | bc)
+read -r n p50 p95 max <<< "$(pcts "$work"/s24agent*.txt)"
+failed=$(cat "$work"/s24agent*.txt | grep -c ' fail ' || true)
+for op in comment label; do
+  grep -h "^$op " "$work"/s24agent*.txt > "$work/s24-$op.txt"
+  grep -h "^$op " "$work/s24idle.txt" > "$work/s24idle-$op.txt"
+done
+printf '%-34s %6s %9s %9s %9s\n' "" calls "p50 ms" "p95 ms" "max ms"
+printf '%-34s %6s %9s %9s %9s\n' "one agent alone (idle), mount 1" $idle_n "$idle_p50" "$idle_p95" "$idle_max"
+for op in comment label; do
+  read -r a b c d <<< "$(pcts "$work/s24idle-$op.txt")"; printf '%-34s %6s %9s %9s %9s\n' "  of which $op" "$a" "$b" "$c" "$d"
+done
+printf '%-34s %6s %9s %9s %9s\n' "24 agents on 3 mounts" "$n" "$p50" "$p95" "$max"
+for op in comment label; do
+  read -r a b c d <<< "$(pcts "$work/s24-$op.txt")"; printf '%-34s %6s %9s %9s %9s\n' "  of which $op" "$a" "$b" "$c" "$d"
+done
+echo "24 agents: $n calls in ${s24_secs} s ($(echo "scale=0; $n / $s24_secs" | bc) calls/s), $failed failed; p50 against one idle call's p50: $(ratio "$p50" "$idle_p50") (target <= 3), p95 $(ratio "$p95" "$idle_p50")"
+# bash's `times`: the shell's user and system time, then its children's (0m1.234s each).
+agents_s=$(cat "$work"/s24times* | tr 'ms' '  ' | awk '{ s += $1 * 60 + $2 + $3 * 60 + $4 } END { printf "%.2f", s }')
+d_s=$(echo "scale=2; ($d1 - $d0) / $hz" | bc); b_s=$(echo "scale=2; ($b1 - $b0) / $hz" | bc); r_s=$(echo "scale=2; ($r1 - $r0) / $hz" | bc)
+cpu_s=$(echo "$d_s + $b_s + $r_s + $agents_s" | bc)
+echo "CPU during the run: the 3 daemons ${d_s} s, their PostgreSQL backends ${b_s} s, the TCP relays ${r_s:-0} s, the agents ${agents_s} s: $(echo "scale=1; $cpu_s * 1000 / $n" | bc) ms a call; the machine's $(nproc) cores $(( 100 * (busy1 - busy0) / (all1 - all0) ))% busy (load average $load as it began)"
+echo "the least mean latency $(nproc) cores allow 24 agents at that CPU a call: $(echo "scale=1; 24 * $cpu_s * 1000 / $n / $(nproc)" | bc) ms (nothing else running; the mean of these calls: $(cat "$work"/s24agent*.txt | awk '{ s += $3 } END { printf "%.1f", s / NR / 1000 }') ms)"
+awk -F ' [|] ' '$0 == "sample" { s++ } $1 == "active" { a++ } $2 == "Lock" { l++; w[$3 ": " $4]++ }
+  END { printf "backends running a statement, sampled every 0.1 s: %d samples, %.1f on average, %.1f of them waiting for a lock (%d%%)\n", s, a / (s ? s : 1), l / (s ? s : 1), a ? 100 * l / a : 0
+        fflush(); for (k in w) printf "  %5d waiting for %s\n", w[k], k | "sort -rn | head -n 6" }' "$work/s24waits.txt"
+# Exact counts: every issue grew by exactly its agent's comments, on every mount, and
+# in the tracker's own table; no run left running, none failed, in the journal.
+wrong=0
+for i in 1 2 3; do
+  for n in "${s24issues[@]:0:24}"; do
+    want=$(( ${before[$i,$n]:-0} + S24_ROUNDS ))
+    got=$(comments_of "$work/s24m$i" "$n")
+    # Another mount learns of a change from the feed: allow it a moment.
+    for _ in $(seq 1 50); do [ "$got" = "$want" ] && break; sleep 0.1; got=$(comments_of "$work/s24m$i" "$n"); done
+    [ "$got" = "$want" ] || { echo "mount $i, issue $n: $got comments, want $want"; wrong=$((wrong + 1)); }
+  done
+done
+db_ok=$(s24psql tracker "SELECT count(*) FROM (SELECT number, count(*) AS c FROM comments WHERE body LIKE 'b24-%' GROUP BY number) g WHERE c = $S24_ROUNDS")
+runs=$(s24psql state "SELECT string_agg(status || ' ' || c, ', ') FROM (SELECT status, count(*) AS c FROM calls GROUP BY status ORDER BY status) s")
+echo "exact counts: $((72 - wrong)) of 72 (24 issues on each of 3 mounts) grew by exactly $S24_ROUNDS comments; the tracker's table: $db_ok of 24 issues; the journal's runs: $runs"
+for i in 1 2 3; do "$bin/wip" umount "$work/s24m$i"; done
+fi
+
 if on tree; then
 echo "# tree: a working tree natively, through bindfs, rclone mount, the FUSE floor and wip's files host"
 for tool in bindfs rclone rsync tar git cargo; do
@@ -862,6 +1041,177 @@ printf '%-14s %9s %9s %9s\n' "grep -r warm" "${ogw[false]}" "${ogw[true]}" "$(ra
 printf '%-14s %9s %9s %9s\n' "git status" "${ost[false]}" "${ost[true]}" "$(ratio "${ost[true]}" "${ost[false]}")"
 echo "(target: overlay/plain <= 1.3 for grep -r and git status)"
 rm -rf "$src" "$pw"/ovstate-*
+fi
+
+if on undo; then
+echo "# undo: what before-images cost write-heavy work (a files host with keep_before 1 GiB, its default, against keep_before = 0)"
+for tool in bindfs tar git python3; do
+  command -v "$tool" > /dev/null || { echo "undo needs $tool (apt-get install $tool)"; exit 1; }
+done
+# Each workload on a fresh copy of its tree (prepared natively, then synced) for each of:
+# native, bindfs, wip with before-images (on) and wip with keep_before = 0 (off), each
+# wip mount on a fresh state. Timed: the workload alone, as in the tree section (the
+# journal's group commits of its runs are off the request path; a before-image is taken
+# on it). UNDO_ROUNDS repeats it all, on and off in alternating order. UNDO_DIR: where
+# the trees and states go (default: beside the rest, in /tmp).
+#
+# On an ext4 without a journal (this machine's) a new inode is never one freed in the
+# last 60 s (360 s while its inode table block is dirty: ext4's recently_deleted), and
+# each create reads past every such inode of its group: creating files soon after many
+# were removed costs far more than the create. A workload's own removals are its cost
+# (tar x over existing files removes and creates each); an earlier run's are not. So
+# nothing is removed until the end, and each timed run waits UNDO_SETTLE seconds after a
+# sync (default 61 on such a file system, else 0) for other removals to age out.
+UNDO_ROUNDS=${UNDO_ROUNDS:-1}
+uw=${UNDO_DIR:-$work}/wip-undo.$$
+mkdir -p "$uw/mnt" "$uw/bindfs"
+undo_pid=""
+# undo_mount SYSTEM TREE STATE: mount TREE for SYSTEM (wip on the state directory STATE);
+# udir is the directory to work in.
+undo_mount() {
+  case $1 in
+    native) udir=$2 ;;
+    bindfs) bindfs "$2" "$uw/bindfs"; udir=$uw/bindfs ;;
+    on|off)
+      { printf '[world]\nname = "undo"\n[[host]]\nkind = "files"\npath = "files"\nroot = "%s"\npage_size = 1000000\n' "$2"
+        if [ "$1" = off ]; then printf 'keep_before = 0\n'; fi; } > "$uw/files.toml"
+      undo_pid=$("$bin/wip" mount "$uw/mnt" --state "$3" --manifest "$uw/files.toml" | daemon_pid)
+      udir=$uw/mnt/files ;;
+  esac
+}
+# undo_umount SYSTEM: unmount, and for wip record what the daemon wrote to the disk first.
+undo_umount() {
+  case $1 in
+    bindfs) umount "$uw/bindfs" ;;
+    on|off)
+      # Reading .wip/ writes the runs still queued first.
+      cat "$uw/mnt/.wip/status" > /dev/null 2>&1 || true
+      undo_wrote=$(awk '/^write_bytes/ {print $2}' "/proc/$undo_pid/io")
+      "$bin/wip" umount "$uw/mnt"
+      while kill -0 "$undo_pid" 2>/dev/null; do sleep 0.05; done; undo_pid="" ;;
+  esac
+}
+# usecs CMD…: as secs, but a failed workload stops the benchmark with its words.
+usecs() {
+  local t0 t1; t0=$(now)
+  "$@" > "$uw/out" 2>&1 || { echo "failed: $* ($(tail -n 3 "$uw/out"))" >&2; return 1; }
+  t1=$(now); echo "scale=4; ($t1 - $t0) / 1000000000" | bc
+}
+mb() { echo "scale=1; $1 / 1048576" | bc; }
+# store_of STATE: the store after a run with before-images: its size, how many images.
+store_of() {
+  if [ -d "$1/before" ]; then
+    echo "$(du -sh "$1/before" | cut -f1) in $(find "$1/before" -type f | wc -l) images"
+  else
+    echo "none"
+  fi
+}
+
+# (a) tar x of 10,000 files over the same names (GNU tar unlinks each and creates it anew).
+python3 - "$uw/gen" 10000 <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for v in (1, 2):
+    for i in range(n):
+        d = os.path.join(root, f"v{v}", f"d{i // 100:03}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"f{i:05}.txt"), "w") as f:
+            f.write(f"file {i}, version {v}\n" + "a line of text\n" * (1 + (i + v) % 40))
+PY
+tar cf "$uw/v1.tar" -C "$uw/gen/v1" .; tar cf "$uw/v2.tar" -C "$uw/gen/v2" .; rm -rf "$uw/gen"
+prep_tar() { tar xf "$uw/v1.tar" -C "$1"; }
+work_tar() { tar xf "$uw/v2.tar" -C "$1"; }
+# (b) git checkout of a commit ~100 back and back again in a clone of this project.
+git clone -q --no-hardlinks "$PWD" "$uw/repo"
+back=$(git -C "$uw/repo" rev-list --count HEAD)
+old=$(git -C "$uw/repo" rev-list -n 1 HEAD~$(( back > 120 ? 100 : back / 2 )))
+changed=$(git -C "$uw/repo" diff --name-only "$old" HEAD | wc -l)
+prep_git() { cp -a "$uw/repo" "$1/repo"; }
+# The index's stat data filled through the mount, then no longer racily clean (as in the
+# tree section): the checkout itself rewrites only what it must.
+ready_git() { git -C "$1/repo" status > /dev/null; sleep 2; git -C "$1/repo" status > /dev/null; }
+work_git() { git -C "$1/repo" checkout -q "$old" && git -C "$1/repo" checkout -q -; }
+# (c) in place: 1,000 files of 16 KiB each appended to (O_WRONLY|O_APPEND, no O_TRUNC),
+# and 500 inserts, one transaction each, into a 20 MB SQLite database (rollback journal):
+# such writers are served through the daemon, and their before-image is a copy taken at
+# their first write.
+prep_append() {
+  python3 - "$1/app" <<'PY'
+import os, sys
+os.makedirs(sys.argv[1])
+for i in range(1000):
+    with open(os.path.join(sys.argv[1], f"log{i:04}.txt"), "w") as f:
+        f.write((f"entry {i} " * 2000)[:16384])
+PY
+}
+work_append() {
+  python3 - "$1/app" <<'PY'
+import os, sys
+for i in range(1000):
+    fd = os.open(os.path.join(sys.argv[1], f"log{i:04}.txt"), os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"one more line\n")
+    os.close(fd)
+PY
+}
+prep_sqlite() {
+  python3 - "$1/bench.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB)")
+db.execute("""WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000)
+              INSERT INTO t SELECT x, randomblob(1000) FROM c""")
+db.commit()
+PY
+}
+work_sqlite() {
+  python3 - "$1/bench.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+for i in range(500):
+    db.execute("BEGIN")
+    db.execute("INSERT INTO t (payload) VALUES (randomblob(1000))")
+    db.execute("COMMIT")
+PY
+}
+ready_none() { :; }
+
+# Trees and states side by side in $uw: one file system, which this checks.
+mkdir -p "$uw/t" "$uw/s"
+dev=$(df --output=source "$uw" | tail -n 1)
+if [ "$(stat -c %d "$uw/t")" = "$(stat -c %d "$uw/s")" ]; then
+  journal=$(cat "/sys/fs/ext4/${dev#/dev/}/journal_task" 2>/dev/null || echo "?")
+  echo "trees and state directories on one file system ($dev, $(df --output=fstype "$uw" | tail -n 1)$([ "$journal" = "<none>" ] && echo ", without a journal")): a removed file is linked into the store, not copied"
+  [ "$journal" = "<none>" ] && UNDO_SETTLE=${UNDO_SETTLE:-61}
+else
+  echo "trees and state directories on different file systems: a removed file is copied into the store"
+fi
+echo "tar x: 10,000 files over the same names; git: checkout of a commit $(( back > 120 ? 100 : back / 2 )) back ($changed files differ) and back again;"
+echo "append: 1,000 files of 16 KiB appended to; sqlite: 500 one-row transactions into a 20 MB database"
+printf '%-8s %5s %8s %8s %8s %8s %8s %8s %8s\n' task round native bindfs "wip off" "wip on" "on/off" "on/nat" "on/bfs"
+declare -A ut=() ustore=() uwrote=()
+for round in $(seq 1 "$UNDO_ROUNDS"); do
+  order="on off"; [ $((round % 2)) = 0 ] && order="off on"
+  for name in tar git append sqlite; do
+    ready=ready_none; [ "$name" = git ] && ready=ready_git
+    for sys in native bindfs $order; do
+      tree=$uw/t/$round-$name-$sys state=$uw/s/$round-$name-$sys
+      mkdir -p "$tree"
+      "prep_$name" "$tree"
+      sync; sleep "${UNDO_SETTLE:-0}"
+      undo_mount "$sys" "$tree" "$state"
+      "$ready" "$udir"
+      ut[$sys]=$(usecs "work_$name" "$udir")
+      undo_umount "$sys"
+      case $sys in
+        on|off) ustore[$sys]=$(store_of "$state"); uwrote[$sys]=$(mb "$undo_wrote") ;;
+      esac
+    done
+    printf '%-8s %5s %8s %8s %8s %8s %8s %8s %8s\n' "$name" "$round" "${ut[native]}" "${ut[bindfs]}" "${ut[off]}" "${ut[on]}" \
+      "$(ratio "${ut[on]}" "${ut[off]}")" "$(ratio "${ut[on]}" "${ut[native]}")" "$(ratio "${ut[on]}" "${ut[bindfs]}")"
+    echo "  the store after it: ${ustore[on]} (keep_before = 0: ${ustore[off]}); the daemon wrote ${uwrote[on]} MB to the disk with before-images, ${uwrote[off]} MB without"
+  done
+done
+rm -rf "$uw"
 fi
 
 if on nfs; then
